@@ -1,0 +1,1 @@
+"""Bayesian-optimisation loops and the registries of surrogates and acquisitions."""

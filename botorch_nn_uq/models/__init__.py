@@ -1,0 +1,1 @@
+"""BoTorch ``Model`` subclasses that serve predictions from trained neural networks."""

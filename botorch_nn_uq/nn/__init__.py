@@ -1,0 +1,1 @@
+"""Torch building blocks for the neural surrogates."""

@@ -1,0 +1,1 @@
+"""Posterior families of the neural surrogates and their registered samplers."""

@@ -1,0 +1,1 @@
+"""Benchmark problems: BO test functions and their regret metrics."""

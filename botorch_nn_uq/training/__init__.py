@@ -1,0 +1,1 @@
+"""The shared training loop, losses and seeding utilities."""
