@@ -1,1 +1,6 @@
 """BoTorch ``Model`` subclasses that serve predictions from trained neural networks."""
+
+from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.models.mc_dropout import MCDropout, MCDropoutHyperparameters
+
+__all__ = ["MCDropout", "MCDropoutHyperparameters", "NeuralSurrogateModel"]

@@ -1,1 +1,30 @@
-"""Posterior families of the neural surrogates and their registered samplers."""
+"""Posterior families of the neural surrogates and their registered samplers.
+
+1. :class:`GaussianMarginalPosterior`: independent Gaussians per point and output.
+2. :class:`FunctionEnsemblePosterior`: a weighted finite set of functions, sampled by
+   deterministic member index (:class:`EnsembleIndexSampler`), joint across the q-batch.
+3. :class:`MixtureOfGaussiansPosterior`: a weighted mixture of per-member Gaussians with
+   the aleatoric / epistemic split (:class:`MixtureSampler`).
+
+Importing this package registers the samplers with BoTorch's ``get_sampler``.
+"""
+
+from botorch_nn_uq.posteriors.ensemble import (
+    EnsembleIndexSampler,
+    FunctionEnsemblePosterior,
+    systematic_member_indices,
+)
+from botorch_nn_uq.posteriors.gaussian import MIN_VARIANCE, GaussianMarginalPosterior
+from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior, MixtureSampler
+from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
+
+__all__ = [
+    "MIN_VARIANCE",
+    "EnsembleIndexSampler",
+    "FunctionEnsemblePosterior",
+    "GaussianMarginalPosterior",
+    "MixtureOfGaussiansPosterior",
+    "MixtureSampler",
+    "apply_posterior_transform",
+    "systematic_member_indices",
+]

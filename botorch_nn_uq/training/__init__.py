@@ -1,1 +1,22 @@
 """The shared training loop, losses and seeding utilities."""
+
+from botorch_nn_uq.training.loop import (
+    OPTIMIZERS,
+    NonFiniteLossError,
+    TrainingConfig,
+    TrainingResult,
+    l2_penalty,
+    train_network,
+)
+from botorch_nn_uq.training.seeding import resolve_seed, seeded
+
+__all__ = [
+    "OPTIMIZERS",
+    "NonFiniteLossError",
+    "TrainingConfig",
+    "TrainingResult",
+    "l2_penalty",
+    "resolve_seed",
+    "seeded",
+    "train_network",
+]

@@ -1,0 +1,263 @@
+"""The shared base of every neural surrogate: data checks, transforms, fit(), posterior()."""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import torch
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.exceptions.errors import UnsupportedError
+from botorch.models.model import Model
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.posteriors import Posterior
+from torch import Tensor, nn
+from typing_extensions import Self
+
+from botorch_nn_uq.models.validation import validate_test_inputs, validate_training_data
+from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
+from botorch_nn_uq.training.loop import TrainingResult
+from botorch_nn_uq.training.seeding import resolve_seed, seeded
+
+
+def build_hyperparameters(hyperparameter_class: type, values: dict[str, Any], base: Any = None):
+    r"""Instantiate ``hyperparameter_class`` (a dataclass) from ``values``, on top of the
+    instance ``base`` if given, with an error that lists the valid names on a typo."""
+    valid = [field.name for field in dataclasses.fields(hyperparameter_class)]
+    unknown = sorted(set(values) - set(valid))
+    if unknown:
+        raise TypeError(
+            f"Unknown hyperparameter(s) {unknown} for {hyperparameter_class.__name__}; "
+            f"valid: {', '.join(valid)}."
+        )
+    if base is None:
+        return hyperparameter_class(**values)
+    return dataclasses.replace(base, **values)
+
+
+class NeuralSurrogateModel(Model, ABC):
+    r"""Base class of the package's neural surrogates (a BoTorch ``Model``).
+
+    It implements, once for every model:
+
+    - validation of ``train_X`` (``n x d``) and ``train_Y`` (``n x m``) with clear errors;
+    - ``input_transform`` / ``outcome_transform`` handled like ``SingleTaskGP``: the
+      outcome transform is fitted to ``train_Y`` at construction, the network is trained
+      on transformed inputs and outcomes, inputs are transformed in :meth:`posterior`
+      (in ``eval`` mode) and the posterior is mapped back to original outcome units;
+    - :meth:`fit`, reproducible from a seed and leaving the caller's RNG untouched;
+    - :meth:`posterior` honouring ``output_indices``, ``observation_noise`` (bool or a
+      ``batch_shape x q x m`` tensor of noise variances in the transformed outcome space,
+      as for BoTorch's GPs) and ``posterior_transform``.
+
+    Subclasses declare ``hyperparameter_class`` (a frozen dataclass validating its
+    fields) and implement :meth:`_fit` and :meth:`_predict`.
+
+    Args:
+        train_X: An ``n x d`` tensor of training inputs.
+        train_Y: An ``n x m`` tensor of training targets.
+        input_transform: An optional BoTorch ``InputTransform`` (e.g. ``Normalize(d)``).
+        outcome_transform: An optional BoTorch ``OutcomeTransform`` (e.g.
+            ``Standardize(m)``).
+        **hyperparameters: Values for fields of ``hyperparameter_class``.
+    """
+
+    hyperparameter_class: ClassVar[type]
+    #: The fewest training points a model accepts.
+    min_training_points: ClassVar[int] = 2
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        *,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
+        **hyperparameters: Any,
+    ) -> None:
+        super().__init__()
+        validate_training_data(train_X, train_Y, min_points=self.min_training_points)
+        self.hyperparameters = build_hyperparameters(self.hyperparameter_class, hyperparameters)
+        with torch.no_grad():
+            transformed_X = self.transform_inputs(train_X, input_transform=input_transform)
+        transformed_Y = train_Y
+        if outcome_transform is not None:
+            transformed_Y, _ = outcome_transform(train_Y, X=transformed_X)
+            if not transformed_Y.isfinite().all():
+                raise ValueError(
+                    f"The outcome transform {type(outcome_transform).__name__} produced "
+                    "non-finite training targets."
+                )
+            self.outcome_transform = outcome_transform
+        if input_transform is not None:
+            self.input_transform = input_transform
+        self.register_buffer("train_X", train_X)
+        self.register_buffer("transformed_train_Y", transformed_Y.detach())
+        self._num_outputs = train_Y.shape[-1]
+        self.network: nn.Module | None = None
+        self.training_result: TrainingResult | None = None
+        self.fit_seed: int | None = None
+        self.to(train_X)
+
+    @property
+    def num_outputs(self) -> int:
+        r"""The number of outputs ``m``."""
+        return self._num_outputs
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        r"""The model's batch shape: empty, since training data are ``n x d`` / ``n x m``."""
+        return torch.Size()
+
+    @property
+    def is_fitted(self) -> bool:
+        r"""Whether :meth:`fit` has completed."""
+        return self.network is not None
+
+    def _set_transformed_inputs(self) -> None:
+        r"""No-op: training inputs are transformed explicitly in :meth:`fit`, so the
+        GP-specific swapping of stored training inputs does not apply."""
+
+    def _revert_to_original_inputs(self) -> None:
+        r"""No-op (see :meth:`_set_transformed_inputs`)."""
+
+    def transformed_training_data(self) -> tuple[Tensor, Tensor]:
+        r"""The ``n x d'`` transformed training inputs (input transform applied in
+        ``train`` mode, as ``SingleTaskGP`` does) and the ``n x m`` transformed targets."""
+        self.train()
+        with torch.no_grad():
+            transformed_X = self.transform_inputs(self.train_X)
+        return transformed_X, self.transformed_train_Y
+
+    def fit(
+        self,
+        seed: int | None = None,
+        progress: bool = False,
+        warm_start: NeuralSurrogateModel | None = None,
+        **overrides: Any,
+    ) -> Self:
+        r"""Train the model.
+
+        Args:
+            seed: The seed of every random choice of the fit (initialisation, data
+                order, dropout, artificial points); the same seed gives the same model.
+                ``None`` draws a seed from torch's global RNG. The global RNG state is
+                restored afterwards.
+            progress: Show a tqdm progress bar.
+            warm_start: A fitted model of the same class and architecture whose network
+                weights initialise this fit (instead of a fresh initialisation), e.g. the
+                previous iteration's model in a BO loop.
+            **overrides: Hyperparameters to change for this and later fits.
+
+        Returns:
+            The model itself, fitted (in ``eval`` mode).
+        """
+        if overrides:
+            self.hyperparameters = build_hyperparameters(
+                self.hyperparameter_class, overrides, base=self.hyperparameters
+            )
+        if warm_start is not None and (
+            type(warm_start) is not type(self) or not warm_start.is_fitted
+        ):
+            raise ValueError(
+                f"warm_start must be a fitted {type(self).__name__}; got "
+                f"{type(warm_start).__name__} (fitted: {getattr(warm_start, 'is_fitted', False)})."
+            )
+        self.fit_seed = resolve_seed(seed)
+        train_X, train_Y = self.transformed_training_data()
+        with seeded(self.fit_seed):
+            network = self._build_network(train_X.shape[-1], train_Y.shape[-1]).to(train_X)
+            if warm_start is not None:
+                network.load_state_dict(warm_start.network.state_dict())
+            self.network = network
+            self.training_result = self._fit(train_X, train_Y, progress=progress)
+        self.eval()
+        return self
+
+    @abstractmethod
+    def _build_network(self, input_dim: int, output_dim: int) -> nn.Module:
+        r"""A freshly initialised network for ``input_dim`` (transformed) inputs and
+        ``output_dim`` outputs."""
+
+    @abstractmethod
+    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
+        r"""Train ``self.network`` on transformed data (``n x d'`` and ``n x m``) under a
+        seeded global RNG, and compute any state the posterior needs."""
+
+    @abstractmethod
+    def _predict(self, X: Tensor, observation_noise: bool) -> Posterior:
+        r"""The posterior over all outputs in the transformed outcome space.
+
+        Args:
+            X: A ``batch_shape x q x d'`` tensor of transformed inputs.
+            observation_noise: Whether to include the model's observation noise.
+
+        Returns:
+            One of the package's posterior families (with ``subset_outputs``,
+            ``add_observation_noise``, ``untransform_outcomes`` and ``scalarize``).
+        """
+
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | Tensor = False,
+        posterior_transform: PosteriorTransform | None = None,
+        **kwargs: Any,
+    ) -> Posterior:
+        r"""The posterior at ``X`` in original outcome units.
+
+        Args:
+            X: A ``batch_shape x q x d`` tensor of inputs (``q x d`` is fine).
+            output_indices: Outputs to return; all if ``None``.
+            observation_noise: ``False`` for the latent function; ``True`` to include
+                the model's observation noise; a ``batch_shape x q x m`` tensor of noise
+                variances (transformed outcome space) to add instead.
+            posterior_transform: An optional BoTorch ``PosteriorTransform``.
+
+        Returns:
+            A posterior over ``batch_shape x q x m'`` outputs (``m'`` the number of
+            selected outputs; 1 after a scalarising transform).
+        """
+        if kwargs:
+            raise UnsupportedError(
+                f"{type(self).__name__}.posterior does not support the argument(s) "
+                f"{sorted(kwargs)}."
+            )
+        if not self.is_fitted:
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
+        validate_test_inputs(X, self.train_X)
+        self.eval()
+        transformed_X = self.transform_inputs(X)
+        posterior = self._predict(transformed_X, observation_noise=observation_noise is True)
+        if isinstance(observation_noise, Tensor):
+            expected = transformed_X.shape[:-1] + torch.Size([self.num_outputs])
+            if torch.broadcast_shapes(observation_noise.shape, expected) != expected:
+                raise ValueError(
+                    f"observation_noise must be broadcastable to `batch_shape x q x m` = "
+                    f"{tuple(expected)}; got {tuple(observation_noise.shape)}."
+                )
+            if (observation_noise < 0).any():
+                raise ValueError("observation_noise must be non-negative.")
+            posterior = posterior.add_observation_noise(observation_noise.to(transformed_X))
+        outcome_transform = getattr(self, "outcome_transform", None)
+        if output_indices is not None:
+            output_indices = list(output_indices)
+            invalid = [i for i in output_indices if not -self.num_outputs <= i < self.num_outputs]
+            if invalid or not output_indices:
+                raise ValueError(
+                    f"output_indices {output_indices} are invalid for a model with "
+                    f"{self.num_outputs} output(s)."
+                )
+            posterior = posterior.subset_outputs(output_indices)
+            if outcome_transform is not None:
+                outcome_transform = outcome_transform.subset_output(
+                    [i % self.num_outputs for i in output_indices]
+                )
+        if outcome_transform is not None:
+            posterior = posterior.untransform_outcomes(outcome_transform, X=transformed_X)
+        if posterior_transform is not None:
+            posterior = apply_posterior_transform(posterior, posterior_transform, X=transformed_X)
+        return posterior

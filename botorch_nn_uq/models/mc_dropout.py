@@ -1,0 +1,156 @@
+"""Monte Carlo dropout (Gal & Ghahramani, 2016) as a BoTorch model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP
+from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
+from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
+from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, train_network
+
+
+@dataclass(frozen=True)
+class MCDropoutHyperparameters:
+    r"""Hyperparameters of :class:`MCDropout` (defaults: a fast CPU setting for BO).
+
+    Args:
+        hidden_widths: Widths of the hidden layers.
+        activation: Hidden activation (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``).
+        dropout: Dropout rate ``p`` in ``(0, 1)``, used at training and test time.
+        num_masks: Size ``s`` of the fixed bank of test-time dropout masks, i.e. the
+            number of functions in the posterior.
+        epochs: Training epochs.
+        learning_rate: Adam's learning rate.
+        batch_size: Mini-batch size; ``None`` trains full-batch.
+        weight_decay: Adam's weight decay (an L2 penalty ``weight_decay/2 ||w||^2``;
+            with dropout this is the variational prior of Gal & Ghahramani).
+        patience: Early-stopping patience on the training loss; ``None`` disables it.
+        noise_variance: Observation-noise variance in the transformed outcome space
+            used for ``observation_noise=True``; ``None`` estimates it after training
+            as the mean squared residual of the MC mean on the training data.
+    """
+
+    hidden_widths: tuple[int, ...] = (64, 64)
+    activation: str = "relu"
+    dropout: float = 0.1
+    num_masks: int = 64
+    epochs: int = 500
+    learning_rate: float = 5e-3
+    batch_size: int | None = None
+    weight_decay: float = 1e-4
+    patience: int | None = None
+    noise_variance: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden_widths", tuple(self.hidden_widths))
+        if not self.hidden_widths or any(
+            not isinstance(w, int) or w < 1 for w in self.hidden_widths
+        ):
+            raise ValueError(
+                f"hidden_widths must be a non-empty sequence of positive integers; got "
+                f"{self.hidden_widths}."
+            )
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"Unknown activation {self.activation!r}; valid: {', '.join(sorted(ACTIVATIONS))}."
+            )
+        if not 0 < self.dropout < 1:
+            raise ValueError(f"dropout must be in (0, 1) for MC dropout; got {self.dropout}.")
+        if self.num_masks < 2:
+            raise ValueError(f"num_masks must be at least 2; got {self.num_masks}.")
+        if self.noise_variance is not None and not self.noise_variance > 0:
+            raise ValueError(f"noise_variance must be positive or None; got {self.noise_variance}.")
+        self.training_config()
+
+    def training_config(self) -> TrainingConfig:
+        r"""The settings of the shared training loop (validated there)."""
+        return TrainingConfig(
+            epochs=self.epochs,
+            learning_rate=self.learning_rate,
+            batch_size=self.batch_size,
+            optimizer="adam",
+            weight_decay=self.weight_decay,
+            patience=self.patience,
+        )
+
+
+class MCDropout(NeuralSurrogateModel):
+    r"""Monte Carlo dropout surrogate.
+
+    An MLP trained with dropout (MSE loss); at test time dropout stays on, with a
+    FIXED bank of ``num_masks`` dropout masks drawn from the fit's seed. The posterior
+    is therefore a deterministic finite set of ``s`` functions
+    (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`), all evaluated in one
+    batched forward pass; MC samples are joint across the q-batch and ``optimize_acqf``
+    sees a smooth deterministic acquisition. With ``observation_noise=True`` the
+    posterior is a mixture with one Gaussian per mask (homoscedastic noise, see
+    ``noise_variance``).
+
+    Args:
+        train_X: An ``n x d`` tensor of training inputs.
+        train_Y: An ``n x m`` tensor of training targets.
+        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
+        outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
+        **hyperparameters: Fields of :class:`MCDropoutHyperparameters`.
+
+    Example:
+        >>> from botorch.models.transforms import Normalize, Standardize
+        >>> train_X = torch.rand(20, 2, dtype=torch.float64)
+        >>> train_Y = train_X.sin().sum(-1, keepdim=True)
+        >>> model = MCDropout(
+        ...     train_X, train_Y, input_transform=Normalize(2), outcome_transform=Standardize(1)
+        ... ).fit(seed=0)
+        >>> model.posterior(torch.rand(4, 1, 2, dtype=torch.float64)).mean.shape
+        torch.Size([4, 1, 1])
+    """
+
+    hyperparameter_class = MCDropoutHyperparameters
+
+    def _build_network(self, input_dim: int, output_dim: int) -> DropoutMLP:
+        hp = self.hyperparameters
+        return DropoutMLP(
+            input_dim,
+            output_dim,
+            hidden_widths=hp.hidden_widths,
+            activation=hp.activation,
+            dropout=hp.dropout,
+        )
+
+    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
+        hp = self.hyperparameters
+        network = self.network
+
+        def mse_loss(indices: Tensor | None) -> Tensor:
+            X, Y = (train_X, train_Y) if indices is None else (train_X[indices], train_Y[indices])
+            return (network(X) - Y).pow(2).mean()
+
+        result = train_network(
+            network,
+            mse_loss,
+            num_data=train_X.shape[0],
+            config=hp.training_config(),
+            progress=progress,
+            description="MC dropout",
+        )
+        self.masks = [mask.detach() for mask in network.sample_masks(hp.num_masks)]
+        if hp.noise_variance is not None:
+            noise_variance = torch.full_like(train_Y[0], hp.noise_variance)
+        else:
+            with torch.no_grad():
+                mc_mean = network(train_X, masks=self.masks).mean(dim=-3)
+            noise_variance = (mc_mean - train_Y).pow(2).mean(dim=0).clamp_min(1e-6)
+        self.register_buffer("noise_variance", noise_variance)
+        return result
+
+    def _predict(
+        self, X: Tensor, observation_noise: bool
+    ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior:
+        posterior = FunctionEnsemblePosterior(self.network(X, masks=self.masks))
+        if observation_noise:
+            return posterior.add_observation_noise(self.noise_variance)
+        return posterior
