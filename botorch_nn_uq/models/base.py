@@ -234,7 +234,13 @@ class NeuralSurrogateModel(Model, ABC):
         posterior = self._predict(transformed_X, observation_noise=observation_noise is True)
         if isinstance(observation_noise, Tensor):
             expected = transformed_X.shape[:-1] + torch.Size([self.num_outputs])
-            if torch.broadcast_shapes(observation_noise.shape, expected) != expected:
+            try:
+                broadcastable = (
+                    torch.broadcast_shapes(observation_noise.shape, expected) == expected
+                )
+            except RuntimeError:
+                broadcastable = False
+            if not broadcastable:
                 raise ValueError(
                     f"observation_noise must be broadcastable to `batch_shape x q x m` = "
                     f"{tuple(expected)}; got {tuple(observation_noise.shape)}."

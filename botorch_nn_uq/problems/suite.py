@@ -1,0 +1,280 @@
+r"""The NOMU BO suite: test problems with known minimum and maximum over the box.
+
+Four minimisation problems in any dimension ``d >= 2`` (the NOMU paper uses
+``d = 5`` and ``d = 10``):
+
+============  ==================  ================================================
+name          domain              maximiser (proofs in the ``_*_maximizer`` docs)
+============  ==================  ================================================
+levy          ``[-10, 10]^d``     ``(-10, ..., -10)``
+rosenbrock    ``[-5, 10]^d``      ``(10, ..., 10, -5)``
+g-function    ``[0, 1]^d``        ``(1, ..., 1)`` (any vertex)
+perm          ``[-d, d]^d``       ``(-d, ..., -d)``
+============  ==================  ================================================
+
+Every maximum is proven analytically (no numerical search), so it is exact for
+every ``d``; ``tests/problems/test_suite.py`` cross-checks it with random search
+plus local optimisation. The regret metric is the normalised regret
+``2 (f(x_best) - f_min) / (f_max - f_min)``, which is ``0`` at the minimum and
+``2`` at the maximum.
+
+Example:
+    >>> problem = get_bo_problem("levy", 5)
+    >>> lower, upper = problem.bounds
+    >>> X = lower + (upper - lower) * torch.rand(8, 5, dtype=torch.double)
+    >>> y = problem.evaluate(X)  # shape (8,)
+    >>> problem.normalized_regret(y.min())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from numbers import Integral
+
+import torch
+from botorch.test_functions.synthetic import Levy, Rosenbrock, SyntheticTestFunction
+from torch import Tensor
+
+from botorch_nn_uq.problems.synthetic import GFunction, Perm
+
+BO_PROBLEM_NAMES: tuple[str, ...] = ("levy", "rosenbrock", "g-function", "perm")
+
+
+class BOProblem:
+    r"""A minimisation problem with known minimum and maximum over its box.
+
+    Args:
+        name: Name of the problem (one of ``BO_PROBLEM_NAMES`` for the suite).
+        test_function: The BoTorch test function ``f`` to minimise (``negate=False``).
+        min_value: ``min f`` over the box.
+        max_value: ``max f`` over the box.
+        maximizer: A ``d``-tensor with ``f(maximizer) == max_value``.
+
+    Example:
+        >>> problem = get_bo_problem("rosenbrock", 5)
+        >>> problem.evaluate(problem.maximizer) == problem.max_value
+        tensor(True)
+    """
+
+    def __init__(
+        self,
+        name: str,
+        test_function: SyntheticTestFunction,
+        min_value: float,
+        max_value: float,
+        maximizer: Tensor,
+    ) -> None:
+        if test_function.negate:
+            raise ValueError("BOProblem expects a test function with negate=False.")
+        if maximizer.shape != (test_function.dim,):
+            raise ValueError(
+                f"maximizer must have shape ({test_function.dim},), got {tuple(maximizer.shape)}."
+            )
+        if not max_value > min_value:
+            raise ValueError(f"Need max_value > min_value, got {max_value} <= {min_value}.")
+        self.name = name
+        self.dim: int = test_function.dim
+        self.test_function = test_function
+        self._min_value = float(min_value)
+        self._max_value = float(max_value)
+        self._maximizer = maximizer
+
+    @property
+    def bounds(self) -> Tensor:
+        r"""The ``2 x d`` tensor of lower (row 0) and upper (row 1) bounds."""
+        return self.test_function.bounds
+
+    @property
+    def min_value(self) -> float:
+        r"""The minimum of ``f`` over the box."""
+        return self._min_value
+
+    @property
+    def max_value(self) -> float:
+        r"""The maximum of ``f`` over the box."""
+        return self._max_value
+
+    @property
+    def maximizer(self) -> Tensor:
+        r"""A ``d``-tensor at which ``f`` attains ``max_value``."""
+        return self._maximizer
+
+    def evaluate(self, X: Tensor) -> Tensor:
+        r"""Evaluate the noiseless objective ``f`` (to be minimised).
+
+        Args:
+            X: A ``batch_shape x d`` tensor of points inside ``bounds``.
+
+        Returns:
+            A ``batch_shape`` tensor of ``f(X)`` in the dtype and on the device of ``X``.
+
+        Raises:
+            ValueError: If the last dimension of ``X`` is not ``d`` or a point lies
+                outside the box.
+        """
+        if X.shape[-1] != self.dim:
+            raise ValueError(
+                f"{self.name}: expected X of shape batch_shape x {self.dim}, got {tuple(X.shape)}."
+            )
+        lower, upper = self.bounds.to(X)
+        if not (X.ge(lower) & X.le(upper)).all():
+            raise ValueError(f"{self.name}: X lies outside the bounds of the problem.")
+        # BoTorch's public `evaluate_true` checks X against its CPU bounds buffer,
+        # which fails for X on another device; the bounds were checked above.
+        return self.test_function._evaluate_true(X)
+
+    def normalized_regret(self, best_value: float | Tensor) -> float | Tensor:
+        r"""Normalised regret ``2 (best_value - min_value) / (max_value - min_value)``.
+
+        Args:
+            best_value: The best (smallest) observed value ``f(x_best)``, a float or
+                a tensor of any shape (applied elementwise).
+
+        Returns:
+            A float for a float input, else a tensor of the shape of ``best_value``;
+            ``0`` at the minimum and ``2`` at the maximum.
+        """
+        return 2.0 * (best_value - self.min_value) / (self.max_value - self.min_value)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name={self.name!r}, dim={self.dim}, "
+            f"min_value={self.min_value:.6g}, max_value={self.max_value:.6g})"
+        )
+
+
+def _levy_maximizer(dim: int) -> list[float]:
+    r"""Maximiser ``(-10, ..., -10)`` of Levy on ``[-10, 10]^d``.
+
+    Proof. With ``w = 1 + (x - 1) / 4 in [-1.75, 3.25]`` Levy is separable,
+    ``f = g_1(w_1) + sum_{i=2}^{d-1} g(w_i) + g_d(w_d)`` with
+    ``g(w) = (w - 1)^2 (1 + 10 sin^2(pi w + 1))``, ``g_1 = g + sin^2(pi w)`` and
+    ``g_d(w) = (w - 1)^2 (1 + sin^2(2 pi w))``, so each term is maximised alone:
+
+    * ``g_d <= 2 (w - 1)^2 <= 2 * 2.75^2``, with equality at ``w = -1.75``
+      (``sin^2(-3.5 pi) = 1``).
+    * ``g <= 11 (w - 1)^2``, which is below ``g(-1.75) = 79.7578...`` unless
+      ``|w - 1| >= 2.6927``, i.e. unless ``w in [-1.75, -1.6927]``. There
+      ``pi w + 1`` lies in ``(pi/2, pi)`` modulo ``2 pi``, so ``sin^2(pi w + 1)``
+      and ``(w - 1)^2`` are positive and decreasing in ``w``: ``g`` peaks at ``-1.75``.
+    * ``g_1 <= 11 (w - 1)^2 + 1`` is below ``g_1(-1.75)`` unless
+      ``w in [-1.75, -1.6843]``. There ``g' = 2 (w - 1) s + 10 pi (w - 1)^2
+      sin(2 pi w + 2)`` with ``s >= 1`` and ``sin(2 pi w + 2) < 0`` (the argument is
+      in ``(pi, 3 pi / 2)`` modulo ``2 pi``), so ``g' < -5.3 < -pi <= -d/dw sin^2(pi w)``
+      and ``g_1`` is decreasing: it peaks at ``-1.75`` too.
+
+    ``w = -1.75`` is ``x = -10``.
+    """
+    return [-10.0] * dim
+
+
+def _rosenbrock_maximizer(dim: int) -> list[float]:
+    r"""Maximiser ``(10, ..., 10, -5)`` of Rosenbrock on ``[-5, 10]^d``.
+
+    With ``T(x, y) = 100 (y - x^2)^2 + (x - 1)^2``, ``f = sum_{i<d} T(x_i, x_{i+1})``
+    is a chain; let ``V_k(z)`` be the max of the first ``k - 1`` terms over
+    ``x_1..x_{k-1}`` with ``x_k = z``. Claim: ``V_k(z) = c_k + 100 (100 - z)^2`` with
+    the maximum at ``x_1 = ... = x_{k-1} = 10`` and ``c_k = 81 + 810081 (k - 2)``.
+
+    * ``k = 2``: ``|z - x^2| <= 100 - z`` for ``x^2 in [0, 100]``, ``z <= 10`` and
+      ``(x - 1)^2 <= 81``, both with equality at ``x = 10``.
+    * ``k -> k + 1``: ``V_{k+1}(z) = c_k + max_y phi(y, z)`` with
+      ``phi(y, z) = 100 (100 - y)^2 + (y - 1)^2 + 100 (z - y^2)^2``, and
+      ``phi(10, z) - phi(y, z) = [81 - (y - 1)^2]
+      + 100 (10 - y) [(10 + y)(100 + y^2 - 2z) - (190 - y)]``. The first bracket is
+      ``>= 0`` on ``[-5, 10]``; in the second ``100 + y^2 - 2z >= 80 + y^2`` and
+      ``h(y) = (10 + y)(80 + y^2) + y - 190`` has ``h' = 3y^2 + 20y + 81 > 0`` and
+      ``h(-5) = 330 > 0``. So ``y = 10`` maximises ``phi``, and
+      ``phi(10, z) = 810081 + 100 (100 - z)^2``.
+
+    Finally ``max_z V_d(z)`` is at ``z = -5``:
+    ``f_max = 810081 (d - 2) + 1102581``.
+    """
+    return [10.0] * (dim - 1) + [-5.0]
+
+
+def _g_function_maximizer(dim: int) -> list[float]:
+    r"""Maximiser ``(1, ..., 1)`` of the G-function on ``[0, 1]^d``.
+
+    Each factor ``(|4 x_i - 2| + a_i) / (1 + a_i)`` is maximal, and positive, at
+    ``|4 x_i - 2| = 2`` (``x_i in {0, 1}``); the first factor has ``|.| <= 3`` with
+    ``3`` its maximum. So ``|f| <= prod_i (2 + a_i) / (1 + a_i)``, attained at every
+    vertex: ``f_max = 3 * 2 * prod_{i=3}^d (i + 2) / i = (d + 1)(d + 2) / 2 = -3 f_min``.
+    """
+    return [1.0] * dim
+
+
+def _perm_maximizer(dim: int) -> list[float]:
+    r"""Maximiser ``(-d, ..., -d)`` of the Perm function (``beta = 1/2``) on ``[-d, d]^d``.
+
+    Write ``f = sum_i S_i^2`` with ``S_i = sum_j (j^i + beta)(u_{ij} - 1)`` and
+    ``u_{ij} = (x_j / j)^i``, ``|u_{ij}| <= (d / j)^i``. We bound each ``|S_i|`` and
+    show all bounds are attained at ``x = (-d, ..., -d)``:
+
+    * odd ``i``: ``|S_i| <= sum_j (j^i + beta)((d / j)^i + 1)``, with equality when
+      every ``u_{ij} = -(d / j)^i``, i.e. ``x_j = -d``.
+    * even ``i``: ``u_{ij} in [0, (d / j)^i]``, so ``-N_i <= S_i <= P_i`` with
+      ``N_i = sum_j (j^i + beta)`` and ``P_i = sum_j (j^i + beta)((d / j)^i - 1)``
+      (attained at ``x_j = +-d``). For ``d >= 3``, ``P_i >= N_i``: for ``d >= 7``
+      since ``sum_j j^i <= d^i + d^{i+1} / (i + 1)`` gives
+      ``P_i - N_i >= d^i (d / 3 - 2) - beta d > 0``, and for ``3 <= d <= 6`` by exact
+      evaluation (checked in the tests).
+
+    For ``d = 2`` (``P_2 = 4.5 < N_2 = 6``) argue directly:
+    ``S_1 = 1.5 x_1 + 1.25 x_2 - 4``, ``S_2 = 1.5 x_1^2 + 1.125 x_2^2 - 6``. If
+    ``S_2 >= 0``, ``f <= 9.5^2 + 4.5^2 = 110.5 = f(-2, -2)``. If ``S_2 < 0``, ``x``
+    lies in the ellipse ``1.5 x_1^2 + 1.125 x_2^2 < 6``, where Cauchy-Schwarz gives
+    ``|1.5 x_1 + 1.25 x_2| < (6 (1.5 + 1.25^2 / 1.125))^{1/2} < 4.17``, so
+    ``f < 8.17^2 + 6^2 < 103``.
+    """
+    return [-float(dim)] * dim
+
+
+# name -> (test function constructor, closed-form maximiser for a given d)
+_PROBLEMS: dict[str, tuple[Callable[..., SyntheticTestFunction], Callable[[int], list[float]]]] = {
+    "levy": (Levy, _levy_maximizer),
+    "rosenbrock": (Rosenbrock, _rosenbrock_maximizer),
+    "g-function": (GFunction, _g_function_maximizer),
+    "perm": (Perm, _perm_maximizer),
+}
+
+
+def get_bo_problem(name: str, dim: int, *, dtype: torch.dtype = torch.float64) -> BOProblem:
+    r"""Build a problem of the NOMU BO suite.
+
+    ``min_value`` is the function's known optimal value, ``max_value`` is ``f`` at
+    the analytically proven maximiser (see the module docstring), evaluated in
+    ``float64``.
+
+    Args:
+        name: One of ``BO_PROBLEM_NAMES``: ``"levy"``, ``"rosenbrock"``,
+            ``"g-function"``, ``"perm"``.
+        dim: The input dimension ``d >= 2``.
+        dtype: dtype of ``bounds`` and ``maximizer``.
+
+    Returns:
+        The ``BOProblem`` with a minimisation test function (``negate=False``).
+
+    Raises:
+        ValueError: For an unknown ``name`` or ``dim < 2``.
+
+    Example:
+        >>> problem = get_bo_problem("perm", 5)
+        >>> problem.min_value, problem.max_value
+    """
+    if name not in _PROBLEMS:
+        raise ValueError(f"Unknown BO problem {name!r}; valid names are {BO_PROBLEM_NAMES}.")
+    if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 2:
+        raise ValueError(f"BO problem {name!r} requires an integer dim >= 2, got {dim!r}.")
+    dim = int(dim)
+    make_function, maximizer_of = _PROBLEMS[name]
+    test_function = make_function(dim=dim, dtype=dtype)
+    maximizer = torch.tensor(maximizer_of(dim), dtype=torch.float64)
+    max_value = test_function.evaluate_true(maximizer).item()
+    return BOProblem(
+        name=name,
+        test_function=test_function,
+        min_value=test_function.optimal_value,
+        max_value=max_value,
+        maximizer=maximizer.to(dtype),
+    )

@@ -1,0 +1,331 @@
+"""Conformance kit: the behaviour every model of the package must show inside BoTorch.
+
+A model joins the kit by adding one :class:`ConformanceEntry` to ``MODEL_ENTRIES`` in
+``tests/models/test_conformance.py``; every test of :class:`ConformanceKit` then runs on it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import torch
+from botorch.acquisition import (
+    LogExpectedImprovement,
+    UpperConfidenceBound,
+    qLogExpectedImprovement,
+    qLogNoisyExpectedImprovement,
+    qUpperConfidenceBound,
+)
+from botorch.acquisition.objective import GenericMCObjective, ScalarizedPosteriorTransform
+from botorch.models import ModelList, SingleTaskGP
+from botorch.models.transforms import Normalize, Standardize
+from botorch.optim import optimize_acqf
+from botorch.sampling.get_sampler import get_sampler
+from botorch.utils.sampling import draw_sobol_samples
+from torch import Tensor
+
+BOUNDS_LOW, BOUNDS_HIGH = -2.0, 3.0
+DIM = 2
+
+
+@dataclass(frozen=True)
+class ConformanceEntry:
+    r"""One model under test.
+
+    Args:
+        name: Test id.
+        model_class: A ``NeuralSurrogateModel`` subclass.
+        hyperparameters: Fast settings for tests.
+        has_observation_noise_model: Whether ``observation_noise=True`` adds noise.
+        extra_kwargs: Further constructor arguments, given the ``2 x d`` bounds.
+    """
+
+    name: str
+    model_class: type
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    has_observation_noise_model: bool = True
+    extra_kwargs: Callable[[Tensor], dict[str, Any]] = lambda bounds: {}
+
+    def build(self, train_X: Tensor, train_Y: Tensor, bounds: Tensor | None = None, **kwargs: Any):
+        bounds = bounds_like(train_X) if bounds is None else bounds
+        return self.model_class(
+            train_X, train_Y, **self.extra_kwargs(bounds), **self.hyperparameters, **kwargs
+        )
+
+    def fitted(self, train_X: Tensor, train_Y: Tensor, seed: int = 0, **kwargs: Any):
+        return self.build(train_X, train_Y, **kwargs).fit(seed=seed)
+
+
+def bounds_like(X: Tensor) -> Tensor:
+    return torch.tensor([[BOUNDS_LOW] * DIM, [BOUNDS_HIGH] * DIM], dtype=X.dtype)
+
+
+def toy_function(X: Tensor) -> Tensor:
+    r"""Two outputs of very different scales, to make outcome transforms matter."""
+    first = 1000.0 + 100.0 * torch.sin(2.0 * X[..., 0]) * torch.cos(X[..., 1])
+    second = -5.0 + 2.0 * (X**2).sum(-1)
+    return torch.stack([first, second], dim=-1)
+
+
+def toy_data(n: int = 24, dtype: torch.dtype = torch.float64, num_outputs: int = 1):
+    generator = torch.Generator().manual_seed(123)
+    X = BOUNDS_LOW + (BOUNDS_HIGH - BOUNDS_LOW) * torch.rand(
+        n, DIM, generator=generator, dtype=dtype
+    )
+    return X, toy_function(X)[..., :num_outputs]
+
+
+def test_points(*batch: int, dtype: torch.dtype = torch.float64) -> Tensor:
+    generator = torch.Generator().manual_seed(7)
+    return BOUNDS_LOW + (BOUNDS_HIGH - BOUNDS_LOW) * torch.rand(
+        *batch, DIM, generator=generator, dtype=dtype
+    )
+
+
+def standard_model(entry: ConformanceEntry, dtype=torch.float64, num_outputs=1, seed=0):
+    train_X, train_Y = toy_data(dtype=dtype, num_outputs=num_outputs)
+    model = entry.fitted(
+        train_X,
+        train_Y,
+        seed=seed,
+        input_transform=Normalize(DIM, bounds=bounds_like(train_X)),
+        outcome_transform=Standardize(num_outputs),
+    )
+    return model, train_X, train_Y
+
+
+class ConformanceKit:
+    r"""Tests every model must pass. Needs a fixture ``entry`` (a ConformanceEntry)."""
+
+    @pytest.mark.parametrize("batch", [(3,), (4, 3), (2, 4, 3), (2, 1, 4, 1)])
+    def test_posterior_shapes(self, entry: ConformanceEntry, batch: tuple[int, ...]) -> None:
+        model, *_ = standard_model(entry, num_outputs=2)
+        X = test_points(*batch)
+        posterior = model.posterior(X)
+        assert posterior.mean.shape == X.shape[:-1] + (2,)
+        assert posterior.variance.shape == X.shape[:-1] + (2,)
+        assert (posterior.variance >= 0).all()
+        assert posterior.rsample(torch.Size([5])).shape == (5,) + X.shape[:-1] + (2,)
+        sampler = get_sampler(posterior, torch.Size([6]), seed=0)
+        assert sampler(posterior).shape == (6,) + X.shape[:-1] + (2,)
+        assert model.num_outputs == 2
+        assert model.batch_shape == torch.Size()
+
+    @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+    def test_dtypes(self, entry: ConformanceEntry, dtype: torch.dtype) -> None:
+        model, *_ = standard_model(entry, dtype=dtype)
+        posterior = model.posterior(test_points(5, 1, dtype=dtype))
+        assert posterior.mean.dtype == dtype
+        assert posterior.variance.dtype == dtype
+        assert all(p.dtype == dtype for p in model.parameters())
+        other = torch.float64 if dtype == torch.float32 else torch.float32
+        with pytest.raises(ValueError, match="dtype"):
+            model.posterior(test_points(5, 1, dtype=other))
+
+    def test_input_transform_equals_manual_normalisation(self, entry: ConformanceEntry) -> None:
+        train_X, train_Y = toy_data()
+        bounds = bounds_like(train_X)
+        with_transform = entry.fitted(
+            train_X, train_Y, input_transform=Normalize(DIM, bounds=bounds)
+        )
+        unit_X = (train_X - bounds[0]) / (bounds[1] - bounds[0])
+        unit_bounds = torch.stack([torch.zeros(DIM), torch.ones(DIM)]).to(train_X)
+        manual = entry.fitted(unit_X, train_Y, bounds=unit_bounds)
+        X = test_points(6, 2)
+        expected = manual.posterior((X - bounds[0]) / (bounds[1] - bounds[0]))
+        actual = with_transform.posterior(X)
+        torch.testing.assert_close(actual.mean, expected.mean)
+        torch.testing.assert_close(actual.variance, expected.variance)
+
+    def test_outcome_transform_gives_original_units(self, entry: ConformanceEntry) -> None:
+        train_X, train_Y = toy_data(num_outputs=2)
+        model = entry.fitted(train_X, train_Y, outcome_transform=Standardize(2))
+        mean, std = train_Y.mean(0), train_Y.std(0)
+        manual = entry.fitted(train_X, (train_Y - mean) / std)
+        X = test_points(5, 3)
+        posterior, expected = model.posterior(X), manual.posterior(X)
+        torch.testing.assert_close(posterior.mean, expected.mean * std + mean)
+        torch.testing.assert_close(posterior.variance, expected.variance * std**2)
+        # In original units the fit tracks the data (outputs of scale 1000 and ~10).
+        fitted = model.posterior(train_X.unsqueeze(-2)).mean.squeeze(-2)
+        relative_error = (fitted - train_Y).abs().mean(0) / train_Y.std(0)
+        assert (relative_error < 0.5).all(), relative_error
+
+    def test_output_indices(self, entry: ConformanceEntry) -> None:
+        model, *_ = standard_model(entry, num_outputs=2)
+        X = test_points(4, 3)
+        full = model.posterior(X)
+        for indices in ([1], [0], [1, 0]):
+            subset = model.posterior(X, output_indices=indices)
+            torch.testing.assert_close(subset.mean, full.mean[..., indices])
+            torch.testing.assert_close(subset.variance, full.variance[..., indices])
+        with pytest.raises(ValueError, match="output_indices"):
+            model.posterior(X, output_indices=[2])
+
+    def test_scalarized_posterior_transform(self, entry: ConformanceEntry) -> None:
+        model, *_ = standard_model(entry, num_outputs=2)
+        X = test_points(4, 3)
+        weights = torch.tensor([0.3, -0.7], dtype=X.dtype)
+        transform = ScalarizedPosteriorTransform(weights=weights, offset=2.0)
+        full = model.posterior(X)
+        scalarized = model.posterior(X, posterior_transform=transform)
+        assert scalarized.mean.shape == X.shape[:-1] + (1,)
+        torch.testing.assert_close(scalarized.mean, 2.0 + full.mean @ weights.unsqueeze(-1))
+        samples = get_sampler(full, torch.Size([8]), seed=3)(full)
+        scalar_samples = get_sampler(scalarized, torch.Size([8]), seed=3)(scalarized)
+        torch.testing.assert_close(scalar_samples, 2.0 + samples @ weights.unsqueeze(-1))
+
+    def test_observation_noise(self, entry: ConformanceEntry) -> None:
+        model, train_X, train_Y = standard_model(entry)
+        X = test_points(5, 2)
+        latent = model.posterior(X)
+        noisy = model.posterior(X, observation_noise=True)
+        torch.testing.assert_close(noisy.mean, latent.mean)
+        if entry.has_observation_noise_model:
+            assert (noisy.variance > latent.variance).all()
+        noise = torch.full(X.shape[:-1] + (1,), 0.25, dtype=X.dtype)
+        explicit = model.posterior(X, observation_noise=noise)
+        scale = model.outcome_transform.stdvs.squeeze() ** 2
+        torch.testing.assert_close(explicit.variance, latent.variance + 0.25 * scale)
+        with pytest.raises(ValueError, match="observation_noise"):
+            model.posterior(X, observation_noise=-noise)
+        with pytest.raises(ValueError, match="observation_noise"):
+            model.posterior(X, observation_noise=torch.ones(7, 5, 1, dtype=X.dtype))
+
+    def test_rsample_determinism(self, entry: ConformanceEntry) -> None:
+        model, *_ = standard_model(entry)
+        for observation_noise in (False, True):
+            posterior = model.posterior(test_points(4, 3), observation_noise=observation_noise)
+            first = get_sampler(posterior, torch.Size([16]), seed=11)(posterior)
+            second = get_sampler(posterior, torch.Size([16]), seed=11)(posterior)
+            other = get_sampler(posterior, torch.Size([16]), seed=12)(posterior)
+            assert first.shape == (16, 4, 3, 1)
+            torch.testing.assert_close(first, second)
+            assert not torch.equal(first, other)
+            # A point's samples do not depend on the other points in its batch.
+            alone = get_sampler(posterior, torch.Size([16]), seed=11)(
+                model.posterior(test_points(4, 3)[:1], observation_noise=observation_noise)
+            )
+            torch.testing.assert_close(alone[:, 0], first[:, 0])
+
+    def test_gradients_flow_to_inputs(self, entry: ConformanceEntry) -> None:
+        model, *_ = standard_model(entry)
+        X = test_points(4, 1).requires_grad_(True)
+        posterior = model.posterior(X)
+        (posterior.mean.sum() + posterior.variance.sum()).backward()
+        assert X.grad is not None and X.grad.abs().sum() > 0
+
+    @pytest.mark.parametrize("acquisition_name", ["LogEI", "UCB", "qLogEI", "qLogNEI", "qUCB"])
+    def test_optimize_acqf_end_to_end(self, entry: ConformanceEntry, acquisition_name: str) -> None:
+        model, train_X, train_Y = standard_model(entry)
+        best_f = train_Y.max()
+        acquisitions = {
+            "LogEI": lambda: LogExpectedImprovement(model, best_f=best_f),
+            "UCB": lambda: UpperConfidenceBound(model, beta=4.0),
+            "qLogEI": lambda: qLogExpectedImprovement(model, best_f=best_f),
+            "qLogNEI": lambda: qLogNoisyExpectedImprovement(model, X_baseline=train_X),
+            "qUCB": lambda: qUpperConfidenceBound(model, beta=4.0),
+        }
+        acquisition = acquisitions[acquisition_name]()
+        q = 1 if acquisition_name in ("LogEI", "UCB") else 2
+        bounds = bounds_like(train_X)
+        candidate, value = optimize_acqf(
+            acquisition, bounds, q=q, num_restarts=4, raw_samples=128, options={"seed": 0}
+        )
+        assert candidate.shape == (q, DIM)
+        assert ((candidate >= bounds[0]) & (candidate <= bounds[1])).all()
+        with torch.no_grad():
+            reference = draw_sobol_samples(bounds, n=256, q=q, seed=5)
+            best_reference = acquisition(reference).max()
+            value_at_candidate = acquisition(candidate.unsqueeze(0)).squeeze()
+        torch.testing.assert_close(value_at_candidate, value.squeeze())
+        assert value_at_candidate >= best_reference - 1e-6 * best_reference.abs()
+
+    def test_model_list_with_single_task_gp(self, entry: ConformanceEntry) -> None:
+        model, train_X, train_Y = standard_model(entry)
+        gp = SingleTaskGP(
+            train_X,
+            train_Y,
+            input_transform=Normalize(DIM, bounds=bounds_like(train_X)),
+            outcome_transform=Standardize(1),
+        )
+        model_list = ModelList(model, gp)
+        X = test_points(5, 2)
+        posterior = model_list.posterior(X)
+        assert posterior.mean.shape == (5, 2, 2)
+        torch.testing.assert_close(posterior.mean[..., :1], model.posterior(X).mean)
+        objective = GenericMCObjective(lambda samples, X=None: samples.sum(-1))
+        acquisition = qLogExpectedImprovement(
+            model_list, best_f=2 * train_Y.max(), objective=objective
+        )
+        candidate, _ = optimize_acqf(
+            acquisition, bounds_like(train_X), q=2, num_restarts=2, raw_samples=32
+        )
+        assert candidate.shape == (2, DIM)
+
+    def test_same_seed_same_model(self, entry: ConformanceEntry) -> None:
+        X = test_points(6, 1)
+        torch.manual_seed(1)
+        first = standard_model(entry, seed=4)[0].posterior(X)
+        torch.manual_seed(2)
+        second = standard_model(entry, seed=4)[0].posterior(X)
+        third = standard_model(entry, seed=5)[0].posterior(X)
+        torch.testing.assert_close(first.mean, second.mean, rtol=0, atol=0)
+        torch.testing.assert_close(first.variance, second.variance, rtol=0, atol=0)
+        assert not torch.equal(first.mean, third.mean)
+
+    def test_fit_leaves_global_rng_untouched(self, entry: ConformanceEntry) -> None:
+        torch.manual_seed(0)
+        expected = torch.rand(3)
+        torch.manual_seed(0)
+        standard_model(entry)
+        torch.testing.assert_close(torch.rand(3), expected)
+
+    def test_progress_bar(self, entry: ConformanceEntry, capsys: pytest.CaptureFixture) -> None:
+        train_X, train_Y = toy_data()
+        entry.build(train_X, train_Y).fit(seed=0, progress=True)
+        assert re.search(r"\d+%\|", capsys.readouterr().err)
+        entry.build(train_X, train_Y).fit(seed=0, progress=False)
+        assert capsys.readouterr().err == ""
+
+    @pytest.mark.parametrize(
+        ("make_data", "error", "message"),
+        [
+            (lambda X, Y: (X[:, 0], Y), ValueError, "n x d"),
+            (lambda X, Y: (X, Y[:, 0]), ValueError, "n x m"),
+            (lambda X, Y: (X, Y[:-1]), ValueError, "same number of rows"),
+            (lambda X, Y: (X[:0], Y[:0]), ValueError, "Empty"),
+            (lambda X, Y: (X[:1], Y[:1]), ValueError, "At least 2"),
+            (lambda X, Y: (X.float(), Y), ValueError, "same dtype"),
+            (lambda X, Y: (X, Y.to("meta")), ValueError, "same device"),
+            (lambda X, Y: (X.masked_fill(X > 2.5, float("nan")), Y), ValueError, "train_X .*NaN"),
+            (lambda X, Y: (X, Y.masked_fill(Y > 1050, float("inf"))), ValueError, "train_Y .*inf"),
+            (lambda X, Y: (X.long(), Y), TypeError, "floating-point"),
+        ],
+    )
+    def test_bad_training_data(self, entry, make_data, error, message) -> None:
+        train_X, train_Y = make_data(*toy_data())
+        with pytest.raises(error, match=message):
+            entry.build(train_X, train_Y)
+
+    def test_bad_hyperparameters_and_calls(self, entry: ConformanceEntry) -> None:
+        train_X, train_Y = toy_data()
+        with pytest.raises(TypeError, match="Unknown hyperparameter"):
+            entry.build(train_X, train_Y, not_a_hyperparameter=1)
+        with pytest.raises(ValueError, match="epochs"):
+            entry.build(train_X, train_Y).fit(seed=0, epochs=0)
+        with pytest.raises(ValueError, match="seed"):
+            entry.build(train_X, train_Y).fit(seed=-1)
+        with pytest.raises(RuntimeError, match="not fitted"):
+            entry.build(train_X, train_Y).posterior(test_points(2, 1))
+        model = entry.fitted(train_X, train_Y)
+        with pytest.raises(ValueError, match="input dimensions"):
+            model.posterior(torch.rand(2, 1, DIM + 1, dtype=train_X.dtype))
+        with pytest.raises(ValueError, match="at least two dimensions"):
+            model.posterior(torch.rand(DIM, dtype=train_X.dtype))
+        with pytest.raises(ValueError, match="NaN"):
+            model.posterior(torch.full((2, 1, DIM), float("nan"), dtype=train_X.dtype))
