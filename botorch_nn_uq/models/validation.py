@@ -48,7 +48,8 @@ def validate_training_data(train_X: Tensor, train_Y: Tensor, min_points: int = 2
         )
     if train_X.dtype != train_Y.dtype:
         raise ValueError(
-            f"train_X and train_Y must have the same dtype; got {train_X.dtype} and {train_Y.dtype}."
+            "train_X and train_Y must have the same dtype; got "
+            f"{train_X.dtype} and {train_Y.dtype}."
         )
     if train_X.device != train_Y.device:
         raise ValueError(
