@@ -1,3 +1,24 @@
-"""botorch-nn-uq: neural-network surrogates with uncertainty for BoTorch."""
+"""botorch-nn-uq: neural-network surrogates with uncertainty for BoTorch.
+
+Importing the package registers its posterior samplers with BoTorch, so every MC
+acquisition function works with its models.
+"""
+
+from botorch_nn_uq.fit import fit_model
+from botorch_nn_uq.models import MCDropout, NeuralSurrogateModel
+from botorch_nn_uq.posteriors import (
+    FunctionEnsemblePosterior,
+    GaussianMarginalPosterior,
+    MixtureOfGaussiansPosterior,
+)
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "FunctionEnsemblePosterior",
+    "GaussianMarginalPosterior",
+    "MCDropout",
+    "MixtureOfGaussiansPosterior",
+    "NeuralSurrogateModel",
+    "fit_model",
+]

@@ -1,0 +1,211 @@
+"""Registries of surrogates and acquisition functions, by the names the CLI and the
+benchmarks use. Each model or acquisition of the package registers itself here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from botorch.acquisition import (
+    AcquisitionFunction,
+    ExpectedImprovement,
+    LogExpectedImprovement,
+    ProbabilityOfImprovement,
+    UpperConfidenceBound,
+    qLogExpectedImprovement,
+    qLogNoisyExpectedImprovement,
+    qUpperConfidenceBound,
+)
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
+from botorch.models.transforms import Normalize, Standardize
+from botorch.sampling.base import MCSampler
+from botorch.sampling.get_sampler import get_sampler
+from torch import Tensor
+
+from botorch_nn_uq.fit import fit_model
+from botorch_nn_uq.models import MCDropout
+
+
+@dataclass(frozen=True)
+class SurrogateSpec:
+    r"""A named way to build and fit a surrogate on BO data.
+
+    Args:
+        name: The registry key (e.g. ``"mc-dropout"``).
+        description: One line for ``--help`` and listings.
+        build: ``build(train_X, train_Y, bounds, seed) -> fitted Model`` with ``train_X``
+            ``n x d`` in problem units, ``train_Y`` ``n x 1`` (to maximise), ``bounds``
+            ``2 x d``; the model is expected to normalise inputs to the bounds and
+            standardise outcomes.
+    """
+
+    name: str
+    description: str
+    build: Callable[[Tensor, Tensor, Tensor, int], Model]
+
+
+@dataclass(frozen=True)
+class AcquisitionContext:
+    r"""What an acquisition builder may use.
+
+    Attributes:
+        train_X: ``n x d`` inputs evaluated so far (problem units).
+        train_Y: ``n x 1`` observed values (to maximise).
+        bounds: ``2 x d`` search box.
+        seed: Seed for MC samplers.
+        options: Extra named options from the caller (e.g. a target value).
+    """
+
+    train_X: Tensor
+    train_Y: Tensor
+    bounds: Tensor
+    seed: int
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AcquisitionSpec:
+    r"""A named acquisition function.
+
+    Args:
+        name: The registry key (e.g. ``"logei"``).
+        description: One line for ``--help`` and listings.
+        build: ``build(model, context) -> AcquisitionFunction``.
+    """
+
+    name: str
+    description: str
+    build: Callable[[Model, AcquisitionContext], AcquisitionFunction]
+
+
+SURROGATES: dict[str, SurrogateSpec] = {}
+ACQUISITIONS: dict[str, AcquisitionSpec] = {}
+#: The name of the strategy that evaluates uniformly random points (no surrogate).
+RANDOM_SEARCH = "random"
+
+
+def register_surrogate(spec: SurrogateSpec) -> SurrogateSpec:
+    r"""Add ``spec`` to ``SURROGATES`` (a name may be registered once)."""
+    if spec.name in SURROGATES or spec.name == RANDOM_SEARCH:
+        raise ValueError(f"A surrogate named {spec.name!r} is already registered.")
+    SURROGATES[spec.name] = spec
+    return spec
+
+
+def register_acquisition(spec: AcquisitionSpec) -> AcquisitionSpec:
+    r"""Add ``spec`` to ``ACQUISITIONS`` (a name may be registered once)."""
+    if spec.name in ACQUISITIONS:
+        raise ValueError(f"An acquisition named {spec.name!r} is already registered.")
+    ACQUISITIONS[spec.name] = spec
+    return spec
+
+
+def _lookup(registry: Mapping[str, Any], name: str, kind: str, extra: tuple[str, ...] = ()):
+    if name not in registry:
+        valid = ", ".join(sorted([*registry, *extra]))
+        raise ValueError(f"Unknown {kind} {name!r}; valid {kind}s: {valid}.")
+    return registry[name]
+
+
+def get_surrogate(name: str) -> SurrogateSpec:
+    r"""The registered surrogate ``name``; a clear error lists the valid names."""
+    return _lookup(SURROGATES, name, "model", extra=(RANDOM_SEARCH,))
+
+
+def get_acquisition(name: str) -> AcquisitionSpec:
+    r"""The registered acquisition ``name``; a clear error lists the valid names."""
+    return _lookup(ACQUISITIONS, name, "acquisition")
+
+
+def _transforms(bounds: Tensor) -> dict[str, Any]:
+    return {
+        "input_transform": Normalize(bounds.shape[-1], bounds=bounds),
+        "outcome_transform": Standardize(1),
+    }
+
+
+def _fit_gp(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
+    return fit_model(SingleTaskGP(train_X, train_Y, **_transforms(bounds)), seed=seed)
+
+
+def _fit_mc_dropout(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
+    return fit_model(MCDropout(train_X, train_Y, **_transforms(bounds)), seed=seed)
+
+
+def _best_f(context: AcquisitionContext) -> Tensor:
+    return context.train_Y.max()
+
+
+register_surrogate(
+    SurrogateSpec("gp", "BoTorch SingleTaskGP (Normalize + Standardize, MLL fit)", _fit_gp)
+)
+register_surrogate(
+    SurrogateSpec("mc-dropout", "MC dropout network with a fixed bank of masks", _fit_mc_dropout)
+)
+
+register_acquisition(
+    AcquisitionSpec(
+        "logei",
+        "analytic LogExpectedImprovement",
+        lambda model, ctx: LogExpectedImprovement(model, best_f=_best_f(ctx)),
+    )
+)
+register_acquisition(
+    AcquisitionSpec(
+        "ei",
+        "analytic ExpectedImprovement",
+        lambda model, ctx: ExpectedImprovement(model, best_f=_best_f(ctx)),
+    )
+)
+register_acquisition(
+    AcquisitionSpec(
+        "pi",
+        "analytic ProbabilityOfImprovement",
+        lambda model, ctx: ProbabilityOfImprovement(model, best_f=_best_f(ctx)),
+    )
+)
+register_acquisition(
+    AcquisitionSpec(
+        "ucb",
+        "analytic UpperConfidenceBound (beta = option 'beta', default 4)",
+        lambda model, ctx: UpperConfidenceBound(model, beta=ctx.options.get("beta", 4.0)),
+    )
+)
+
+
+def _mc_sampler(model: Model, context: AcquisitionContext) -> MCSampler:
+    r"""A seeded sampler of the type BoTorch registers for the model's posterior."""
+    posterior = model.posterior(context.train_X[:1])
+    return get_sampler(posterior, torch.Size([128]), seed=context.seed)
+
+
+register_acquisition(
+    AcquisitionSpec(
+        "qlogei",
+        "MC qLogExpectedImprovement",
+        lambda model, ctx: qLogExpectedImprovement(
+            model, best_f=_best_f(ctx), sampler=_mc_sampler(model, ctx)
+        ),
+    )
+)
+register_acquisition(
+    AcquisitionSpec(
+        "qlognei",
+        "MC qLogNoisyExpectedImprovement",
+        lambda model, ctx: qLogNoisyExpectedImprovement(
+            model, X_baseline=ctx.train_X, sampler=_mc_sampler(model, ctx)
+        ),
+    )
+)
+register_acquisition(
+    AcquisitionSpec(
+        "qucb",
+        "MC qUpperConfidenceBound (beta = option 'beta', default 4)",
+        lambda model, ctx: qUpperConfidenceBound(
+            model, beta=ctx.options.get("beta", 4.0), sampler=_mc_sampler(model, ctx)
+        ),
+    )
+)

@@ -1,0 +1,36 @@
+"""Smoke run of the protocol-1 benchmark runner (benchmarks/nomu_bo_suite.py)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "nomu_bo_suite.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("nomu_bo_suite", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    # Dataclasses resolve their module through sys.modules.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_smoke_run_writes_csv_table_and_plots(tmp_path) -> None:
+    summary = _load().main(["--smoke", "--out", str(tmp_path)])
+    text = summary.read_text()
+    assert "| problem | mc-dropout+logei | gp+logei | random |" in text
+    assert "levy-2d" in text and "g-function-2d" in text and "**average**" in text
+    assert "seconds per iteration" in text
+    runs = (tmp_path / "runs.csv").read_text().splitlines()
+    # 2 problems x 3 methods x (initial design + 2 iterations)
+    assert len(runs) == 1 + 2 * 3 * 3
+    assert (tmp_path / "summary.csv").exists()
+    assert (tmp_path / "best_so_far_levy-2d.png").stat().st_size > 1000
+
+
+def test_mean_and_standard_error() -> None:
+    module = _load()
+    mean, error = module.mean_and_standard_error([1.0, 2.0, 3.0])
+    assert mean == 2.0 and abs(error - (1.0 / 3**0.5)) < 1e-12
+    assert module.mean_and_standard_error([4.0]) == (4.0, 0.0)

@@ -1,0 +1,71 @@
+import pytest
+import torch
+
+from botorch_nn_uq.bo.loop import initial_design, run_bo
+from botorch_nn_uq.problems import get_bo_problem
+
+
+@pytest.fixture
+def problem():
+    return get_bo_problem("levy", 2)
+
+
+def test_initial_design_is_shared_across_models_and_inside_bounds(problem) -> None:
+    first = initial_design(problem, 6, seed=3)
+    assert first.shape == (6, 2)
+    assert ((first >= problem.bounds[0]) & (first <= problem.bounds[1])).all()
+    torch.testing.assert_close(first, initial_design(problem, 6, seed=3))
+    assert not torch.equal(first, initial_design(problem, 6, seed=4))
+    runs = [run_bo(problem, model, iterations=0, n_initial=6, seed=3) for model in ("gp", "random")]
+    for run in runs:
+        torch.testing.assert_close(run.X, first)
+
+
+@pytest.mark.parametrize("model", ["gp", "mc-dropout", "random"])
+def test_run_bo_records_and_regret(problem, model: str) -> None:
+    seen = []
+    result = run_bo(
+        problem,
+        model,
+        "qlogei",
+        iterations=2,
+        n_initial=4,
+        seed=0,
+        num_restarts=2,
+        raw_samples=16,
+        callback=seen.append,
+    )
+    assert result.X.shape == (6, 2)
+    torch.testing.assert_close(result.values, problem.evaluate(result.X))
+    assert [r.iteration for r in result.records] == [0, 1, 2]
+    assert [r.num_evaluations for r in result.records] == [4, 5, 6]
+    assert seen == result.records
+    best = [r.best_value for r in result.records]
+    assert best == sorted(best, reverse=True)
+    assert best[-1] == pytest.approx(float(result.values.min()))
+    assert result.final_regret == pytest.approx(float(problem.normalized_regret(best[-1])))
+    assert ((result.X >= problem.bounds[0]) & (result.X <= problem.bounds[1])).all()
+    rows = result.rows()
+    assert rows[0]["model"] == model and len(rows) == 3
+
+
+def test_run_bo_is_reproducible(problem) -> None:
+    kwargs = dict(iterations=2, n_initial=4, seed=1, num_restarts=2, raw_samples=16)
+    first = run_bo(problem, "mc-dropout", "logei", **kwargs)
+    second = run_bo(problem, "mc-dropout", "logei", **kwargs)
+    torch.testing.assert_close(first.X, second.X)
+
+
+def test_run_bo_finds_better_points_than_its_initial_design() -> None:
+    problem = get_bo_problem("g-function", 2)
+    result = run_bo(problem, "gp", "logei", iterations=8, n_initial=4, seed=0, raw_samples=64)
+    assert result.records[-1].best_value < result.records[0].best_value
+
+
+def test_run_bo_rejects_bad_arguments(problem) -> None:
+    with pytest.raises(ValueError, match="Unknown model 'nope'.*gp.*mc-dropout.*random"):
+        run_bo(problem, "nope")
+    with pytest.raises(ValueError, match="Unknown acquisition 'nope'.*logei"):
+        run_bo(problem, "gp", "nope")
+    with pytest.raises(ValueError, match="n_initial"):
+        run_bo(problem, "gp", n_initial=1)

@@ -1,0 +1,57 @@
+import pytest
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.models.model import Model
+
+from botorch_nn_uq.bo.registry import (
+    ACQUISITIONS,
+    SURROGATES,
+    AcquisitionContext,
+    SurrogateSpec,
+    get_acquisition,
+    get_surrogate,
+    register_surrogate,
+)
+
+
+def _data():
+    generator = torch.Generator().manual_seed(0)
+    train_X = 4 * torch.rand(10, 2, generator=generator, dtype=torch.float64) - 2
+    train_Y = -(train_X**2).sum(-1, keepdim=True)
+    bounds = torch.tensor([[-2.0, -2.0], [2.0, 2.0]], dtype=torch.float64)
+    return train_X, train_Y, bounds
+
+
+@pytest.mark.parametrize("name", sorted(SURROGATES))
+def test_every_surrogate_builds_a_fitted_model(name: str) -> None:
+    train_X, train_Y, bounds = _data()
+    model = get_surrogate(name).build(train_X, train_Y, bounds, 0)
+    assert isinstance(model, Model)
+    posterior = model.posterior(train_X.unsqueeze(1))
+    # Predictions are in original units and track the data.
+    assert (posterior.mean.squeeze() - train_Y.squeeze()).abs().mean() < train_Y.std()
+
+
+@pytest.mark.parametrize("name", sorted(ACQUISITIONS))
+def test_every_acquisition_builds_and_evaluates(name: str) -> None:
+    train_X, train_Y, bounds = _data()
+    model = get_surrogate("gp").build(train_X, train_Y, bounds, 0)
+    context = AcquisitionContext(train_X=train_X, train_Y=train_Y, bounds=bounds, seed=0)
+    acquisition = get_acquisition(name).build(model, context)
+    assert isinstance(acquisition, AcquisitionFunction)
+    values = acquisition(torch.rand(5, 1, 2, dtype=torch.float64))
+    assert values.shape == (5,) and values.isfinite().all()
+
+
+def test_unknown_names_list_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match="valid models: .*gp.*mc-dropout.*random"):
+        get_surrogate("unknown")
+    with pytest.raises(ValueError, match="valid acquisitions: .*logei.*qlogei"):
+        get_acquisition("unknown")
+
+
+def test_names_are_registered_once() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        register_surrogate(SurrogateSpec("gp", "duplicate", SURROGATES["gp"].build))
+    with pytest.raises(ValueError, match="already registered"):
+        register_surrogate(SurrogateSpec("random", "reserved", SURROGATES["gp"].build))

@@ -1,0 +1,63 @@
+import subprocess
+import sys
+
+import pytest
+
+from botorch_nn_uq.cli import main
+
+
+def test_optimize_prints_iterations_summary_and_writes_files(tmp_path, capsys) -> None:
+    csv_path, plot_path = tmp_path / "run.csv", tmp_path / "run.png"
+    code = main(
+        [
+            "optimize", "--problem", "levy", "--dim", "2", "--model", "mc-dropout",
+            "--acquisition", "logei", "--iterations", "2", "--n-initial", "4", "--seed", "0",
+            "--num-restarts", "2", "--raw-samples", "16", "--csv", str(csv_path),
+            "--plot", str(plot_path),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert out.count("iter ") == 3
+    assert "regret" in out and "summary" in out and "s per iteration" in out
+    lines = csv_path.read_text().splitlines()
+    assert lines[0].startswith("problem,model,acquisition,seed,iteration")
+    assert len(lines) == 4
+    assert plot_path.stat().st_size > 1000
+
+
+def test_unknown_names_give_clear_errors(capsys) -> None:
+    for flag, value, listed in [
+        ("--model", "nope", "gp, mc-dropout"),
+        ("--acquisition", "nope", "logei"),
+        ("--problem", "nope", "levy, rosenbrock, g-function, perm"),
+    ]:
+        with pytest.raises(SystemExit) as error:
+            main(["optimize", flag, value])
+        assert error.value.code == 2
+        message = capsys.readouterr().err
+        assert f"unknown {flag[2:]} 'nope'" in message and listed in message
+
+
+def test_bad_numbers_are_rejected(capsys) -> None:
+    assert main(["optimize", "--dim", "1"]) == 2
+    assert "--dim" in capsys.readouterr().err
+    assert main(["optimize", "--n-initial", "1"]) == 2
+
+
+def test_list_and_help(capsys) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "mc-dropout" in out and "qlogei" in out and "perm" in out
+    with pytest.raises(SystemExit):
+        main(["optimize", "--help"])
+    help_text = capsys.readouterr().out
+    for flag in ("--problem", "--dim", "--model", "--acquisition", "--iterations", "--seed"):
+        assert flag in help_text
+
+
+def test_module_entry_point_runs() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "botorch_nn_uq", "list"], capture_output=True, text=True, check=True
+    )
+    assert "models:" in completed.stdout

@@ -1,0 +1,30 @@
+"""The README's quick start must keep working exactly as written."""
+
+import re
+from pathlib import Path
+
+import torch
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_quick_start_runs() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    quick_start = next(block for block in blocks if "optimize_acqf" in block)
+    assert len(quick_start.strip().splitlines()) <= 12
+    namespace: dict = {}
+    exec(compile(quick_start, str(README), "exec"), namespace)
+    bounds = namespace["bounds"]
+    candidate = namespace["candidate"]
+    assert candidate.shape == (1, 2)
+    assert ((candidate >= bounds[0]) & (candidate <= bounds[1])).all()
+    assert torch.isfinite(namespace["value"]).all()
+
+
+def test_readme_names_the_two_commands_and_they_exist() -> None:
+    text = README.read_text()
+    root = README.parent
+    for script in ("scripts/optimize.sh", "scripts/test.sh"):
+        assert f"bash {script}" in text
+        assert (root / script).exists()
+    assert "torch==2.13.0" in (root / "scripts" / "setup_env.sh").read_text()
