@@ -137,7 +137,9 @@ class MCDropout(NeuralSurrogateModel):
             progress=progress,
             description="MC dropout",
         )
-        self.masks = [mask.detach() for mask in network.sample_masks(hp.num_masks)]
+        # Buffers (not a plain list) so that the bank follows the model in .to(...).
+        for layer, mask in enumerate(network.sample_masks(hp.num_masks)):
+            self.register_buffer(f"dropout_mask_{layer}", mask.detach())
         if hp.noise_variance is not None:
             noise_variance = torch.full_like(train_Y[0], hp.noise_variance)
         else:
@@ -146,6 +148,14 @@ class MCDropout(NeuralSurrogateModel):
             noise_variance = (mc_mean - train_Y).pow(2).mean(dim=0).clamp_min(1e-6)
         self.register_buffer("noise_variance", noise_variance)
         return result
+
+    @property
+    def masks(self) -> list[Tensor]:
+        r"""The fixed dropout masks, one ``num_masks x width_l`` tensor per hidden layer."""
+        return [
+            getattr(self, f"dropout_mask_{layer}")
+            for layer in range(len(self.network.hidden_layers))
+        ]
 
     def _predict(
         self, X: Tensor, observation_noise: bool

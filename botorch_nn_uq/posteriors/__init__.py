@@ -14,17 +14,17 @@ from botorch_nn_uq.posteriors.ensemble import (
     FunctionEnsemblePosterior,
     systematic_member_indices,
 )
-from botorch_nn_uq.posteriors.gaussian import MIN_VARIANCE, GaussianMarginalPosterior
+from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior, min_variance
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior, MixtureSampler
 from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
 
 __all__ = [
-    "MIN_VARIANCE",
     "EnsembleIndexSampler",
     "FunctionEnsemblePosterior",
     "GaussianMarginalPosterior",
     "MixtureOfGaussiansPosterior",
     "MixtureSampler",
     "apply_posterior_transform",
+    "min_variance",
     "systematic_member_indices",
 ]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import torch
 from botorch.posteriors.gpytorch import GPyTorchPosterior
+from gpytorch import settings
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
@@ -13,8 +15,12 @@ if TYPE_CHECKING:
     from botorch.models.transforms.outcome import OutcomeTransform
     from botorch.posteriors import Posterior
 
-#: Variances are clamped here so that the diagonal covariance stays positive definite.
-MIN_VARIANCE = 1e-12
+
+def min_variance(dtype: torch.dtype) -> float:
+    r"""The variance floor for ``dtype``: GPyTorch's own minimum (1e-10 in float64,
+    1e-6 in float32), so the diagonal covariance stays positive definite and GPyTorch
+    reports the same variance as the posterior."""
+    return settings.min_variance.value(dtype)
 
 
 class GaussianMarginalPosterior(GPyTorchPosterior):
@@ -29,7 +35,7 @@ class GaussianMarginalPosterior(GPyTorchPosterior):
     Args:
         mean: A ``batch_shape x q x m`` tensor of means.
         variance: A ``batch_shape x q x m`` tensor of non-negative variances
-            (clamped below at ``MIN_VARIANCE``).
+            (clamped below at :func:`min_variance`).
 
     Example:
         >>> posterior = GaussianMarginalPosterior(torch.zeros(4, 3, 1), torch.ones(4, 3, 1))
@@ -44,7 +50,7 @@ class GaussianMarginalPosterior(GPyTorchPosterior):
                 f"shape; got {tuple(mean.shape)} and {tuple(variance.shape)}."
             )
         self._marginal_mean = mean
-        self._marginal_variance = variance.clamp_min(MIN_VARIANCE)
+        self._marginal_variance = variance.clamp_min(min_variance(variance.dtype))
         if mean.shape[-1] == 1:
             distribution = MultivariateNormal(
                 mean.squeeze(-1), DiagLinearOperator(self._marginal_variance.squeeze(-1))
@@ -83,8 +89,17 @@ class GaussianMarginalPosterior(GPyTorchPosterior):
     def untransform_outcomes(
         self, outcome_transform: OutcomeTransform, X: Tensor | None = None
     ) -> Posterior:
-        r"""Map the posterior to original outcome units exactly as ``SingleTaskGP`` does
-        (``outcome_transform.untransform_posterior``)."""
+        r"""Map the posterior to original outcome units.
+
+        A linear (affine) transform such as ``Standardize`` maps a Gaussian to a
+        Gaussian: means and variances are mapped exactly and the result stays a
+        :class:`GaussianMarginalPosterior` (so ``ScalarizedPosteriorTransform`` and the
+        analytic acquisitions keep working). Non-linear transforms go through
+        ``outcome_transform.untransform_posterior`` as for ``SingleTaskGP``.
+        """
+        if outcome_transform._is_linear:
+            mean, variance = outcome_transform.untransform(self.mean, self.variance, X=X)
+            return GaussianMarginalPosterior(mean, variance)
         return outcome_transform.untransform_posterior(self, X=X)
 
     def scalarize(self, weights: Tensor, offset: float = 0.0) -> GaussianMarginalPosterior:

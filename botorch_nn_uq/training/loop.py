@@ -75,7 +75,9 @@ class TrainingConfig:
             raise ValueError(
                 f"Unknown optimizer {self.optimizer!r}; valid: {', '.join(sorted(OPTIMIZERS))}."
             )
-        if self.weight_decay < 0:
+        if not self.min_delta >= 0:
+            raise ValueError(f"min_delta must be non-negative; got {self.min_delta}.")
+        if not self.weight_decay >= 0:
             raise ValueError(f"weight_decay must be non-negative; got {self.weight_decay}.")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"patience must be positive or None; got {self.patience}.")
@@ -211,6 +213,8 @@ def train_network(
             module.eval()
             with torch.no_grad():
                 monitored = float(validation_loss_fn())
+        elif full_batch:
+            monitored = loss.item()
         else:
             monitored = epoch_loss / num_data
         history.append(monitored)

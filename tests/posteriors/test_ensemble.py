@@ -1,0 +1,361 @@
+"""Tests of the finite-set-of-functions posterior, its index sampler and systematic resampling."""
+
+import math
+
+import pytest
+import torch
+from botorch.models.transforms.outcome import Log, Standardize
+from botorch.posteriors.ensemble import EnsemblePosterior
+from botorch.sampling.get_sampler import get_sampler
+from botorch.sampling.index_sampler import IndexSampler
+
+from botorch_nn_uq.posteriors import (
+    EnsembleIndexSampler,
+    FunctionEnsemblePosterior,
+    MixtureOfGaussiansPosterior,
+    systematic_member_indices,
+)
+
+DTYPE = torch.float64
+
+
+def _values(shape, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=generator, dtype=DTYPE)
+
+
+# ---------------------------------------------------------------------------
+# systematic_member_indices
+
+
+@pytest.mark.parametrize(("num_members", "num_draws"), [(4, 4), (4, 32), (5, 100), (1, 7)])
+def test_systematic_indices_with_uniform_weights_are_balanced(num_members, num_draws):
+    weights = torch.ones(num_members, dtype=DTYPE)
+    indices = systematic_member_indices(weights, torch.Size([num_draws]), seed=3)
+    assert indices.dtype == torch.long
+    counts = torch.bincount(indices, minlength=num_members)
+    assert counts.tolist() == [num_draws // num_members] * num_members
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("num_draws", [7, 10, 64, 101])
+def test_systematic_indices_counts_are_floor_or_ceil_of_expected(seed, num_draws):
+    weights = torch.tensor([3.0, 1.0, 0.5, 0.0, 2.5], dtype=DTYPE)
+    indices = systematic_member_indices(weights, torch.Size([num_draws]), seed=seed)
+    counts = torch.bincount(indices, minlength=5)
+    expected = num_draws * weights / weights.sum()
+    assert counts.sum().item() == num_draws
+    for count, target in zip(counts.tolist(), expected.tolist(), strict=True):
+        assert count in (math.floor(target), math.ceil(target))
+    # A member with zero weight is never drawn.
+    assert counts[3].item() == 0
+
+
+def test_systematic_indices_are_deterministic_for_a_seed_and_differ_across_seeds():
+    weights = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=DTYPE)
+    shape = torch.Size([40])
+    first = systematic_member_indices(weights, shape, seed=11)
+    second = systematic_member_indices(weights, shape, seed=11)
+    other = systematic_member_indices(weights, shape, seed=12)
+    assert torch.equal(first, second)
+    assert not torch.equal(first, other)
+    # Same counts, different order.
+    assert torch.equal(torch.bincount(first, minlength=4), torch.bincount(other, minlength=4))
+
+
+def test_systematic_indices_do_not_touch_or_depend_on_the_global_rng_when_seeded():
+    weights = torch.ones(3, dtype=DTYPE)
+    torch.manual_seed(0)
+    first = systematic_member_indices(weights, torch.Size([30]), seed=5)
+    after_first = torch.rand(1)
+    torch.manual_seed(1)
+    second = systematic_member_indices(weights, torch.Size([30]), seed=5)
+    assert torch.equal(first, second)
+    torch.manual_seed(0)
+    assert torch.equal(torch.rand(1), after_first)
+
+
+@pytest.mark.parametrize("shape", [(6,), (2, 3), (2, 3, 4)])
+def test_systematic_indices_have_the_sample_shape(shape):
+    weights = torch.ones(3, dtype=DTYPE)
+    indices = systematic_member_indices(weights, torch.Size(shape), seed=0)
+    assert indices.shape == torch.Size(shape)
+    counts = torch.bincount(indices.reshape(-1), minlength=3)
+    assert counts.tolist() == [math.prod(shape) // 3] * 3
+
+
+# ---------------------------------------------------------------------------
+# FunctionEnsemblePosterior moments
+
+
+def test_mean_is_the_weighted_mean_of_the_functions():
+    values = _values((2, 3, 4, 2))
+    weights = torch.tensor([3.0, 1.0, 1.0], dtype=DTYPE)
+    posterior = FunctionEnsemblePosterior(values, weights)
+    expected = 0.6 * values[:, 0] + 0.2 * values[:, 1] + 0.2 * values[:, 2]
+    torch.testing.assert_close(posterior.mean, expected)
+    torch.testing.assert_close(posterior.weights, torch.tensor([0.6, 0.2, 0.2], dtype=DTYPE))
+
+
+def test_variance_is_the_mixture_variance_with_divisor_one():
+    values = _values((2, 3, 4, 2), seed=1)
+    weights = torch.tensor([3.0, 1.0, 1.0], dtype=DTYPE)
+    posterior = FunctionEnsemblePosterior(values, weights)
+    w = weights / weights.sum()
+    mean = sum(w[k] * values[:, k] for k in range(3))
+    expected = sum(w[k] * (values[:, k] - mean) ** 2 for k in range(3))
+    torch.testing.assert_close(posterior.variance, expected)
+
+
+def test_variance_differs_from_botorch_unbiased_variance_by_the_expected_factor():
+    num_members = 4
+    values = _values((2, num_members, 3, 1), seed=2)
+    ours = FunctionEnsemblePosterior(values).variance
+    botorch_variance = EnsemblePosterior(values).variance
+    # Uniform weights: BoTorch divides by 1 - sum w^2 = 1 - 1 / s.
+    torch.testing.assert_close(ours, botorch_variance * (1 - 1 / num_members))
+    assert not torch.allclose(ours, botorch_variance)
+    # Also equals the population variance (unbiased=False) over members.
+    torch.testing.assert_close(ours, values.var(dim=-3, unbiased=False))
+
+
+def test_single_member_has_zero_variance():
+    values = _values((1, 3, 1))
+    posterior = FunctionEnsemblePosterior(values)
+    torch.testing.assert_close(posterior.variance, torch.zeros(3, 1, dtype=DTYPE))
+    torch.testing.assert_close(posterior.mean, values[0])
+
+
+def test_is_a_botorch_ensemble_posterior():
+    posterior = FunctionEnsemblePosterior(_values((2, 4, 3, 1)))
+    assert isinstance(posterior, EnsemblePosterior)
+    assert posterior.batch_shape == torch.Size([2])
+    assert posterior.ensemble_size == 4
+
+
+# ---------------------------------------------------------------------------
+# Sampling
+
+
+def test_get_sampler_returns_the_index_sampler():
+    posterior = FunctionEnsemblePosterior(_values((4, 3, 1)))
+    sampler = get_sampler(posterior, torch.Size([8]), seed=0)
+    assert isinstance(sampler, EnsembleIndexSampler)
+    assert sampler.seed == 0
+
+
+def _member_of_each_sample(samples, values):
+    r"""For ``sample_shape x batch x q x m`` samples of ``batch x s x q x m`` values,
+    return the ``sample_shape x batch`` index of the member each sample equals in full
+    (all q points and outputs), asserting that there is one."""
+    # samples: n x b x q x m; values: b x s x q x m -> n x b x s
+    equal = (samples.unsqueeze(-3) == values.unsqueeze(0)).all(dim=-1).all(dim=-1)
+    assert equal.any(dim=-1).all(), "a sample is not one member's full q-vector"
+    return equal.to(torch.long).argmax(dim=-1)
+
+
+def test_samples_are_joint_across_q_and_share_the_member_across_the_batch():
+    values = _values((3, 5, 4, 2), seed=3)
+    posterior = FunctionEnsemblePosterior(values)
+    sampler = EnsembleIndexSampler(torch.Size([20]), seed=1)
+    samples = sampler(posterior)
+    assert samples.shape == torch.Size([20, 3, 4, 2])
+    members = _member_of_each_sample(samples, values)
+    # The same member for every batch element, and it is the drawn base sample.
+    assert torch.equal(members, sampler.base_samples.unsqueeze(-1).expand(20, 3))
+
+
+def test_samples_with_multidimensional_sample_shape():
+    values = _values((2, 3, 4, 1), seed=4)
+    posterior = FunctionEnsemblePosterior(values)
+    sampler = EnsembleIndexSampler(torch.Size([2, 3]), seed=0)
+    samples = sampler(posterior)
+    assert samples.shape == torch.Size([2, 3, 2, 4, 1])
+    for i in range(2):
+        for j in range(3):
+            index = sampler.base_samples[i, j]
+            torch.testing.assert_close(samples[i, j], values[:, index])
+
+
+def test_uniform_weights_and_multiple_sample_count_give_the_exact_mean():
+    values = _values((2, 4, 3, 1), seed=5)
+    posterior = FunctionEnsemblePosterior(values)
+    samples = EnsembleIndexSampler(torch.Size([4 * 3]), seed=7)(posterior)
+    assert (samples.mean(0) - posterior.mean).abs().max() < 1e-12
+    # The empirical population variance is the mixture variance, also exactly.
+    assert (samples.var(0, unbiased=False) - posterior.variance).abs().max() < 1e-12
+
+
+def test_non_uniform_weights_give_samples_with_the_weighted_frequencies():
+    values = torch.arange(3, dtype=DTYPE).reshape(3, 1, 1)
+    weights = torch.tensor([3.0, 1.0, 1.0], dtype=DTYPE)
+    posterior = FunctionEnsemblePosterior(values, weights)
+    samples = EnsembleIndexSampler(torch.Size([50]), seed=0)(posterior)
+    counts = torch.bincount(samples.reshape(-1).long(), minlength=3)
+    assert counts.tolist() == [30, 10, 10]
+    torch.testing.assert_close(samples.mean(0), posterior.mean)
+
+
+def test_sampler_is_deterministic_under_a_seed():
+    values = _values((2, 6, 3, 1), seed=6)
+    posterior = FunctionEnsemblePosterior(values)
+    first = EnsembleIndexSampler(torch.Size([16]), seed=3)(posterior)
+    second = EnsembleIndexSampler(torch.Size([16]), seed=3)(posterior)
+    other = EnsembleIndexSampler(torch.Size([16]), seed=4)(posterior)
+    assert torch.equal(first, second)
+    assert not torch.equal(first, other)
+
+
+def test_sampler_reuses_base_samples_for_an_unchanged_shape_and_weights():
+    sampler = EnsembleIndexSampler(torch.Size([8]), seed=0)
+    weights = torch.tensor([1.0, 2.0, 1.0], dtype=DTYPE)
+    sampler(FunctionEnsemblePosterior(_values((2, 3, 4, 1), seed=0), weights))
+    base_samples = sampler.base_samples
+    # New values, other batch and q sizes, same weights: indices reused.
+    values = _values((5, 3, 2, 1), seed=1)
+    samples = sampler(FunctionEnsemblePosterior(values, weights))
+    assert sampler.base_samples is base_samples
+    torch.testing.assert_close(samples, values[:, base_samples].movedim(1, 0))
+
+
+def test_sampler_redraws_base_samples_when_the_weights_change():
+    sampler = EnsembleIndexSampler(torch.Size([10]), seed=0)
+    values = _values((3, 4, 1))
+    sampler(FunctionEnsemblePosterior(values, torch.tensor([1.0, 1.0, 8.0], dtype=DTYPE)))
+    counts_before = torch.bincount(sampler.base_samples, minlength=3)
+    assert counts_before.tolist() == [1, 1, 8]
+    sampler(FunctionEnsemblePosterior(values, torch.tensor([8.0, 1.0, 1.0], dtype=DTYPE)))
+    counts_after = torch.bincount(sampler.base_samples, minlength=3)
+    assert counts_after.tolist() == [8, 1, 1]
+    # A different ensemble size is also a weight change.
+    sampler(FunctionEnsemblePosterior(_values((2, 4, 1)), None))
+    assert sampler.base_samples.max().item() <= 1
+    assert torch.bincount(sampler.base_samples, minlength=2).tolist() == [5, 5]
+
+
+def test_botorch_style_base_samples_with_batch_dimensions_fall_back_to_the_parent():
+    values = _values((2, 4, 3, 1), seed=8)
+    posterior = FunctionEnsemblePosterior(values)
+    base_samples = torch.tensor([[0, 3], [2, 2], [1, 0]])  # sample_shape x batch_shape
+    samples = posterior.rsample_from_base_samples(torch.Size([3]), base_samples)
+    assert samples.shape == torch.Size([3, 2, 3, 1])
+    for i in range(3):
+        for b in range(2):
+            torch.testing.assert_close(samples[i, b], values[b, base_samples[i, b]])
+    # BoTorch's own IndexSampler works with the posterior too.
+    botorch_samples = IndexSampler(torch.Size([5]), seed=0)(posterior)
+    assert botorch_samples.shape == torch.Size([5, 2, 3, 1])
+    _member_of_each_sample(botorch_samples, values)
+
+
+def test_rsample_draws_members_with_gradients():
+    values = _values((2, 3, 4, 1), seed=9).requires_grad_(True)
+    posterior = FunctionEnsemblePosterior(values)
+    torch.manual_seed(0)
+    samples = posterior.rsample(torch.Size([6]))
+    assert samples.shape == torch.Size([6, 2, 4, 1])
+    members = _member_of_each_sample(samples.detach(), values.detach())
+    assert torch.bincount(members[:, 0], minlength=3).tolist() == [2, 2, 2]
+    assert torch.equal(members[:, 0], members[:, 1])
+    samples.sum().backward()
+    # Every member was drawn twice, for every point of both batch elements.
+    torch.testing.assert_close(values.grad, torch.full_like(values, 2.0))
+    torch.manual_seed(0)
+    assert torch.equal(posterior.rsample(torch.Size([6])), samples)
+
+
+def test_rsample_default_shape_is_one_sample():
+    posterior = FunctionEnsemblePosterior(_values((3, 2, 1)))
+    assert posterior.rsample().shape == torch.Size([1, 2, 1])
+
+
+# ---------------------------------------------------------------------------
+# Derived posteriors
+
+
+def test_subset_outputs_keeps_the_weights():
+    values = _values((2, 3, 4, 3), seed=10)
+    weights = torch.tensor([1.0, 2.0, 5.0], dtype=DTYPE)
+    posterior = FunctionEnsemblePosterior(values, weights)
+    subset = posterior.subset_outputs([2, 0])
+    assert isinstance(subset, FunctionEnsemblePosterior)
+    torch.testing.assert_close(subset.values, values[..., [2, 0]])
+    torch.testing.assert_close(subset.weights, weights / weights.sum())
+    torch.testing.assert_close(subset.mean, posterior.mean[..., [2, 0]])
+    torch.testing.assert_close(subset.variance, posterior.variance[..., [2, 0]])
+
+
+@pytest.mark.parametrize("noise_shape", [(), (1,), (4, 2)])
+def test_add_observation_noise_gives_a_mixture_with_the_noise_added(noise_shape):
+    values = _values((3, 5, 4, 2), seed=11)
+    weights = torch.tensor([2.0, 1.0, 1.0, 3.0, 1.0], dtype=DTYPE)
+    posterior = FunctionEnsemblePosterior(values, weights)
+    noise = 0.3 + torch.rand(noise_shape, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
+    noisy = posterior.add_observation_noise(noise)
+    assert isinstance(noisy, MixtureOfGaussiansPosterior)
+    torch.testing.assert_close(noisy.mean, posterior.mean)
+    torch.testing.assert_close(noisy.epistemic_variance, posterior.variance)
+    expected_noise = noise.expand(3, 4, 2)
+    torch.testing.assert_close(noisy.aleatoric_variance, expected_noise)
+    torch.testing.assert_close(noisy.variance, posterior.variance + expected_noise)
+    torch.testing.assert_close(noisy.weights, weights / weights.sum())
+
+
+def test_scalarize_is_the_affine_map_of_every_function():
+    values = _values((2, 4, 3, 2), seed=12)
+    weights = torch.tensor([1.0, 1.0, 2.0, 4.0], dtype=DTYPE)
+    posterior = FunctionEnsemblePosterior(values, weights)
+    scalar_weights = torch.tensor([2.0, -1.0], dtype=DTYPE)
+    scalarized = posterior.scalarize(scalar_weights, offset=1.5)
+    expected_values = 1.5 + 2.0 * values[..., :1] - values[..., 1:]
+    torch.testing.assert_close(scalarized.values, expected_values)
+    torch.testing.assert_close(scalarized.weights, posterior.weights)
+    torch.testing.assert_close(scalarized.mean, 1.5 + posterior.mean @ scalar_weights[:, None])
+    # Samples with the same seed are the affine map of the original samples.
+    samples = EnsembleIndexSampler(torch.Size([16]), seed=2)(posterior)
+    scalar_samples = EnsembleIndexSampler(torch.Size([16]), seed=2)(scalarized)
+    torch.testing.assert_close(scalar_samples, 1.5 + samples @ scalar_weights[:, None])
+
+
+def test_untransform_outcomes_with_standardize():
+    generator = torch.Generator().manual_seed(0)
+    train_Y = torch.randn(12, 2, generator=generator, dtype=DTYPE) * torch.tensor(
+        [2.0, 0.5], dtype=DTYPE
+    ) + torch.tensor([1.0, -3.0], dtype=DTYPE)
+    transform = Standardize(m=2)
+    transform.train()
+    transform(train_Y)
+    transform.eval()
+    location, scale = train_Y.mean(0), train_Y.std(0)
+    values = _values((2, 3, 4, 2), seed=13)
+    weights = torch.tensor([1.0, 3.0, 1.0], dtype=DTYPE)
+    posterior = FunctionEnsemblePosterior(values, weights)
+    untransformed = posterior.untransform_outcomes(transform)
+    assert isinstance(untransformed, FunctionEnsemblePosterior)
+    torch.testing.assert_close(untransformed.values, location + scale * values)
+    torch.testing.assert_close(untransformed.mean, location + scale * posterior.mean)
+    torch.testing.assert_close(untransformed.variance, scale**2 * posterior.variance)
+    torch.testing.assert_close(untransformed.weights, posterior.weights)
+
+
+def test_untransform_outcomes_with_a_nonlinear_transform_maps_every_function():
+    values = _values((3, 4, 1), seed=14)
+    posterior = FunctionEnsemblePosterior(values)
+    untransformed = posterior.untransform_outcomes(Log())
+    torch.testing.assert_close(untransformed.values, values.exp())
+    torch.testing.assert_close(untransformed.mean, values.exp().mean(dim=-3))
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        torch.ones(4, dtype=DTYPE),
+        torch.ones(2, dtype=DTYPE),
+        torch.ones(1, 3, dtype=DTYPE),
+        torch.tensor([1.0, -1.0, 1.0], dtype=DTYPE),
+        torch.zeros(3, dtype=DTYPE),
+    ],
+)
+def test_invalid_weights_raise(weights):
+    with pytest.raises(ValueError, match="weights"):
+        FunctionEnsemblePosterior(_values((2, 3, 4, 1)), weights)
