@@ -13,5 +13,4 @@ fi
 # Installing the pinned CPU build first keeps pip from resolving torch to a multi-GB CUDA build.
 "$venv/bin/python" -m pip install --quiet "torch==2.13.0"
 "$venv/bin/python" -m pip install --quiet -e "$repo_root[dev,tutorials]"
-"$venv/bin/python" -m ipykernel install --user --name python3 >/dev/null 2>&1 || true
 export PATH="$venv/bin:$PATH"
