@@ -205,11 +205,28 @@ def main(argv: Sequence[str] | None = None) -> Path:
     ]
     methods = list(dict.fromkeys(spec.method for spec in specs))
     start = time.perf_counter()
+
+    def report(index: int, spec: RunSpec, result: BOResult) -> None:
+        print(
+            f"[{index}/{len(specs)}] {result.problem} {spec.method} seed {spec.seed}: "
+            f"regret {result.final_regret:.3e}, {result.seconds_per_iteration:.2f} s/iteration "
+            f"({time.perf_counter() - start:.0f} s elapsed)",
+            flush=True,
+        )
+
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            outcomes = list(pool.map(execute, specs))
+            outcomes = []
+            for index, (spec, result) in enumerate(
+                zip(specs, pool.map(execute, specs), strict=True), start=1
+            ):
+                report(index, spec, result)
+                outcomes.append(result)
     else:
-        outcomes = [execute(spec) for spec in specs]
+        outcomes = []
+        for index, spec in enumerate(specs, start=1):
+            outcomes.append(execute(spec))
+            report(index, spec, outcomes[-1])
     results = list(zip(specs, outcomes, strict=True))
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows_csv([row for _, result in results for row in result.rows()], args.out / "runs.csv")
