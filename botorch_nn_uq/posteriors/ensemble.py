@@ -54,6 +54,16 @@ def systematic_member_indices(
     return indices[order].reshape(sample_shape).to(weights.device)
 
 
+def base_samples_are_stale(sampler: MCSampler, shape: torch.Size, weights: Tensor) -> bool:
+    r"""Whether ``sampler`` must redraw its base samples: none yet, ``shape`` differs from
+    its ``base_samples``' shape, or the posterior's member ``weights`` differ from those
+    the indices were drawn for (kept in its ``_base_weights`` buffer)."""
+    if sampler.base_samples is None or sampler.base_samples.shape != shape:
+        return True
+    stored = sampler._base_weights
+    return stored.shape != weights.shape or not torch.equal(stored, weights.to(stored))
+
+
 class FunctionEnsemblePosterior(EnsemblePosterior):
     r"""Posterior given by a weighted finite set of functions.
 
@@ -177,13 +187,7 @@ class EnsembleIndexSampler(MCSampler):
 
     def _construct_base_samples(self, posterior: FunctionEnsemblePosterior) -> None:
         weights = posterior.weights.detach()
-        stale = (
-            self.base_samples is None
-            or self.base_samples.shape != self.sample_shape
-            or self._base_weights.shape != weights.shape
-            or not torch.equal(self._base_weights, weights.to(self._base_weights))
-        )
-        if stale:
+        if base_samples_are_stale(self, self.sample_shape, weights):
             indices = systematic_member_indices(weights, self.sample_shape, self.seed)
             self.register_buffer("base_samples", indices)
             self.register_buffer("_base_weights", weights.clone())

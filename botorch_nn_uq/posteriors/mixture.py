@@ -19,7 +19,7 @@ from botorch.sampling.base import MCSampler
 from botorch.sampling.get_sampler import GetSampler
 from torch import Tensor
 
-from botorch_nn_uq.posteriors.ensemble import systematic_member_indices
+from botorch_nn_uq.posteriors.ensemble import base_samples_are_stale, systematic_member_indices
 
 if TYPE_CHECKING:
     from botorch.models.transforms.outcome import OutcomeTransform
@@ -221,13 +221,7 @@ class MixtureSampler(MCSampler):
             + posterior.component_means.shape[-2:]
         )
         weights = posterior.weights.detach()
-        stale = (
-            self.base_samples is None
-            or self.base_samples.shape != normal_shape
-            or self._base_weights.shape != weights.shape
-            or not torch.equal(self._base_weights, weights.to(self._base_weights))
-        )
-        if stale:
+        if base_samples_are_stale(self, normal_shape, weights):
             generator = torch.Generator()
             generator.manual_seed(self.seed)
             noise = torch.randn(normal_shape, generator=generator, dtype=posterior.dtype)
