@@ -5,7 +5,7 @@ acquisition function works with its models.
 """
 
 from botorch_nn_uq.fit import fit_model
-from botorch_nn_uq.models import MCDropout, NeuralSurrogateModel
+from botorch_nn_uq.models import NOMU, MCDropout, NeuralSurrogateModel, NOMUHyperparameters
 from botorch_nn_uq.posteriors import (
     FunctionEnsemblePosterior,
     GaussianMarginalPosterior,
@@ -19,6 +19,8 @@ __all__ = [
     "GaussianMarginalPosterior",
     "MCDropout",
     "MixtureOfGaussiansPosterior",
+    "NOMU",
+    "NOMUHyperparameters",
     "NeuralSurrogateModel",
     "fit_model",
 ]

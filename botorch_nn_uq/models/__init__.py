@@ -2,5 +2,12 @@
 
 from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.models.mc_dropout import MCDropout, MCDropoutHyperparameters
+from botorch_nn_uq.models.nomu import NOMU, NOMUHyperparameters
 
-__all__ = ["MCDropout", "MCDropoutHyperparameters", "NeuralSurrogateModel"]
+__all__ = [
+    "MCDropout",
+    "MCDropoutHyperparameters",
+    "NOMU",
+    "NOMUHyperparameters",
+    "NeuralSurrogateModel",
+]

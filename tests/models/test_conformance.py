@@ -2,7 +2,7 @@
 
 import pytest
 
-from botorch_nn_uq.models import MCDropout
+from botorch_nn_uq.models import NOMU, MCDropout
 from tests.models.conformance import ConformanceEntry, ConformanceKit
 
 MODEL_ENTRIES = [
@@ -10,6 +10,19 @@ MODEL_ENTRIES = [
         name="mc-dropout",
         model_class=MCDropout,
         hyperparameters={"hidden_widths": (32, 32), "epochs": 150, "num_masks": 16},
+    ),
+    ConformanceEntry(
+        name="nomu",
+        model_class=NOMU,
+        hyperparameters={
+            "mean_widths": (32, 32),
+            "uncertainty_widths": (16,),
+            "epochs": 150,
+            "num_artificial_points": 64,
+        },
+        # The noiseless NOMU has no noise model: observation_noise=True adds nothing.
+        has_observation_noise_model=False,
+        extra_kwargs=lambda bounds: {"bounds": bounds},
     ),
 ]
 

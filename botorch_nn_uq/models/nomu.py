@@ -1,0 +1,633 @@
+"""NOMU, Neural Optimization-based Model Uncertainty (Heiss et al., ICML 2022), as a
+BoTorch model."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
+from torch import Tensor, nn
+
+from botorch_nn_uq.calibration import mean_width_calibration_factor, nll_calibration_factor
+from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.nn.mlp import ACTIVATIONS
+from botorch_nn_uq.nn.nomu import READOUTS, NOMUNetwork, nomu_readout
+from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
+from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, l2_penalty, train_network
+from botorch_nn_uq.training.nomu_loss import (
+    artificial_inputs,
+    data_fit_loss,
+    enlarge_box,
+    nomu_loss,
+)
+
+#: Standardised outcome units per unit of the paper's ``[-1, 1]`` output scaling: outputs
+#: spread over ``[-1, 1]`` have a standard deviation of about 0.5, so ``Standardize``
+#: doubles them. :meth:`NOMUHyperparameters.rescale_outputs` uses it to carry the paper's
+#: values over to BoTorch's coordinates.
+PAPER_TO_STANDARDIZED_OUTPUT_SCALE = 2.0
+
+#: The paper's settings, in the paper's coordinates (inputs in ``[-1, 1]^d``, outputs
+#: roughly in ``[-1, 1]``): toy regression (Section 4.1.1, App. B.2.2), Bayesian
+#: optimisation (App. B.3.1) and UCI regression (App. B.2.7).
+PAPER_SETTINGS: dict[str, dict[str, Any]] = {
+    "toy-regression-1d": {
+        "mean_widths": (1024, 1024, 1024),
+        "uncertainty_widths": (1024, 1024, 1024),
+        "pi_sqr": 0.1,
+        "pi_exp": 0.01,
+        "c_exp": 30.0,
+        "l2_regularization": 1e-8,
+        "min_uncertainty": 1e-3,
+        "max_uncertainty": 2.0,
+        "num_artificial_points": 128,
+        "box_enlargement": 0.05,
+        "epochs": 1024,
+        "learning_rate": 1e-3,
+        "batch_size": None,
+        "init_scale": 0.05,
+        "stable_loss": False,
+    },
+    "bo": {
+        "mean_widths": (1024, 1024, 1024),
+        "uncertainty_widths": (1024, 1024, 1024),
+        "pi_sqr": 1.0,
+        "pi_exp": 0.01,
+        "c_exp": 30.0,
+        "l2_regularization": 1e-8,
+        "min_uncertainty": 1e-6,
+        "max_uncertainty": 2.0,
+        "num_artificial_points": 500,
+        "box_enlargement": 0.0,
+        "epochs": 1024,
+        "learning_rate": 1e-3,
+        "batch_size": None,
+        "init_scale": 0.05,
+        "stable_loss": False,
+    },
+    "uci": {
+        "mean_widths": (50,),
+        "uncertainty_widths": (50,),
+        "pi_sqr": 0.1,
+        "pi_exp": 0.01,
+        "c_exp": 30.0,
+        "l2_regularization": 1e-9,
+        "uncertainty_l2_regularization": 1e-4,
+        "min_uncertainty": 0.1,
+        "max_uncertainty": 1.0,
+        "num_artificial_points": 100,
+        "box_enlargement": 0.0,
+        "epochs": 400,
+        "learning_rate": 1e-2,
+        "batch_size": 100,
+        "init_scale": 0.05,
+        "stable_loss": True,
+    },
+}
+PAPER_SETTINGS["toy-regression-2d"] = {**PAPER_SETTINGS["toy-regression-1d"]}
+PAPER_SETTINGS["toy-regression-2d"]["num_artificial_points"] = 256
+
+
+@dataclass(frozen=True)
+class NOMUHyperparameters:
+    r"""Hyperparameters of :class:`NOMU`, in BoTorch's coordinates.
+
+    The defaults are a fast setting for Bayesian optimisation on a CPU: the paper's BO
+    loss settings (App. B.3.1) rescaled to inputs in ``[0, 1]^d`` and standardised
+    outputs (see :meth:`rescale_outputs`), with smaller networks trained faster: two
+    hidden layers of 64 units per branch instead of three of 1024, PyTorch's
+    initialisation instead of ``U[-0.05, 0.05]`` (which trains small networks slowly),
+    Adam's learning rate 1e-2 instead of 1e-3, and the numerically stable loss. The
+    loss weights, readout, number of artificial points and epochs (1024, full batch)
+    are the paper's. :meth:`preset` gives the paper's settings.
+
+    Args:
+        mean_widths: Hidden widths of the mean network.
+        uncertainty_widths: Hidden widths of the uncertainty network.
+        activation: Hidden activation (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``).
+        detach_mean_features: Stop the gradient on the connection from the mean network
+            to the raw-uncertainty output (the paper's footnote 5; its authors' code does
+            not stop it).
+        connected_mean_layers: Indices of the mean network's hidden layers that feed the
+            raw-uncertainty output (``(-1,)``: the last one, Figure 2; more layers
+            implement Remark 3.1).
+        init_scale: Initialise weights and biases uniformly in ``[-init_scale,
+            init_scale]`` (the paper: 0.05); ``None`` keeps PyTorch's initialisation.
+        pi_sqr: Weight ``pi_sqr`` of the in-sample term (b).
+        pi_exp: Weight ``pi_exp`` of the out-of-sample term (c).
+        c_exp: Steepness ``c_exp`` of term (c).
+        l2_regularization: ``lambda`` of the Keras-style penalty ``lambda ||theta||^2`` on
+            all weights and biases.
+        uncertainty_l2_regularization: A separate ``lambda`` for the uncertainty network
+            and the raw-uncertainty output layer (stronger values strengthen metric
+            learning, App. D.4); ``None`` uses ``l2_regularization``.
+        min_uncertainty: ``l_min >= 0`` of the readout, the uncertainty at the data.
+        max_uncertainty: ``l_max > 0`` of the readout, the uncertainty far from the data
+            (a prior scale).
+        readout: ``"exponential"`` (Eq. 2) or ``"linear"`` (Remark 3.2).
+        num_artificial_points: The number ``l`` of artificial inputs of term (c), drawn
+            afresh at every gradient step.
+        box_enlargement: Widen the artificial-input box by this fraction of its width on
+            each side (the paper's regression code: 0.05; BO: 0).
+        stable_loss: Use the numerically stable loss (App. B.2.7): Huber in (b) and a
+            linear continuation of the exponential in (c) for negative ``r_hat``;
+            identical to the plain loss for ``|r_hat| <= 1`` (b) and ``r_hat >= 0`` (c).
+        epochs: Training epochs (gradient steps when full-batch).
+        learning_rate: Adam's learning rate.
+        batch_size: Mini-batch size; ``None`` trains full-batch.
+        learn_noise: Learn a data-noise output ``sigma_hat_n(x)`` (App. C.1): the mean and
+            the noise are trained first on the Gaussian likelihood, then frozen, and the
+            uncertainty network is trained on the noisy NOMU loss, with ``pi_exp`` and
+            ``lambda`` divided by ``2 mean(sigma_hat_n^2)`` over the training inputs (so
+            that for homoscedastic noise it is a multiple of the noiseless loss, as the
+            paper recommends). ``training_result`` then describes the second stage.
+        min_noise_std: Lower bound of ``sigma_hat_n`` (transformed outcome units).
+    """
+
+    mean_widths: tuple[int, ...] = (64, 64)
+    uncertainty_widths: tuple[int, ...] = (64, 64)
+    activation: str = "relu"
+    detach_mean_features: bool = True
+    connected_mean_layers: tuple[int, ...] = (-1,)
+    init_scale: float | None = None
+    pi_sqr: float = 1.0
+    pi_exp: float = 0.04
+    c_exp: float = 15.0
+    l2_regularization: float = 4e-8
+    uncertainty_l2_regularization: float | None = None
+    min_uncertainty: float = 2e-6
+    max_uncertainty: float = 4.0
+    readout: str = "exponential"
+    num_artificial_points: int = 500
+    box_enlargement: float = 0.0
+    stable_loss: bool = True
+    epochs: int = 1024
+    learning_rate: float = 1e-2
+    batch_size: int | None = None
+    learn_noise: bool = False
+    min_noise_std: float = 1e-3
+
+    def __post_init__(self) -> None:
+        for name in ("mean_widths", "uncertainty_widths", "connected_mean_layers"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ("mean_widths", "uncertainty_widths"):
+            widths = getattr(self, name)
+            if not widths or any(not isinstance(w, int) or w < 1 for w in widths):
+                raise ValueError(
+                    f"{name} must be a non-empty sequence of positive integers; got {widths}."
+                )
+        if not self.connected_mean_layers or any(
+            not isinstance(i, int) for i in self.connected_mean_layers
+        ):
+            raise ValueError(
+                "connected_mean_layers must be a non-empty sequence of layer indices; got "
+                f"{self.connected_mean_layers}."
+            )
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"Unknown activation {self.activation!r}; valid: {', '.join(sorted(ACTIVATIONS))}."
+            )
+        if self.readout not in READOUTS:
+            raise ValueError(f"Unknown readout {self.readout!r}; valid: {', '.join(READOUTS)}.")
+        non_negative = {
+            "pi_sqr": self.pi_sqr,
+            "pi_exp": self.pi_exp,
+            "l2_regularization": self.l2_regularization,
+            "min_uncertainty": self.min_uncertainty,
+            "box_enlargement": self.box_enlargement,
+        }
+        if self.uncertainty_l2_regularization is not None:
+            non_negative["uncertainty_l2_regularization"] = self.uncertainty_l2_regularization
+        for name, value in non_negative.items():
+            if not value >= 0 or value == float("inf"):
+                raise ValueError(f"{name} must be a finite non-negative number; got {value}.")
+        positive = {
+            "c_exp": self.c_exp,
+            "max_uncertainty": self.max_uncertainty,
+            "min_noise_std": self.min_noise_std,
+        }
+        if self.init_scale is not None:
+            positive["init_scale"] = self.init_scale
+        for name, value in positive.items():
+            if not value > 0 or value == float("inf"):
+                raise ValueError(f"{name} must be a finite positive number; got {value}.")
+        if not isinstance(self.num_artificial_points, int) or self.num_artificial_points < 1:
+            raise ValueError(
+                f"num_artificial_points must be a positive integer; got "
+                f"{self.num_artificial_points}."
+            )
+        self.training_config()
+
+    def training_config(self) -> TrainingConfig:
+        r"""The settings of the shared training loop (validated there). The L2 penalty
+        is part of the loss (Keras semantics), so the optimizer has no weight decay."""
+        return TrainingConfig(
+            epochs=self.epochs,
+            learning_rate=self.learning_rate,
+            batch_size=self.batch_size,
+            optimizer="adam",
+        )
+
+    def rescale_outputs(self, scale: float) -> NOMUHyperparameters:
+        r"""The same uncertainty shape for outputs multiplied by ``scale``.
+
+        If ``y' = scale * y`` and the network's outputs scale alike (``f' = scale * f``,
+        ``r' = scale * r``), then the loss is multiplied by ``scale^2`` (so its minimiser
+        is unchanged) when ``pi_exp`` and ``lambda`` are multiplied by ``scale^2``,
+        ``c_exp`` is divided by ``scale``, and ``l_min``, ``l_max`` (output units) are
+        multiplied by ``scale``; ``pi_sqr`` is unchanged. Inputs need no rescaling: term
+        (c) is a mean over the box and the box enlargement is a fraction of its width,
+        so mapping ``[-1, 1]^d`` affinely to ``[0, 1]^d`` changes neither.
+
+        Args:
+            scale: The positive output scale factor.
+        """
+        if not scale > 0:
+            raise ValueError(f"scale must be positive; got {scale}.")
+        uncertainty_l2 = self.uncertainty_l2_regularization
+        return dataclasses.replace(
+            self,
+            pi_exp=self.pi_exp * scale**2,
+            c_exp=self.c_exp / scale,
+            l2_regularization=self.l2_regularization * scale**2,
+            uncertainty_l2_regularization=None
+            if uncertainty_l2 is None
+            else uncertainty_l2 * scale**2,
+            min_uncertainty=self.min_uncertainty * scale,
+            max_uncertainty=self.max_uncertainty * scale,
+        )
+
+    @classmethod
+    def preset(
+        cls, name: str, coordinates: str = "botorch", **overrides: Any
+    ) -> NOMUHyperparameters:
+        r"""The paper's settings.
+
+        Args:
+            name: ``"toy-regression-1d"``, ``"toy-regression-2d"``, ``"bo"``, ``"uci"``
+                (the paper's networks: 3 x 1024 units per branch for the first three,
+                minutes per fit on a CPU) or ``"fast-bo"`` (the defaults).
+            coordinates: ``"botorch"`` (inputs in ``[0, 1]^d``, standardised outputs:
+                the paper's values rescaled by ``PAPER_TO_STANDARDIZED_OUTPUT_SCALE``)
+                or ``"paper"`` (inputs in ``[-1, 1]^d``, outputs in ``[-1, 1]``: the
+                printed values).
+            **overrides: Fields to change on top of the preset.
+
+        Example:
+            >>> NOMUHyperparameters.preset("bo").c_exp
+            15.0
+        """
+        if coordinates not in ("botorch", "paper"):
+            raise ValueError(f"coordinates must be 'botorch' or 'paper'; got {coordinates!r}.")
+        if name == "fast-bo":
+            fast = cls()
+            if coordinates == "paper":
+                fast = fast.rescale_outputs(1.0 / PAPER_TO_STANDARDIZED_OUTPUT_SCALE)
+            return dataclasses.replace(fast, **overrides)
+        if name not in PAPER_SETTINGS:
+            valid = ", ".join([*PAPER_SETTINGS, "fast-bo"])
+            raise ValueError(f"Unknown NOMU preset {name!r}; valid: {valid}.")
+        settings = cls(**PAPER_SETTINGS[name])
+        if coordinates == "botorch":
+            settings = settings.rescale_outputs(PAPER_TO_STANDARDIZED_OUTPUT_SCALE)
+        return dataclasses.replace(settings, **overrides)
+
+
+@contextmanager
+def _trainable_only(network: nn.Module, modules: Iterable[nn.Module]) -> Iterator[None]:
+    r"""Within the block, only the parameters of ``modules`` (that required gradients
+    before) are trained; every flag is restored afterwards."""
+    parameters = list(network.parameters())
+    flags = [parameter.requires_grad for parameter in parameters]
+    trainable = {id(parameter) for module in modules for parameter in module.parameters()}
+    try:
+        for parameter, flag in zip(parameters, flags, strict=True):
+            parameter.requires_grad_(flag and id(parameter) in trainable)
+        yield
+    finally:
+        for parameter, flag in zip(parameters, flags, strict=True):
+            parameter.requires_grad_(flag)
+
+
+class NOMU(NeuralSurrogateModel):
+    r"""NOMU surrogate: a prediction ``f_hat`` and a model uncertainty ``sigma_hat``
+    from one two-branch network trained with NOMU's loss.
+
+    The posterior is the Gaussian marginal ``N(f_hat(x), (c * sigma_hat(x))^2)``
+    (:class:`~botorch_nn_uq.posteriors.GaussianMarginalPosterior`), computed in one
+    batched forward pass. ``sigma_hat`` is a *relative* uncertainty, so the calibration
+    constant ``c`` matters: set it with :meth:`calibrate_nll` (validation data),
+    :meth:`calibrate_mean_width` (MW scaling for BO) or :meth:`set_calibration_constant`;
+    :func:`botorch_nn_uq.calibration.optimize_acqf_with_dynamic_calibration` implements
+    dynamic c. Analytic acquisitions (UCB, LogEI, PI) use the marginals directly; MC
+    acquisitions draw samples that are **independent across the q points** (the model
+    states no correlation between points), so q-batch acquisitions treat the q points as
+    independent.
+
+    Training (:meth:`fit`): Adam on NOMU's loss (Definition 3.3) plus ``lambda
+    ||theta||^2``, with ``l`` artificial inputs redrawn uniformly from the (optionally
+    enlarged) input box at every step; the weights with the best training loss are
+    kept. The box is ``bounds`` (original input units) mapped through the input
+    transform, or the bounding box of the training inputs if ``bounds`` is ``None``.
+
+    Observation noise: the noiseless model (default) has no noise model, so
+    ``posterior(X, observation_noise=True)`` equals the latent posterior (as for a
+    BoTorch model with zero noise). With ``learn_noise=True`` (App. C.1) it adds the
+    learned ``sigma_hat_n(x)^2``.
+
+    Args:
+        train_X: An ``n x d`` tensor of training inputs.
+        train_Y: An ``n x m`` tensor of training targets (every output gets its own mean
+            and raw-uncertainty output; the loss terms are summed over outputs).
+        bounds: A ``2 x d`` tensor, the input box of the artificial points in original
+            units (for BO: the search box).
+        mean_network: A pre-trained mean network (an ``nn.Sequential`` of ``nn.Linear``
+            layers and activations ending in an ``nn.Linear`` with ``m`` outputs) that
+            maps TRANSFORMED inputs to TRANSFORMED outcomes; a copy is frozen and only
+            the uncertainty network is trained (term (a) is dropped). ``mean_widths`` is
+            then ignored.
+        calibration_constant: The initial ``c`` (a positive scalar or ``m`` values).
+        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
+        outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
+        preset: Start from :meth:`NOMUHyperparameters.preset` ``(preset)`` (BoTorch
+            coordinates) instead of the defaults.
+        **hyperparameters: Fields of :class:`NOMUHyperparameters`.
+
+    Example:
+        >>> from botorch.models.transforms import Normalize, Standardize
+        >>> bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+        >>> train_X = torch.rand(12, 2, dtype=torch.float64)
+        >>> train_Y = train_X.sin().sum(-1, keepdim=True)
+        >>> model = NOMU(
+        ...     train_X, train_Y, bounds=bounds,
+        ...     input_transform=Normalize(2, bounds=bounds), outcome_transform=Standardize(1),
+        ... ).fit(seed=0)
+        >>> _ = model.calibrate_mean_width(target_width=train_Y.std())
+        >>> model.posterior(torch.rand(4, 1, 2, dtype=torch.float64)).variance.shape
+        torch.Size([4, 1, 1])
+    """
+
+    hyperparameter_class = NOMUHyperparameters
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        *,
+        bounds: Tensor | None = None,
+        mean_network: nn.Sequential | None = None,
+        calibration_constant: float | Tensor = 1.0,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
+        preset: str | None = None,
+        **hyperparameters: Any,
+    ) -> None:
+        if preset is not None:
+            hyperparameters = {
+                **dataclasses.asdict(NOMUHyperparameters.preset(preset)),
+                **hyperparameters,
+            }
+        super().__init__(
+            train_X,
+            train_Y,
+            input_transform=input_transform,
+            outcome_transform=outcome_transform,
+            **hyperparameters,
+        )
+        if bounds is not None:
+            bounds = torch.as_tensor(bounds).to(train_X)
+            if bounds.shape != (2, train_X.shape[-1]):
+                raise ValueError(
+                    f"bounds must be a `2 x d` tensor with d = {train_X.shape[-1]}; got shape "
+                    f"{tuple(bounds.shape)}."
+                )
+            if not bounds.isfinite().all() or not (bounds[0] < bounds[1]).all():
+                raise ValueError("bounds must be finite with lower < upper in every dimension.")
+        self.register_buffer("bounds", bounds)
+        if mean_network is not None:
+            if not isinstance(mean_network, nn.Sequential):
+                raise TypeError(
+                    "mean_network must be a torch.nn.Sequential; got "
+                    f"{type(mean_network).__name__}."
+                )
+            mean_network = copy.deepcopy(mean_network).to(train_X)
+            mean_network.requires_grad_(False)
+        self.pretrained_mean_network = mean_network
+        self.register_buffer("calibration_constant", torch.ones(self.num_outputs).to(train_X))
+        self.set_calibration_constant(calibration_constant)
+
+    def set_calibration_constant(self, value: float | Tensor) -> None:
+        r"""Set the calibration constant ``c``: a positive scalar (all outputs) or a
+        tensor of ``m`` positive values."""
+        constant = torch.as_tensor(value).to(self.calibration_constant)
+        if constant.numel() not in (1, self.num_outputs) or not (constant > 0).all():
+            raise ValueError(
+                f"The calibration constant must be positive, a scalar or {self.num_outputs} "
+                f"values; got {value}."
+            )
+        self.calibration_constant = constant.reshape(-1).expand(self.num_outputs).clone()
+
+    def input_box(self) -> Tensor:
+        r"""The ``2 x d`` box in original input units: ``bounds`` or, without them, the
+        bounding box of the training inputs."""
+        if self.bounds is not None:
+            return self.bounds
+        return torch.stack([self.train_X.min(dim=0).values, self.train_X.max(dim=0).values])
+
+    def artificial_input_box(self) -> Tensor:
+        r"""The ``2 x d'`` box from which artificial inputs are drawn, in transformed
+        input units: :meth:`input_box` mapped through the input transform (in ``eval``
+        mode, so a learned transform is not refitted), enlarged by
+        ``box_enlargement``."""
+        box = self.input_box()
+        transform = getattr(self, "input_transform", None)
+        if transform is not None:
+            was_training = transform.training
+            transform.eval()
+            with torch.no_grad():
+                mapped = transform(box)
+            transform.train(was_training)
+            if mapped.shape != box.shape:
+                raise ValueError(
+                    f"The input transform {type(transform).__name__} maps the `2 x d` input "
+                    f"box to shape {tuple(mapped.shape)}; NOMU needs a transform that maps "
+                    "boxes to boxes (such as Normalize)."
+                )
+            box = torch.stack([mapped.min(dim=0).values, mapped.max(dim=0).values])
+        return enlarge_box(box, self.hyperparameters.box_enlargement)
+
+    def _build_network(self, input_dim: int, output_dim: int) -> NOMUNetwork:
+        hp = self.hyperparameters
+        return NOMUNetwork(
+            input_dim,
+            output_dim,
+            mean_widths=hp.mean_widths,
+            uncertainty_widths=hp.uncertainty_widths,
+            activation=hp.activation,
+            detach_mean_features=hp.detach_mean_features,
+            connected_mean_layers=hp.connected_mean_layers,
+            learn_noise=hp.learn_noise,
+            min_noise_std=hp.min_noise_std,
+            init_scale=hp.init_scale,
+            mean_network=copy.deepcopy(self.pretrained_mean_network),
+        )
+
+    def _l2_penalty(self, scale: float = 1.0) -> Tensor:
+        r"""``lambda ||theta||^2`` over the trainable parameters, with the uncertainty
+        network's own ``lambda`` if set, all multiplied by ``scale``."""
+        hp = self.hyperparameters
+        network = self.network
+        uncertainty_l2 = hp.uncertainty_l2_regularization
+        if uncertainty_l2 is None:
+            return scale * hp.l2_regularization * l2_penalty(network)
+        mean_part = sum(l2_penalty(module) for module in network.mean_branch_modules())
+        uncertainty_part = sum(
+            l2_penalty(module) for module in network.uncertainty_branch_modules()
+        )
+        return scale * (hp.l2_regularization * mean_part + uncertainty_l2 * uncertainty_part)
+
+    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
+        hp = self.hyperparameters
+        network = self.network
+        box = self.artificial_input_box()
+        self.register_buffer("fitted_artificial_input_box", box)
+        config = hp.training_config()
+        num_data = train_X.shape[0]
+        train_mean = self.pretrained_mean_network is None
+
+        def rows(indices: Tensor | None) -> tuple[Tensor, Tensor]:
+            return (train_X, train_Y) if indices is None else (train_X[indices], train_Y[indices])
+
+        if not hp.learn_noise:
+
+            def loss(indices: Tensor | None) -> Tensor:
+                X, Y = rows(indices)
+                artificial = artificial_inputs(box, hp.num_artificial_points)
+                output = network(torch.cat([X, artificial]))
+                batch = X.shape[0]
+                return (
+                    nomu_loss(
+                        output.mean[:batch] if train_mean else None,
+                        Y,
+                        output.raw_uncertainty[:batch],
+                        output.raw_uncertainty[batch:],
+                        pi_sqr=hp.pi_sqr,
+                        pi_exp=hp.pi_exp,
+                        c_exp=hp.c_exp,
+                        stable=hp.stable_loss,
+                    )
+                    + self._l2_penalty()
+                )
+
+            return train_network(
+                network, loss, num_data, config, progress=progress, description="NOMU"
+            )
+
+        def noise_loss(indices: Tensor | None) -> Tensor:
+            X, Y = rows(indices)
+            output = network(X)
+            return data_fit_loss(output.mean, Y, output.noise_std) + self._l2_penalty()
+
+        with _trainable_only(network, network.mean_branch_modules()):
+            train_network(
+                network,
+                noise_loss,
+                num_data,
+                config,
+                progress=progress,
+                description="NOMU mean and noise",
+            )
+        with torch.no_grad():
+            noise_std = network(train_X).noise_std
+        # Dividing pi_exp and lambda by 2 * mean(sigma_n^2) (per output; lambda by the
+        # average over outputs) makes the noisy loss (57) a multiple of the noiseless
+        # loss (4) for homoscedastic noise (App. C.1).
+        consistency = 1.0 / (2.0 * noise_std.square().mean(dim=0))
+
+        def uncertainty_loss(indices: Tensor | None) -> Tensor:
+            X, _ = rows(indices)
+            artificial = artificial_inputs(box, hp.num_artificial_points)
+            raw = network(torch.cat([X, artificial])).raw_uncertainty
+            batch = X.shape[0]
+            return nomu_loss(
+                None,
+                train_Y,
+                raw[:batch],
+                raw[batch:],
+                pi_sqr=hp.pi_sqr,
+                pi_exp=hp.pi_exp * consistency,
+                c_exp=hp.c_exp,
+                stable=hp.stable_loss,
+                noise_std=noise_std if indices is None else noise_std[indices],
+            ) + self._l2_penalty(consistency.mean().item())
+
+        with _trainable_only(network, network.uncertainty_branch_modules()):
+            return train_network(
+                network,
+                uncertainty_loss,
+                num_data,
+                config,
+                progress=progress,
+                description="NOMU uncertainty",
+            )
+
+    def _predict(self, X: Tensor, observation_noise: bool) -> GaussianMarginalPosterior:
+        hp = self.hyperparameters
+        output = self.network(X)
+        model_uncertainty = nomu_readout(
+            output.raw_uncertainty, hp.min_uncertainty, hp.max_uncertainty, hp.readout
+        )
+        variance = (self.calibration_constant * model_uncertainty).square()
+        if observation_noise and output.noise_std is not None:
+            variance = variance + output.noise_std.square()
+        return GaussianMarginalPosterior(output.mean, variance)
+
+    def calibrate_nll(self, X: Tensor, Y: Tensor, observation_noise: bool = False) -> Tensor:
+        r"""Set ``c`` to minimise the Gaussian NLL of validation data (closed form
+        ``c^2 = mean((f_hat - y)^2 / sigma_hat^2)`` without observation noise).
+
+        Args:
+            X: An ``n x d`` tensor of validation inputs (original units).
+            Y: An ``n x m`` tensor of validation targets (original units).
+            observation_noise: Include the learned noise (``learn_noise=True``) in the
+                likelihood; ``c`` scales only ``sigma_hat``.
+
+        Returns:
+            The new calibration constant (``m`` values).
+        """
+        factor = nll_calibration_factor(self, X, Y, observation_noise=observation_noise)
+        self.set_calibration_constant(self.calibration_constant * factor)
+        return self.calibration_constant
+
+    def calibrate_mean_width(
+        self,
+        target_width: float | Tensor,
+        bounds: Tensor | None = None,
+        num_points: int = 20_000,
+        seed: int = 0,
+    ) -> Tensor:
+        r"""Set ``c`` so that the mean width ``mean(2 c sigma_hat)`` over ``num_points``
+        uniform points of the box equals ``target_width`` (MW scaling, App. B.3.2).
+
+        Args:
+            target_width: The target in original outcome units. The paper's 0.05 and
+                0.5 for outputs scaled to ``[-1, 1]`` correspond to about ``0.1`` and
+                ``1.0`` times the standard deviation of ``train_Y``.
+            bounds: The ``2 x d`` box (original units); defaults to :meth:`input_box`.
+            num_points: The number of uniform points.
+            seed: Seed of the points.
+
+        Returns:
+            The new calibration constant (``m`` values).
+        """
+        box = self.input_box() if bounds is None else bounds.to(self.train_X)
+        factor = mean_width_calibration_factor(self, box, target_width, num_points, seed)
+        self.set_calibration_constant(self.calibration_constant * factor)
+        return self.calibration_constant
