@@ -55,7 +55,8 @@ class RunSpec:
 def execute(spec: RunSpec) -> BOResult:
     r"""Run one BO run single-threaded (runs are parallelised across processes)."""
     torch.set_num_threads(1)
-    warnings.filterwarnings("ignore", category=RuntimeWarning)
+    # Only the final "optimisation failed" notice; optimize_acqf has retried by then.
+    warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
     problem = get_bo_problem(spec.problem, spec.dim)
     return run_bo(
         problem,

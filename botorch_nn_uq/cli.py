@@ -78,6 +78,24 @@ def _build_parser() -> argparse.ArgumentParser:
     optimize.add_argument(
         "--beta", type=float, default=4.0, help="exploration weight of ucb / qucb"
     )
+    optimize.add_argument(
+        "--negative-slope", type=float, default=0.01, help="slope delta of leaky-ei / q-leaky-ei"
+    )
+    optimize.add_argument(
+        "--target",
+        type=float,
+        help="target value of the objective: hit it instead of minimising (target-value "
+        "optimisation; needs a robust-* or q-robust-ei acquisition)",
+    )
+    optimize.add_argument(
+        "--aleatoric-variance",
+        type=float,
+        default=0.0,
+        help="known aleatoric variance of the outputs for the target-value acquisitions",
+    )
+    optimize.add_argument(
+        "--quantile", type=float, default=0.1, help="quantile q of robust-lcb (small = optimistic)"
+    )
     optimize.add_argument("--csv", type=Path, help="write one row per evaluation to this CSV")
     optimize.add_argument(
         "--plot", type=Path, help="save a best-so-far plot (needs matplotlib) to this file"
@@ -135,8 +153,9 @@ def _optimize(args: argparse.Namespace) -> int:
     # ReLU networks; optimize_acqf then retries by itself, so the warning is only noise here.
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
     problem = get_bo_problem(args.problem, args.dim)
+    goal = "minimise" if args.target is None else f"target {args.target:g}"
     print(
-        f"{problem.name}-{problem.dim}d | model {args.model} | acquisition "
+        f"{problem.name}-{problem.dim}d ({goal}) | model {args.model} | acquisition "
         f"{args.acquisition if args.model != RANDOM_SEARCH else '-'} | {args.n_initial} initial "
         f"points + {args.iterations} iterations | seed {args.seed}",
         flush=True,
@@ -151,13 +170,20 @@ def _optimize(args: argparse.Namespace) -> int:
         seed=args.seed,
         num_restarts=args.num_restarts,
         raw_samples=args.raw_samples,
-        acquisition_options={"beta": args.beta},
+        acquisition_options={
+            "beta": args.beta,
+            "negative_slope": args.negative_slope,
+            "aleatoric_variance": args.aleatoric_variance,
+            "quantile": args.quantile,
+        },
+        target=args.target,
         callback=None if args.quiet else _print_record,
     )
     total = time.perf_counter() - start
     print(
-        f"summary | best value {result.records[-1].best_value:.6g} (minimum "
-        f"{problem.min_value:.6g}) | normalised regret {result.final_regret:.4e} | "
+        f"summary | best value {result.records[-1].best_value:.6g} ("
+        + (f"minimum {problem.min_value:.6g}" if args.target is None else f"target {args.target:g}")
+        + f") | normalised regret {result.final_regret:.4e} | "
         f"{result.values.numel()} evaluations | {total:.1f} s total, "
         f"{result.seconds_per_iteration:.2f} s per iteration"
     )
@@ -194,4 +220,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.iterations < 0 or args.n_initial < 2:
         print("error: --iterations must be >= 0 and --n-initial >= 2", file=sys.stderr)
         return 2
+    if args.model != RANDOM_SEARCH:
+        requires_target = ACQUISITIONS[args.acquisition].requires_target
+        if requires_target and args.target is None:
+            print(f"error: --acquisition {args.acquisition} needs --target", file=sys.stderr)
+            return 2
+        if args.target is not None and not requires_target:
+            targeted = [name for name, spec in ACQUISITIONS.items() if spec.requires_target]
+            print(
+                f"error: --target needs a target-value acquisition ({', '.join(targeted)})",
+                file=sys.stderr,
+            )
+            return 2
     return _optimize(args)

@@ -61,3 +61,17 @@ def test_module_entry_point_runs() -> None:
         [sys.executable, "-m", "botorch_nn_uq", "list"], capture_output=True, text=True, check=True
     )
     assert "models:" in completed.stdout
+
+
+def test_leaky_and_target_value_acquisitions_are_registered(capsys) -> None:
+    common = ["--dim", "2", "--iterations", "1", "--n-initial", "4", "--raw-samples", "16"]
+    assert main(["optimize", "--model", "mc-dropout", "--acquisition", "q-leaky-ei", *common]) == 0
+    assert main(["optimize", "--model", "gp", "--acquisition", "leaky-ei", *common]) == 0
+    target_run = ["optimize", "--model", "gp", "--acquisition", "robust-lcb", "--target", "3"]
+    assert main([*target_run, "--aleatoric-variance", "0.01", *common]) == 0
+    out = capsys.readouterr().out
+    assert "target 3" in out
+    assert main(["optimize", "--acquisition", "robust-ei"]) == 2
+    assert "needs --target" in capsys.readouterr().err
+    assert main(["optimize", "--acquisition", "logei", "--target", "1"]) == 2
+    assert "robust-ei" in capsys.readouterr().err

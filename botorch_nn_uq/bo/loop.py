@@ -31,7 +31,8 @@ class BOIterationRecord:
         iteration: 0 for the initial design, then 1, 2, ... for BO steps.
         num_evaluations: Evaluations so far, including this one.
         value: The objective value ``f(x)`` (to minimise) of this evaluation.
-        best_value: The best (smallest) value so far.
+        best_value: The value ``f`` of the best point so far (the smallest ``f``, or in
+            target-value mode the ``f`` closest to the target).
         regret: The problem's normalised regret of ``best_value``.
         seconds: Wall-clock seconds of the step that proposed this point (fit +
             acquisition optimisation); 0 for the initial design.
@@ -123,9 +124,11 @@ def run_bo(
     num_restarts: int = 10,
     raw_samples: int = 512,
     acquisition_options: Mapping[str, Any] | None = None,
+    target: float | None = None,
     callback: Callable[[BOIterationRecord], None] | None = None,
 ) -> BOResult:
-    r"""Minimise ``problem`` with sequential (q = 1) Bayesian optimisation.
+    r"""Minimise ``problem`` (or, with ``target``, hit a target value) with sequential
+    (q = 1) Bayesian optimisation.
 
     The surrogate is fitted to ``Y = -f(X)`` (BoTorch maximises) with inputs
     normalised to the problem's bounds and standardised outcomes, refitted from
@@ -133,6 +136,12 @@ def run_bo(
     with ``optimize_acqf``. ``model="random"`` evaluates uniformly random points
     instead. The initial design depends on ``seed`` only, so all surrogates with the
     same seed start from the same points.
+
+    Target-value mode (``target`` given): the best point is the one with the smallest
+    squared error ``(f(x) - target)^2``, its regret is ``2 |f(x_best) - target| /
+    (f_max - f_min)``, and the acquisition builder receives ``options["target"] =
+    -target`` (the target in the model's units, since the model sees ``-f``). The
+    acquisition must be a target-value one (``AcquisitionSpec.requires_target``).
 
     Args:
         problem: The benchmark problem.
@@ -144,6 +153,7 @@ def run_bo(
         num_restarts: ``optimize_acqf`` restarts.
         raw_samples: ``optimize_acqf`` raw samples for the initialisation heuristic.
         acquisition_options: Extra options passed to the acquisition builder.
+        target: Optional target value of ``f`` (target-value optimisation).
         callback: Called with each :class:`BOIterationRecord` as it is produced.
 
     Returns:
@@ -156,6 +166,14 @@ def run_bo(
     random_search = model == RANDOM_SEARCH
     surrogate = None if random_search else get_surrogate(model)
     acquisition_spec = None if random_search else get_acquisition(acquisition)
+    if acquisition_spec is not None and acquisition_spec.requires_target != (target is not None):
+        raise ValueError(
+            f"Acquisition {acquisition!r} "
+            + ("needs a target value." if target is None else "does not take a target value.")
+        )
+    options = dict(acquisition_options or {})
+    if target is not None:
+        options["target"] = -float(target)
     bounds = problem.bounds
     X = initial_design(problem, n_initial, seed)
     values = problem.evaluate(X)
@@ -168,21 +186,29 @@ def run_bo(
         values=values,
     )
 
+    def score(values: Tensor) -> Tensor:
+        return values if target is None else (values - target) ** 2
+
+    def regret(best: float) -> float:
+        if target is None:
+            return float(problem.normalized_regret(best))
+        return 2 * abs(best - target) / (problem.max_value - problem.min_value)
+
     def record(iteration: int, value: Tensor, seconds: float) -> None:
-        best = float(result.values.min())
+        best = float(result.values[score(result.values).argmin()])
         entry = BOIterationRecord(
             iteration=iteration,
             num_evaluations=result.values.numel(),
             value=float(value),
             best_value=best,
-            regret=float(problem.normalized_regret(best)),
+            regret=regret(best),
             seconds=seconds,
         )
         result.records.append(entry)
         if callback is not None:
             callback(entry)
 
-    best_initial = values.argmin()
+    best_initial = score(values).argmin()
     record(0, values[best_initial], 0.0)
     random_generator = torch.Generator().manual_seed(seed + 7919)
     for step in range(1, iterations + 1):
@@ -198,7 +224,7 @@ def run_bo(
                 train_Y=train_Y,
                 bounds=bounds,
                 seed=1000 * seed + step,
-                options=dict(acquisition_options or {}),
+                options=options,
             )
             acquisition_function = acquisition_spec.build(fitted, context)
             candidate, _ = optimize_acqf(

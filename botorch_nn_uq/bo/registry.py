@@ -25,8 +25,18 @@ from botorch.sampling.base import MCSampler
 from botorch.sampling.get_sampler import get_sampler
 from torch import Tensor
 
+from botorch_nn_uq.acquisition import (
+    LeakyExpectedImprovement,
+    LogRobustTargetProbabilityOfImprovement,
+    RobustTargetExpectedImprovement,
+    RobustTargetLowerConfidenceBound,
+    RobustTargetProbabilityOfImprovement,
+    compute_e_min,
+    qLeakyExpectedImprovement,
+    qRobustTargetExpectedImprovement,
+)
 from botorch_nn_uq.fit import fit_model
-from botorch_nn_uq.models import MCDropout
+from botorch_nn_uq.models import NOMU, MCDropout
 
 
 @dataclass(frozen=True)
@@ -74,11 +84,15 @@ class AcquisitionSpec:
         name: The registry key (e.g. ``"logei"``).
         description: One line for ``--help`` and listings.
         build: ``build(model, context) -> AcquisitionFunction``.
+        requires_target: Whether it is a target-value acquisition, which reads
+            ``context.options["target"]`` (the target in the model's outcome units) and
+            ``context.options.get("aleatoric_variance", 0.0)``.
     """
 
     name: str
     description: str
     build: Callable[[Model, AcquisitionContext], AcquisitionFunction]
+    requires_target: bool = False
 
 
 SURROGATES: dict[str, SurrogateSpec] = {}
@@ -135,6 +149,14 @@ def _fit_mc_dropout(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int)
     return fit_model(MCDropout(train_X, train_Y, **_transforms(bounds)), seed=seed)
 
 
+def _fit_nomu(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
+    model = fit_model(NOMU(train_X, train_Y, bounds=bounds, **_transforms(bounds)), seed=seed)
+    # MW scaling to the paper's wider target (0.5 for outputs in [-1, 1], i.e. one
+    # standard deviation of the data); builders are stateless, so c is set at every fit.
+    model.calibrate_mean_width(target_width=train_Y.std())
+    return model
+
+
 def _best_f(context: AcquisitionContext) -> Tensor:
     return context.train_Y.max()
 
@@ -144,6 +166,9 @@ register_surrogate(
 )
 register_surrogate(
     SurrogateSpec("mc-dropout", "MC dropout network with a fixed bank of masks", _fit_mc_dropout)
+)
+register_surrogate(
+    SurrogateSpec("nomu", "NOMU network (fast default, MW-scaled to one data std)", _fit_nomu)
 )
 
 register_acquisition(
@@ -207,5 +232,92 @@ register_acquisition(
         lambda model, ctx: qUpperConfidenceBound(
             model, beta=ctx.options.get("beta", 4.0), sampler=_mc_sampler(model, ctx)
         ),
+    )
+)
+
+register_acquisition(
+    AcquisitionSpec(
+        "leaky-ei",
+        "analytic leaky EI (negative slope = option 'negative_slope', default 0.01)",
+        lambda model, ctx: LeakyExpectedImprovement(
+            model, best_f=_best_f(ctx), negative_slope=ctx.options.get("negative_slope", 0.01)
+        ),
+    )
+)
+register_acquisition(
+    AcquisitionSpec(
+        "q-leaky-ei",
+        "MC q-leaky EI (negative slope = option 'negative_slope', default 0.01)",
+        lambda model, ctx: qLeakyExpectedImprovement(
+            model,
+            best_f=_best_f(ctx),
+            negative_slope=ctx.options.get("negative_slope", 0.01),
+            sampler=_mc_sampler(model, ctx),
+        ),
+    )
+)
+
+
+def _target_arguments(context: AcquisitionContext) -> dict[str, Any]:
+    r"""Target, aleatoric variance and incumbent E_min for the target-value acquisitions
+    (observations are treated as noise-free means)."""
+    target = context.options["target"]
+    aleatoric_variance = context.options.get("aleatoric_variance", 0.0)
+    return {
+        "target": target,
+        "aleatoric_variance": aleatoric_variance,
+        "best_f": compute_e_min(context.train_Y.squeeze(-1), target, aleatoric_variance),
+    }
+
+
+def _without_best_f(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in arguments.items() if key != "best_f"}
+
+
+register_acquisition(
+    AcquisitionSpec(
+        "robust-ei",
+        "robust target-value EI (noncentral chi-square; needs --target)",
+        lambda model, ctx: RobustTargetExpectedImprovement(model, **_target_arguments(ctx)),
+        requires_target=True,
+    )
+)
+register_acquisition(
+    AcquisitionSpec(
+        "robust-pi",
+        "robust target-value probability of improvement (needs --target)",
+        lambda model, ctx: RobustTargetProbabilityOfImprovement(model, **_target_arguments(ctx)),
+        requires_target=True,
+    )
+)
+register_acquisition(
+    AcquisitionSpec(
+        "robust-log-pi",
+        "log of the robust target-value probability of improvement (needs --target)",
+        lambda model, ctx: LogRobustTargetProbabilityOfImprovement(model, **_target_arguments(ctx)),
+        requires_target=True,
+    )
+)
+register_acquisition(
+    AcquisitionSpec(
+        "robust-lcb",
+        "robust target-value lower confidence bound (quantile = option 'quantile', "
+        "default 0.1; needs --target)",
+        lambda model, ctx: RobustTargetLowerConfidenceBound(
+            model,
+            quantile=ctx.options.get("quantile", 0.1),
+            **_without_best_f(_target_arguments(ctx)),
+        ),
+        requires_target=True,
+    )
+)
+register_acquisition(
+    AcquisitionSpec(
+        "q-robust-ei",
+        "MC robust target-value EI (needs --target)",
+        lambda model, ctx: qRobustTargetExpectedImprovement(
+            model, sampler=_mc_sampler(model, ctx), **_target_arguments(ctx)
+        ),
+        requires_target=True,
     )
 )

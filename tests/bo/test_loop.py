@@ -69,3 +69,26 @@ def test_run_bo_rejects_bad_arguments(problem) -> None:
         run_bo(problem, "gp", "nope")
     with pytest.raises(ValueError, match="n_initial"):
         run_bo(problem, "gp", n_initial=1)
+
+
+def test_target_value_mode_tracks_the_point_closest_to_the_target() -> None:
+    problem = get_bo_problem("g-function", 2)
+    target = 5.0
+    result = run_bo(
+        problem, "gp", "robust-ei", iterations=4, n_initial=4, seed=0, raw_samples=64,
+        target=target,
+    )  # fmt: skip
+    errors = (result.values - target).abs()
+    best = float(result.values[errors.argmin()])
+    assert result.records[-1].best_value == best
+    expected_regret = 2 * abs(best - target) / (problem.max_value - problem.min_value)
+    assert result.final_regret == pytest.approx(expected_regret)
+    assert result.records[-1].regret < result.records[0].regret
+
+
+def test_target_and_acquisition_must_match() -> None:
+    problem = get_bo_problem("levy", 2)
+    with pytest.raises(ValueError, match="needs a target value"):
+        run_bo(problem, "gp", "robust-lcb", iterations=0)
+    with pytest.raises(ValueError, match="does not take a target value"):
+        run_bo(problem, "gp", "logei", iterations=0, target=1.0)
