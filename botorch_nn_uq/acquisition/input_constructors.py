@@ -87,8 +87,9 @@ def _scalar_outcomes(
     return X, Y
 
 
-def _e_min_from_training_data(
+def _incumbent_e_min(
     *,
+    best_f: float | Tensor | None,
     model: Model,
     training_data: TrainingData,
     target: float,
@@ -96,7 +97,10 @@ def _e_min_from_training_data(
     posterior_transform: PosteriorTransform | None,
     objective: MCAcquisitionObjective | None,
     use_posterior_mean: bool,
-) -> Tensor:
+) -> float | Tensor:
+    r"""``best_f`` if given, else ``E_min`` computed from the training data."""
+    if best_f is not None:
+        return best_f
     X, Y = _scalar_outcomes(
         model, training_data, posterior_transform, objective, use_posterior_mean
     )
@@ -232,9 +236,8 @@ def construct_inputs_robust_target_ei(
     return {
         "model": model,
         "target": target,
-        "best_f": best_f
-        if best_f is not None
-        else _e_min_from_training_data(
+        "best_f": _incumbent_e_min(
+            best_f=best_f,
             model=model,
             training_data=training_data,
             target=target,
@@ -373,9 +376,8 @@ def construct_inputs_q_robust_target_ei(
     return {
         "model": model,
         "target": target,
-        "best_f": best_f
-        if best_f is not None
-        else _e_min_from_training_data(
+        "best_f": _incumbent_e_min(
+            best_f=best_f,
             model=model,
             training_data=training_data,
             target=target,
