@@ -3,7 +3,10 @@ random search, on identical seeds and initial designs.
 
 Writes ``runs.csv`` (one row per evaluation), ``summary.csv`` (one row per run),
 ``summary.md`` (mean ± standard error of the normalised final regret, and seconds per
-iteration) and one best-so-far plot per problem into ``--out``.
+iteration) and one best-so-far plot per problem into ``--out``. Every finished run is also
+stored in ``--out/runs/``; a repeated command with the same budget loads those runs instead
+of running them again, so an interrupted benchmark resumes where it stopped. Runs are
+ordered seed by seed, so a partial results folder covers every problem and method.
 
 Examples:
     python benchmarks/nomu_bo_suite.py --models mc-dropout --dims 5 --seeds 5 --jobs 2
@@ -51,14 +54,26 @@ class RunSpec:
     def method(self) -> str:
         return self.model if self.model == RANDOM_SEARCH else f"{self.model}+{self.acquisition}"
 
+    @property
+    def key(self) -> str:
+        r"""A file-name-safe identifier of the run and its budget."""
+        return (
+            f"{self.problem}-{self.dim}d_{self.method}_seed{self.seed}_it{self.iterations}"
+            f"_init{self.n_initial}_r{self.num_restarts}_raw{self.raw_samples}"
+        )
 
-def execute(spec: RunSpec) -> BOResult:
-    r"""Run one BO run single-threaded (runs are parallelised across processes)."""
+
+def execute(spec: RunSpec, store: Path) -> BOResult:
+    r"""Run one BO run single-threaded (runs are parallelised across processes), or load
+    it from ``store`` if an earlier invocation finished it; finished runs are saved there."""
+    path = store / f"{spec.key}.pt"
+    if path.exists():
+        return torch.load(path, weights_only=False)
     torch.set_num_threads(1)
     # Only the final "optimisation failed" notice; optimize_acqf has retried by then.
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
     problem = get_bo_problem(spec.problem, spec.dim)
-    return run_bo(
+    result = run_bo(
         problem,
         spec.model,
         spec.acquisition,
@@ -68,6 +83,12 @@ def execute(spec: RunSpec) -> BOResult:
         num_restarts=spec.num_restarts,
         raw_samples=spec.raw_samples,
     )
+    store.mkdir(parents=True, exist_ok=True)
+    # Written under a temporary name and renamed, so an interrupted save is never loaded.
+    partial = path.with_suffix(".partial")
+    torch.save(result, partial)
+    partial.replace(path)
+    return result
 
 
 def mean_and_standard_error(values: Sequence[float]) -> tuple[float, float]:
@@ -199,11 +220,12 @@ def main(argv: Sequence[str] | None = None) -> Path:
             num_restarts=args.num_restarts,
             raw_samples=args.raw_samples,
         )
-        for problem in args.problems
-        for dim in args.dims
         for seed in range(args.seeds)
+        for dim in args.dims
+        for problem in args.problems
         for model, acquisition in methods_specs
     ]
+    store = args.out / "runs"
     methods = list(dict.fromkeys(spec.method for spec in specs))
     start = time.perf_counter()
 
@@ -219,14 +241,14 @@ def main(argv: Sequence[str] | None = None) -> Path:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             outcomes = []
             for index, (spec, result) in enumerate(
-                zip(specs, pool.map(execute, specs), strict=True), start=1
+                zip(specs, pool.map(execute, specs, [store] * len(specs)), strict=True), start=1
             ):
                 report(index, spec, result)
                 outcomes.append(result)
     else:
         outcomes = []
         for index, spec in enumerate(specs, start=1):
-            outcomes.append(execute(spec))
+            outcomes.append(execute(spec, store))
             report(index, spec, outcomes[-1])
     results = list(zip(specs, outcomes, strict=True))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -252,7 +274,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     summary.write_text(
         f"Command: `{command.strip()}`\n\n{len(specs)} runs, "
         f"{args.n_initial} initial points + {args.iterations} iterations each, "
-        f"{time.perf_counter() - start:.0f} s wall-clock.\n\n"
+        f"{time.perf_counter() - start:.0f} s wall-clock in this invocation (runs loaded "
+        f"from {store} are not timed again).\n\n"
         "Normalised final regret (mean ± standard error over seeds):\n\n" + table
     )
     plot_best_so_far(results, methods, args.out)

@@ -29,6 +29,20 @@ def test_smoke_run_writes_csv_table_and_plots(tmp_path) -> None:
     assert (tmp_path / "best_so_far_levy-2d.png").stat().st_size > 1000
 
 
+def test_finished_runs_are_stored_and_loaded_again(tmp_path, monkeypatch) -> None:
+    module = _load()
+    first = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
+    assert len(list((tmp_path / "runs").glob("*.pt"))) == 2 * 3
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a stored run was run again")
+
+    monkeypatch.setattr(module, "run_bo", fail)
+    second = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
+    table = first.split("Normalised final regret")[1]
+    assert table == second.split("Normalised final regret")[1]
+
+
 def test_mean_and_standard_error() -> None:
     module = _load()
     mean, error = module.mean_and_standard_error([1.0, 2.0, 3.0])
