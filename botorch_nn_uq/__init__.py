@@ -5,7 +5,14 @@ acquisition function works with its models.
 """
 
 from botorch_nn_uq.fit import fit_model
-from botorch_nn_uq.models import NOMU, MCDropout, NeuralSurrogateModel, NOMUHyperparameters
+from botorch_nn_uq.models import (
+    NOMU,
+    DeepEnsemble,
+    HyperDeepEnsemble,
+    MCDropout,
+    NeuralSurrogateModel,
+    NOMUHyperparameters,
+)
 from botorch_nn_uq.posteriors import (
     FunctionEnsemblePosterior,
     GaussianMarginalPosterior,
@@ -15,8 +22,10 @@ from botorch_nn_uq.posteriors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DeepEnsemble",
     "FunctionEnsemblePosterior",
     "GaussianMarginalPosterior",
+    "HyperDeepEnsemble",
     "MCDropout",
     "MixtureOfGaussiansPosterior",
     "NOMU",

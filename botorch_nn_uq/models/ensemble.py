@@ -1,0 +1,307 @@
+"""Deep ensembles (Lakshminarayanan et al., 2017): the model that serves every ensemble.
+
+Every ensemble builder of the package (hyper-deep ensembles, searched ensembles) hands
+its trained members and weights to :class:`DeepEnsemble`'s posterior; how the members
+were found is not this module's concern.
+
+How acquisition functions see an ensemble
+------------------------------------------
+Without observation noise the posterior is the finite set of member means
+(:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`, weights summing to one).
+
+- MC acquisitions (qLogEI, qUCB, q-leaky EI, ...) sample whole members by
+  deterministic index: a sample is one member at all q points, so their value is the
+  acquisition AVERAGED OVER MEMBERS (exact for the finite mixture).
+- Analytic acquisitions (LogEI, UCB, PI) read ``posterior.mean`` and
+  ``posterior.variance``: they see the MOMENT-MATCHED Gaussian with the ensemble mean
+  and the mixture variance (law of total variance, divisor one).
+
+The model does not set BoTorch's ``_is_ensemble`` flag, which would give the posterior
+an extra member batch dimension and change its shape for every consumer; averaging
+over members is what the MC acquisitions already do. ``benchmarks/README.md`` compares
+the two views (LogEI versus qLogEI) on the protocol-1 suite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.nn.batched_mlp import RESAMPLING_STREAM, BatchedMLP, EnsembleNetwork
+from botorch_nn_uq.nn.mlp import ACTIVATIONS
+from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
+from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
+from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.members import fit_members
+
+LIKELIHOODS = ("gaussian", "mse")
+
+
+@dataclass(frozen=True)
+class DeepEnsembleHyperparameters:
+    r"""Hyperparameters of :class:`DeepEnsemble` (defaults: a fast CPU setting for BO).
+
+    Args:
+        ensemble_size: The number of members ``K``.
+        hidden_widths: Widths of each member's hidden layers.
+        activation: Hidden activation (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``).
+        likelihood: ``"gaussian"``: members predict a mean and a standard deviation and
+            are trained on the Gaussian negative log-likelihood (the aleatoric /
+            epistemic split); ``"mse"``: members predict a mean only (noiseless BO).
+        min_std: Floor of a Gaussian member's standard deviation (transformed units).
+        epochs: Training epochs.
+        learning_rate: The optimizer's learning rate.
+        batch_size: Mini-batch size; ``None`` trains full-batch.
+        optimizer: One of ``botorch_nn_uq.training.OPTIMIZERS``.
+        l2_regularization: Keras-style penalty ``lambda ||theta||^2`` on each member's
+            weights and biases.
+        dropout: Training-time dropout rate (0: none).
+        patience: Early-stopping patience on each member's training loss; ``None``
+            trains all epochs (the best-loss weights are kept either way).
+        gradient_clip_norm: Per-member gradient-norm clipping; ``None`` does not clip.
+        bootstrap: Train each member on its own bootstrap resample of the data.
+        subset_fraction: Train each member on its own random subset of this fraction of
+            the rows (without replacement); ``None`` uses all rows.
+        noise_variance: For ``"mse"`` members, the observation-noise variance
+            (transformed units) used with ``observation_noise=True``; ``None`` estimates
+            it as the ensemble mean's mean squared training residual.
+    """
+
+    ensemble_size: int = 5
+    hidden_widths: tuple[int, ...] = (64, 64)
+    activation: str = "relu"
+    likelihood: str = "gaussian"
+    min_std: float = 1e-3
+    epochs: int = 500
+    learning_rate: float = 5e-3
+    batch_size: int | None = None
+    optimizer: str = "adam"
+    l2_regularization: float = 1e-6
+    dropout: float = 0.0
+    patience: int | None = None
+    gradient_clip_norm: float | None = None
+    bootstrap: bool = False
+    subset_fraction: float | None = None
+    noise_variance: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden_widths", tuple(self.hidden_widths))
+        if not isinstance(self.ensemble_size, int) or self.ensemble_size < 1:
+            raise ValueError(f"ensemble_size must be a positive integer; got {self.ensemble_size}.")
+        if not self.hidden_widths or any(
+            not isinstance(w, int) or w < 1 for w in self.hidden_widths
+        ):
+            raise ValueError(
+                f"hidden_widths must be a non-empty sequence of positive integers; got "
+                f"{self.hidden_widths}."
+            )
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"Unknown activation {self.activation!r}; valid: {', '.join(sorted(ACTIVATIONS))}."
+            )
+        if self.likelihood not in LIKELIHOODS:
+            raise ValueError(
+                f"Unknown likelihood {self.likelihood!r}; valid: {', '.join(LIKELIHOODS)}."
+            )
+        if not self.min_std > 0:
+            raise ValueError(f"min_std must be positive; got {self.min_std}.")
+        if not self.l2_regularization >= 0:
+            raise ValueError(
+                f"l2_regularization must be non-negative; got {self.l2_regularization}."
+            )
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1); got {self.dropout}.")
+        if self.subset_fraction is not None and not 0 < self.subset_fraction <= 1:
+            raise ValueError(f"subset_fraction must be in (0, 1]; got {self.subset_fraction}.")
+        if self.bootstrap and self.subset_fraction is not None:
+            raise ValueError("Choose either bootstrap or subset_fraction, not both.")
+        if self.noise_variance is not None and not self.noise_variance > 0:
+            raise ValueError(f"noise_variance must be positive or None; got {self.noise_variance}.")
+        self.training_config()
+
+    def training_config(self) -> TrainingConfig:
+        r"""The settings of the shared training loop (validated there)."""
+        return TrainingConfig(
+            epochs=self.epochs,
+            learning_rate=self.learning_rate,
+            batch_size=self.batch_size,
+            optimizer=self.optimizer,
+            patience=self.patience,
+            gradient_clip_norm=self.gradient_clip_norm,
+        )
+
+
+class UncertaintyDecomposition(NamedTuple):
+    r"""Predictive mean and variance split by the law of total variance, in original
+    outcome units; each a ``batch_shape x q x m`` tensor.
+
+    Attributes:
+        mean: The ensemble mean ``sum_k w_k mu_k``.
+        aleatoric_variance: ``sum_k w_k sigma_k^2`` (data noise the members predict).
+        epistemic_variance: ``sum_k w_k (mu_k - mean)^2`` (disagreement of the members).
+    """
+
+    mean: Tensor
+    aleatoric_variance: Tensor
+    epistemic_variance: Tensor
+
+    @property
+    def total_variance(self) -> Tensor:
+        r"""The predictive variance, aleatoric plus epistemic."""
+        return self.aleatoric_variance + self.epistemic_variance
+
+
+def resampling_row_weights(
+    network: BatchedMLP,
+    num_data: int,
+    bootstrap: bool,
+    subset_fraction: float | None,
+    dtype: torch.dtype,
+) -> Tensor | None:
+    r"""Per-member training multiplicities (``K x n``) for bootstraps or random subsets,
+    each drawn from the member's own resampling stream; ``None`` for all rows."""
+    if not bootstrap and subset_fraction is None:
+        return None
+    rows = []
+    for generator in network.member_generators(RESAMPLING_STREAM):
+        if bootstrap:
+            draws = torch.randint(num_data, (num_data,), generator=generator)
+            rows.append(torch.bincount(draws, minlength=num_data))
+        else:
+            size = max(1, round(subset_fraction * num_data))
+            chosen = torch.randperm(num_data, generator=generator)[:size]
+            rows.append(torch.zeros(num_data, dtype=torch.long).index_fill(0, chosen, 1))
+    return torch.stack(rows).to(dtype)
+
+
+class DeepEnsemble(NeuralSurrogateModel):
+    r"""An ensemble of independently trained networks.
+
+    All ``K`` members share one architecture and train as ONE batched computation
+    (:class:`~botorch_nn_uq.nn.batched_mlp.BatchedMLP`), each with its own
+    initialisation, data order and (optionally) bootstrap resample, so the result equals
+    ``K`` separate trainings with the same member seeds.
+
+    Posterior (see the module docstring for how acquisitions use it):
+
+    - ``observation_noise=False``: the epistemic distribution, the weighted finite set
+      of member means (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`);
+      MC samples are joint across the q-batch, drawn by deterministic member index.
+    - ``observation_noise=True``: with Gaussian heads, the mixture of the members'
+      Gaussians (:class:`~botorch_nn_uq.posteriors.MixtureOfGaussiansPosterior`:
+      aleatoric plus epistemic variance); with mean-only members, the member means plus
+      homoscedastic noise (``noise_variance``).
+
+    :meth:`uncertainty_decomposition` returns mean, aleatoric and epistemic variance.
+
+    Args:
+        train_X: An ``n x d`` tensor of training inputs.
+        train_Y: An ``n x m`` tensor of training targets.
+        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
+        outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
+        **hyperparameters: Fields of :class:`DeepEnsembleHyperparameters`.
+
+    Example:
+        >>> from botorch.models.transforms import Normalize, Standardize
+        >>> train_X = torch.rand(20, 2, dtype=torch.float64)
+        >>> train_Y = train_X.sin().sum(-1, keepdim=True)
+        >>> model = DeepEnsemble(
+        ...     train_X, train_Y, input_transform=Normalize(2), outcome_transform=Standardize(1)
+        ... ).fit(seed=0)
+        >>> model.uncertainty_decomposition(torch.rand(4, 2, dtype=torch.float64)).mean.shape
+        torch.Size([4, 1])
+    """
+
+    hyperparameter_class = DeepEnsembleHyperparameters
+
+    def _build_network(self, input_dim: int, output_dim: int) -> EnsembleNetwork:
+        hp = self.hyperparameters
+        member_seeds = torch.randint(0, 2**31 - 1, (hp.ensemble_size,)).tolist()
+        return EnsembleNetwork(
+            [
+                BatchedMLP(
+                    input_dim,
+                    output_dim,
+                    hidden_widths=hp.hidden_widths,
+                    member_seeds=member_seeds,
+                    activation=hp.activation,
+                    gaussian_head=hp.likelihood == "gaussian",
+                    dropout=hp.dropout,
+                    min_std=hp.min_std,
+                )
+            ]
+        )
+
+    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
+        hp = self.hyperparameters
+        (members,) = self.network.groups
+        result = fit_members(
+            members,
+            train_X,
+            train_Y,
+            hp.training_config(),
+            l2_regularization=hp.l2_regularization,
+            row_weights=resampling_row_weights(
+                members, train_X.shape[0], hp.bootstrap, hp.subset_fraction, train_X.dtype
+            ),
+            progress=progress,
+            description="deep ensemble",
+        )
+        self.set_member_weights(torch.ones(members.num_members).to(train_X))
+        self._estimate_noise_variance(train_X, train_Y)
+        return result
+
+    def set_member_weights(self, weights: Tensor) -> None:
+        r"""Set the members' mixture weights (a ``K``-vector, normalised to sum to one)."""
+        if weights.shape != (self.network.num_members,) or (weights < 0).any():
+            raise ValueError(
+                f"member weights must be a non-negative {self.network.num_members}-vector; "
+                f"got shape {tuple(weights.shape)}."
+            )
+        if not weights.sum() > 0:
+            raise ValueError("member weights must have a positive sum.")
+        self.register_buffer("member_weights", (weights / weights.sum()).detach())
+
+    def _estimate_noise_variance(self, train_X: Tensor, train_Y: Tensor) -> None:
+        hp = self.hyperparameters
+        if hp.noise_variance is not None:
+            noise_variance = torch.full_like(train_Y[0], hp.noise_variance)
+        else:
+            with torch.no_grad():
+                members = self.network(train_X).mean
+                ensemble_mean = (self.member_weights[:, None, None] * members).sum(-3)
+            noise_variance = (ensemble_mean - train_Y).pow(2).mean(dim=0).clamp_min(1e-6)
+        self.register_buffer("noise_variance", noise_variance)
+
+    def _predict(
+        self, X: Tensor, observation_noise: bool
+    ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior:
+        output = self.network(X)
+        if not observation_noise:
+            return FunctionEnsemblePosterior(output.mean, self.member_weights)
+        if output.std is not None:
+            return MixtureOfGaussiansPosterior(output.mean, output.std.pow(2), self.member_weights)
+        return FunctionEnsemblePosterior(output.mean, self.member_weights).add_observation_noise(
+            self.noise_variance
+        )
+
+    def uncertainty_decomposition(self, X: Tensor) -> UncertaintyDecomposition:
+        r"""The predictive mean with its aleatoric and epistemic variance.
+
+        Args:
+            X: A ``batch_shape x q x d`` (or ``q x d``) tensor of inputs.
+
+        Returns:
+            An :class:`UncertaintyDecomposition` of ``batch_shape x q x m`` tensors in
+            original outcome units (members with mean-only heads report the
+            homoscedastic ``noise_variance`` as aleatoric variance).
+        """
+        with torch.no_grad():
+            posterior = self.posterior(X, observation_noise=True)
+        return UncertaintyDecomposition(
+            posterior.mean, posterior.aleatoric_variance, posterior.epistemic_variance
+        )

@@ -1,0 +1,215 @@
+"""Stacked-parameter MLPs: ``K`` independent networks of one architecture in one computation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from botorch_nn_uq.nn.mlp import make_activation
+
+#: Random streams of a member (see :meth:`BatchedMLP.member_generators`).
+INITIALISATION_STREAM, DATA_ORDER_STREAM, RESAMPLING_STREAM = 0, 1, 2
+
+
+class MemberOutput(NamedTuple):
+    r"""The outputs of the ``K`` members of a :class:`BatchedMLP`.
+
+    Attributes:
+        mean: ``... x K x n x m`` member means.
+        std: ``... x K x n x m`` positive member standard deviations (Gaussian heads), or
+            ``None`` for mean-only members.
+    """
+
+    mean: Tensor
+    std: Tensor | None
+
+
+class BatchedMLP(nn.Module):
+    r"""``K`` MLPs of the same architecture with stacked parameters.
+
+    Layer ``l`` holds a ``K x width_{l-1} x width_l`` weight and a ``K x 1 x width_l``
+    bias, so one batched matrix product evaluates (and trains) all members at once.
+    The members are mathematically independent: member ``k`` is initialised from its
+    own seed exactly like ``torch.nn.Linear`` (weights and biases uniform in
+    ``+-1/sqrt(fan_in)``), and gradients of a summed per-member loss reach each member
+    only through its own loss.
+
+    A member either predicts a mean only, or (``gaussian_head=True``) a mean and a
+    standard deviation ``min_std + softplus(raw)``.
+
+    Args:
+        input_dim: Number of inputs ``d``.
+        output_dim: Number of outputs ``m``.
+        hidden_widths: Widths of the hidden layers.
+        member_seeds: One integer seed per member; ``K = len(member_seeds)``.
+        activation: The hidden activation (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``).
+        gaussian_head: Whether members also predict a standard deviation.
+        dropout: Training-time dropout rate after every hidden activation: a float for
+            all members or a ``K``-vector of per-member rates in ``[0, 1)``. Dropout is
+            off in ``eval`` mode.
+        min_std: Floor of the predicted standard deviation.
+
+    Example:
+        >>> net = BatchedMLP(3, 1, hidden_widths=(16, 16), member_seeds=[0, 1, 2, 3, 4])
+        >>> net(torch.rand(7, 2, 3)).mean.shape  # batch x K x q x m
+        torch.Size([7, 5, 2, 1])
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        output_dim: int,
+        hidden_widths: Sequence[int],
+        member_seeds: Sequence[int],
+        activation: str = "relu",
+        gaussian_head: bool = False,
+        dropout: float | Tensor = 0.0,
+        min_std: float = 1e-3,
+    ) -> None:
+        super().__init__()
+        if not hidden_widths or any(w < 1 for w in hidden_widths):
+            raise ValueError(f"hidden_widths must be positive integers; got {hidden_widths}.")
+        if len(member_seeds) < 1:
+            raise ValueError("member_seeds must name at least one member.")
+        num_members = len(member_seeds)
+        dropout = torch.as_tensor(dropout, dtype=torch.get_default_dtype())
+        dropout = dropout.expand(num_members).clone() if dropout.ndim == 0 else dropout
+        if dropout.shape != (num_members,) or ((dropout < 0) | (dropout >= 1)).any():
+            raise ValueError(
+                f"dropout must be a float or a {num_members}-vector of rates in [0, 1); "
+                f"got {dropout.tolist()}."
+            )
+        if not min_std >= 0:
+            raise ValueError(f"min_std must be non-negative; got {min_std}.")
+        self.output_dim = output_dim
+        self.gaussian_head = gaussian_head
+        self.min_std = min_std
+        self.activation = make_activation(activation)
+        self.activation_name = activation
+        self.member_seeds = [int(seed) for seed in member_seeds]
+        widths = [input_dim, *hidden_widths, output_dim * (2 if gaussian_head else 1)]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
+            self.weights.append(nn.Parameter(torch.empty(num_members, fan_in, fan_out)))
+            self.biases.append(nn.Parameter(torch.empty(num_members, 1, fan_out)))
+        self.register_buffer("dropout_rates", dropout)
+        self.reset_parameters()
+
+    @property
+    def num_members(self) -> int:
+        r"""The number of members ``K``."""
+        return len(self.member_seeds)
+
+    @property
+    def hidden_widths(self) -> list[int]:
+        r"""The widths of the hidden layers."""
+        return [weight.shape[-1] for weight in self.weights[:-1]]
+
+    def reset_parameters(self) -> None:
+        r"""Initialise member ``k`` from ``member_seeds[k]`` alone (``nn.Linear``'s rule)."""
+        with torch.no_grad():
+            for member, generator in enumerate(self.member_generators(INITIALISATION_STREAM)):
+                for weight, bias in zip(self.weights, self.biases, strict=True):
+                    bound = 1.0 / math.sqrt(weight.shape[1])
+                    for tensor in (weight, bias):
+                        values = torch.rand(tensor.shape[1:], generator=generator)
+                        tensor[member] = ((2 * values - 1) * bound).to(tensor)
+
+    def member_generators(self, stream: int) -> list[torch.Generator]:
+        r"""One fresh generator per member for the random stream ``stream`` (e.g.
+        ``INITIALISATION_STREAM``, ``DATA_ORDER_STREAM``, ``RESAMPLING_STREAM``), seeded
+        from the member's seed alone, so a member's randomness never depends on the
+        other members."""
+        return [
+            torch.Generator().manual_seed((seed * 1_000_003 + stream) % 2**63)
+            for seed in self.member_seeds
+        ]
+
+    def squared_norms(self) -> Tensor:
+        r"""``K``-vector of each member's ``sum ||theta||^2`` over weights and biases (the
+        Keras-style L2 penalty before multiplying by ``lambda``)."""
+        return sum(p.pow(2).flatten(1).sum(-1) for p in self.parameters())
+
+    def forward(self, X: Tensor, per_member: bool = False) -> MemberOutput:
+        r"""Evaluate all members.
+
+        Args:
+            X: Shared inputs ``batch_shape x n x d`` (every member sees them), or with
+                ``per_member=True`` member-specific inputs ``K x n x d``.
+            per_member: Whether ``X`` holds one row set per member.
+
+        Returns:
+            A :class:`MemberOutput` with ``batch_shape x K x n x m`` tensors (``K x n x
+            m`` with ``per_member=True``).
+        """
+        if per_member and (X.ndim != 3 or X.shape[0] != self.num_members):
+            raise ValueError(
+                f"per_member inputs must be `K x n x d` with K = {self.num_members}; got "
+                f"{tuple(X.shape)}."
+            )
+        hidden = X if per_member else X.unsqueeze(-3)
+        last = len(self.weights) - 1
+        for index, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
+            hidden = torch.matmul(hidden, weight) + bias
+            if index < last:
+                hidden = self.activation(hidden)
+                if self.training and bool((self.dropout_rates > 0).any()):
+                    keep = (1 - self.dropout_rates).to(hidden)[:, None, None]
+                    hidden = hidden * torch.bernoulli(keep.expand_as(hidden)) / keep
+        if not self.gaussian_head:
+            return MemberOutput(hidden, None)
+        mean, raw_std = hidden.split(self.output_dim, dim=-1)
+        return MemberOutput(mean, self.min_std + nn.functional.softplus(raw_std))
+
+
+class EnsembleNetwork(nn.Module):
+    r"""The members of an ensemble, possibly of several architectures.
+
+    Each group is a :class:`BatchedMLP` (one architecture, evaluated in one batched
+    pass); the outputs of the groups are concatenated along the member dimension.
+
+    Args:
+        groups: The member groups; all must agree on the number of outputs and on
+            whether members have Gaussian heads.
+
+    Example:
+        >>> net = EnsembleNetwork([BatchedMLP(2, 1, (8,), [0, 1]), BatchedMLP(2, 1, (4, 4), [2])])
+        >>> net(torch.rand(3, 2)).mean.shape
+        torch.Size([3, 3, 1])
+    """
+
+    def __init__(self, groups: Sequence[BatchedMLP]) -> None:
+        super().__init__()
+        if not groups:
+            raise ValueError("An ensemble needs at least one member group.")
+        if len({(g.output_dim, g.gaussian_head) for g in groups}) != 1:
+            raise ValueError(
+                "All member groups must have the same number of outputs and the same head "
+                "(mean only or Gaussian)."
+            )
+        self.groups = nn.ModuleList(groups)
+
+    @property
+    def num_members(self) -> int:
+        r"""The total number of members."""
+        return sum(group.num_members for group in self.groups)
+
+    @property
+    def gaussian_head(self) -> bool:
+        r"""Whether members predict a standard deviation."""
+        return self.groups[0].gaussian_head
+
+    def forward(self, X: Tensor) -> MemberOutput:
+        r"""Evaluate every member at ``batch_shape x n x d`` inputs; returns ``batch_shape
+        x K x n x m`` tensors."""
+        outputs = [group(X) for group in self.groups]
+        if len(outputs) == 1:
+            return outputs[0]
+        mean = torch.cat([output.mean for output in outputs], dim=-3)
+        std = None if not self.gaussian_head else torch.cat([o.std for o in outputs], dim=-3)
+        return MemberOutput(mean, std)

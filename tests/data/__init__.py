@@ -1,0 +1,36 @@
+"""Tests of the data loaders, and a writer of tiny data sets in the UCI format."""
+
+from pathlib import Path
+
+import torch
+
+#: Columns of the fake data set: the target sits between features on purpose.
+FAKE_FEATURES = (0, 2, 3)
+FAKE_TARGET = 1
+
+
+def write_fake_uci_dataset(
+    data_dir: Path, name: str = "toy", num_rows: int = 40, num_splits: int = 2
+) -> Path:
+    r"""Write a ``num_rows x 4`` data set in the UCI format to ``data_dir/name``.
+
+    Feature ``j`` of row ``i`` is ``i + j / 10`` (so that loaded rows and columns can be
+    identified) and the target is ``sum_j sin(x_j / 10)``. Split ``K`` tests on every
+    fourth row starting at row ``K`` and trains on the others.
+    """
+    folder = data_dir / name
+    folder.mkdir(parents=True)
+    table = torch.arange(num_rows, dtype=torch.float64).unsqueeze(-1) + torch.arange(4) / 10
+    table[:, FAKE_TARGET] = (table[:, list(FAKE_FEATURES)] / 10).sin().sum(-1)
+    # Tabs, trailing spaces and a blank last line, as in some of the published files.
+    lines = ["\t".join(f"{value:.6f} " for value in row.tolist()) for row in table]
+    (folder / "data.txt").write_text("\n".join(lines) + "\n\n")
+    (folder / "index_features.txt").write_text("\n".join(map(str, FAKE_FEATURES)) + "\n")
+    (folder / "index_target.txt").write_text(f"{FAKE_TARGET}\n")
+    (folder / "n_splits.txt").write_text(f"{num_splits}\n")
+    for split in range(num_splits):
+        test = [row for row in range(num_rows) if row % 4 == split % 4]
+        train = [row for row in range(num_rows) if row % 4 != split % 4]
+        (folder / f"index_train_{split}.txt").write_text("\n".join(map(str, train)) + "\n")
+        (folder / f"index_test_{split}.txt").write_text("\n".join(map(str, test)) + "\n")
+    return folder

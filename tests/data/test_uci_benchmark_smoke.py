@@ -1,0 +1,109 @@
+"""Smoke runs of the protocol-2 benchmark runner (benchmarks/uci_regression.py)."""
+
+import csv
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.data import write_fake_uci_dataset
+from tests.data.test_uci import SHARED_UCI
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "uci_regression.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("uci_regression", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    # Dataclasses resolve their module through sys.modules.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _table_row(summary: Path, dataset: str, model: str) -> list[str]:
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in summary.read_text().splitlines()
+        if line.startswith(f"| {dataset} | {model} |")
+    ]
+    assert len(rows) == 1
+    return rows[0]
+
+
+def _runs(out: Path) -> list[dict[str, str]]:
+    with (out / "runs.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_smoke_run_on_the_shared_yacht_data(tmp_path) -> None:
+    if not (SHARED_UCI / "yacht").is_dir():
+        pytest.skip(f"UCI data not found at {SHARED_UCI}; it is not shipped with the package")
+    summary = _load().main(
+        [
+            "--smoke",
+            "--models",
+            "mc-dropout",
+            "--datasets",
+            "yacht",
+            "--data-dir",
+            str(SHARED_UCI),
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    row = _table_row(summary, "yacht", "mc-dropout")
+    assert row[2] == "1"
+    assert math.isfinite(float(row[3].split("±")[0]))
+    assert row[6] == "1.18 / -0.17"
+    (run,) = _runs(tmp_path)
+    assert (run["dataset"], run["split"], run["model"]) == ("yacht", "0", "mc-dropout")
+    assert int(run["num_train"]) + int(run["num_test"]) == 308
+    assert math.isfinite(float(run["test_nll"])) and float(run["test_rmse"]) > 0
+
+
+def test_smoke_run_on_a_fake_data_set_resumes_from_stored_jobs(tmp_path, monkeypatch) -> None:
+    module = _load()
+    write_fake_uci_dataset(tmp_path / "data", "toy")
+    argv = [
+        "--smoke",
+        "--models",
+        "mc-dropout",
+        "--datasets",
+        "toy",
+        "absent",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    first = module.main(argv).read_text()
+    row = _table_row(tmp_path / "out" / "summary.md", "toy", "mc-dropout")
+    assert math.isfinite(float(row[3].split("±")[0])) and row[6] == "–"
+    assert "Command: `python benchmarks/uci_regression.py --smoke" in first
+    assert [run["dataset"] for run in _runs(tmp_path / "out")] == ["toy"]
+    assert len(list((tmp_path / "out" / "runs").glob("*.json"))) == 1
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a stored job was run again")
+
+    monkeypatch.setitem(module.MODELS, "mc-dropout", fail)
+    second = module.main(argv).read_text()
+    assert first.split("| data set")[1] == second.split("| data set")[1]
+
+
+def test_invalid_arguments_are_parser_errors(tmp_path, capsys) -> None:
+    module = _load()
+    write_fake_uci_dataset(tmp_path, "toy")
+    base = ["--data-dir", str(tmp_path), "--datasets", "toy"]
+    for argv, message in [
+        (["--models", "gp", *base], "unknown model(s) ['gp']; valid: mc-dropout, deep-ensemble"),
+        (["--data-dir", str(tmp_path / "missing")], "not shipped with the package"),
+        ([*base, "boston"], "['boston'] not found"),
+        ([*base, "--splits", "3"], "exceeds the 2 splits of toy"),
+    ]:
+        with pytest.raises(SystemExit):
+            module.parse_args(argv)
+        assert message in capsys.readouterr().err

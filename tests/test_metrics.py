@@ -1,0 +1,191 @@
+"""Tests of the predictive metrics (Gaussian and mixture NLL, dispatch, RMSE)."""
+
+import math
+
+import pytest
+import torch
+from botorch.models.transforms.outcome import Standardize
+from torch.distributions import Categorical, MixtureSameFamily, Normal
+
+from botorch_nn_uq.metrics import gaussian_nll, mixture_nll, predictive_nll, rmse
+from botorch_nn_uq.posteriors import (
+    FunctionEnsemblePosterior,
+    GaussianMarginalPosterior,
+    MixtureOfGaussiansPosterior,
+)
+
+DTYPE = torch.float64
+
+
+def _gaussian(n=7, m=2, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    mean = torch.randn(n, m, generator=generator, dtype=DTYPE)
+    variance = 0.1 + torch.rand(n, m, generator=generator, dtype=DTYPE)
+    y = torch.randn(n, m, generator=generator, dtype=DTYPE)
+    return mean, variance, y
+
+
+def _mixture(s=4, n=6, m=2, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    means = 2.0 * torch.randn(s, n, m, generator=generator, dtype=DTYPE)
+    variances = 0.05 + torch.rand(s, n, m, generator=generator, dtype=DTYPE)
+    weights = torch.rand(s, generator=generator, dtype=DTYPE) + 0.1
+    y = torch.randn(n, m, generator=generator, dtype=DTYPE)
+    return means, variances, weights, y
+
+
+def _reference_mixture_nll(means, variances, weights, y):
+    # Components last, as MixtureSameFamily expects.
+    components = Normal(means.movedim(0, -1), variances.sqrt().movedim(0, -1))
+    mixture = MixtureSameFamily(Categorical(probs=weights / weights.sum()), components)
+    return -mixture.log_prob(y).mean()
+
+
+def test_gaussian_nll_matches_torch_normal() -> None:
+    mean, variance, y = _gaussian()
+    expected = -Normal(mean, variance.sqrt()).log_prob(y).mean()
+    torch.testing.assert_close(gaussian_nll(mean, variance, y), expected)
+    torch.testing.assert_close(
+        gaussian_nll(mean[:, 0], variance[:, 0], y[:, 0]),
+        (-Normal(mean[:, 0], variance[:, 0].sqrt()).log_prob(y[:, 0]).mean()),
+    )
+
+
+def test_gaussian_nll_includes_the_constant_and_floors_zero_variance() -> None:
+    zeros = torch.zeros(3, 1, dtype=DTYPE)
+    nll = gaussian_nll(zeros, torch.ones_like(zeros), zeros)
+    assert nll.item() == pytest.approx(0.5 * math.log(2 * math.pi))
+    assert gaussian_nll(zeros, zeros, zeros).isfinite()
+    assert gaussian_nll(zeros, zeros, zeros + 1.0).item() > 1e10
+
+
+def test_mixture_nll_matches_mixture_same_family() -> None:
+    means, variances, weights, y = _mixture()
+    expected = _reference_mixture_nll(means, variances, weights, y)
+    torch.testing.assert_close(mixture_nll(means, variances, weights, y), expected)
+    # Weights are normalised inside.
+    torch.testing.assert_close(mixture_nll(means, variances, 7.0 * weights, y), expected)
+    # `s x n` components with `n`-dim targets.
+    torch.testing.assert_close(
+        mixture_nll(means[..., 0], variances[..., 0], weights, y[..., 0]),
+        _reference_mixture_nll(means[..., :1], variances[..., :1], weights, y[..., :1]),
+    )
+
+
+def test_mixture_nll_is_not_the_moment_matched_nll() -> None:
+    # Two well-separated components with y at one of them: the mixture density is high
+    # there, the moment-matched Gaussian (huge variance) is not.
+    means = torch.tensor([[[-5.0]], [[5.0]]], dtype=DTYPE)
+    variances = torch.full_like(means, 0.01)
+    weights = torch.ones(2, dtype=DTYPE)
+    y = torch.tensor([[5.0]], dtype=DTYPE)
+    moment_matched = MixtureOfGaussiansPosterior(means, variances, weights)
+    matched = gaussian_nll(moment_matched.mean, moment_matched.variance, y)
+    assert mixture_nll(means, variances, weights, y) < matched - 1.0
+
+
+def test_one_component_mixture_equals_gaussian_nll() -> None:
+    mean, variance, y = _gaussian()
+    weights = torch.ones(1, dtype=DTYPE)
+    torch.testing.assert_close(
+        mixture_nll(mean.unsqueeze(0), variance.unsqueeze(0), weights, y),
+        gaussian_nll(mean, variance, y),
+    )
+
+
+def test_zero_weight_components_are_ignored() -> None:
+    means, variances, _, y = _mixture(s=3)
+    weights = torch.tensor([1.0, 0.0, 0.0], dtype=DTYPE)
+    torch.testing.assert_close(
+        mixture_nll(means, variances, weights, y), gaussian_nll(means[0], variances[0], y)
+    )
+
+
+def test_predictive_nll_dispatches_on_the_posterior_family() -> None:
+    means, variances, weights, y = _mixture()
+    mixture = MixtureOfGaussiansPosterior(means, variances, weights)
+    torch.testing.assert_close(
+        predictive_nll(mixture, y), _reference_mixture_nll(means, variances, weights, y)
+    )
+    mean, variance, y = _gaussian()
+    gaussian = GaussianMarginalPosterior(mean, variance)
+    torch.testing.assert_close(predictive_nll(gaussian, y), gaussian_nll(mean, variance, y))
+
+
+def test_predictive_nll_of_a_noisy_function_ensemble_is_the_mixture_nll() -> None:
+    means, _, weights, y = _mixture()
+    functions = FunctionEnsemblePosterior(means, weights)
+    with pytest.raises(ValueError, match="observation_noise=True"):
+        predictive_nll(functions, y)
+    noise = torch.tensor([0.3, 0.5], dtype=DTYPE)
+    noisy = functions.add_observation_noise(noise)
+    torch.testing.assert_close(
+        predictive_nll(noisy, y),
+        _reference_mixture_nll(means, noise.expand_as(means), weights, y),
+    )
+
+
+def test_predictive_nll_rejects_batched_and_unsupported_posteriors() -> None:
+    means, variances, weights, y = _mixture()
+    batched = MixtureOfGaussiansPosterior(means.unsqueeze(0), variances.unsqueeze(0), weights)
+    with pytest.raises(ValueError, match="s x n x m"):
+        predictive_nll(batched, y)
+    mean, variance, y = _gaussian()
+    with pytest.raises(ValueError, match="no batch"):
+        predictive_nll(GaussianMarginalPosterior(mean.unsqueeze(0), variance.unsqueeze(0)), y)
+
+    class NoMoments:
+        @property
+        def mean(self):
+            raise NotImplementedError
+
+    with pytest.raises(TypeError, match="mean and a variance"):
+        predictive_nll(NoMoments(), y)
+
+
+def test_rmse() -> None:
+    mean = torch.tensor([[1.0], [2.0], [3.0], [4.0]], dtype=DTYPE)
+    y = torch.tensor([[1.0], [0.0], [3.0], [6.0]], dtype=DTYPE)
+    assert rmse(mean, y).item() == pytest.approx(math.sqrt(8 / 4))
+    assert rmse(mean[:, 0], y[:, 0]).item() == pytest.approx(math.sqrt(2))
+
+
+def test_invalid_inputs_raise() -> None:
+    mean, variance, y = _gaussian()
+    with pytest.raises(ValueError, match="same shape"):
+        gaussian_nll(mean, variance, y[:, :1])
+    with pytest.raises(ValueError, match="same shape"):
+        gaussian_nll(mean, variance[:-1], y)
+    with pytest.raises(ValueError, match="same shape"):
+        rmse(mean.unsqueeze(0), y.unsqueeze(0))
+    with pytest.raises(ValueError, match="non-negative"):
+        gaussian_nll(mean, -variance, y)
+    means, variances, weights, y = _mixture()
+    with pytest.raises(ValueError, match="same shape"):
+        mixture_nll(means, variances[:-1], weights, y)
+    with pytest.raises(ValueError, match="same shape"):
+        mixture_nll(means, variances, weights, y[:-1])
+    with pytest.raises(ValueError, match="one entry per component"):
+        mixture_nll(means, variances, weights[:-1], y)
+    with pytest.raises(ValueError, match="positive sum"):
+        mixture_nll(means, variances, -weights, y)
+    with pytest.raises(ValueError, match="non-negative"):
+        mixture_nll(means, -variances, weights, y)
+
+
+def test_nll_in_original_units_is_the_standardised_nll_plus_log_scale() -> None:
+    # The protocol's NLL_orig = NLL_std + log s_y, which predictive_nll gives directly on a
+    # posterior mapped back through Standardize.
+    means, variances, weights, _ = _mixture(m=1)
+    train_Y = 3.0 + 5.0 * torch.randn(20, 1, generator=torch.Generator().manual_seed(1)).double()
+    transform = Standardize(m=1)
+    transform(train_Y)
+    transform.eval()
+    y_standardised = torch.randn(means.shape[1:], dtype=DTYPE)
+    y_original, _ = transform.untransform(y_standardised)
+    standardised = MixtureOfGaussiansPosterior(means, variances, weights)
+    original = standardised.untransform_outcomes(transform)
+    torch.testing.assert_close(
+        predictive_nll(original, y_original),
+        predictive_nll(standardised, y_standardised) + transform.stdvs.log().squeeze(),
+    )
