@@ -36,7 +36,7 @@ from botorch_nn_uq.acquisition import (
     qRobustTargetExpectedImprovement,
 )
 from botorch_nn_uq.fit import fit_model
-from botorch_nn_uq.models import NOMU, MCDropout
+from botorch_nn_uq.models import NOMU, DeepEnsemble, HyperDeepEnsemble, MCDropout
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,16 @@ def _fit_mc_dropout(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int)
     return fit_model(MCDropout(train_X, train_Y, **_transforms(bounds)), seed=seed)
 
 
+def _fit_deep_ensemble(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
+    return fit_model(DeepEnsemble(train_X, train_Y, **_transforms(bounds)), seed=seed)
+
+
+def _fit_hyper_deep_ensemble(
+    train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int
+) -> Model:
+    return fit_model(HyperDeepEnsemble(train_X, train_Y, **_transforms(bounds)), seed=seed)
+
+
 def _fit_nomu(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
     model = fit_model(NOMU(train_X, train_Y, bounds=bounds, **_transforms(bounds)), seed=seed)
     # MW scaling to the paper's wider target (0.5 for outputs in [-1, 1], i.e. one
@@ -166,6 +176,21 @@ register_surrogate(
 )
 register_surrogate(
     SurrogateSpec("mc-dropout", "MC dropout network with a fixed bank of masks", _fit_mc_dropout)
+)
+register_surrogate(
+    SurrogateSpec(
+        "deep-ensemble",
+        "deep ensemble of 5 Gaussian-head networks trained as one batched computation",
+        _fit_deep_ensemble,
+    )
+)
+register_surrogate(
+    SurrogateSpec(
+        "hyper-deep-ensemble",
+        "hyper-deep ensemble (random search over L2/dropout/learning rate, out-of-fold "
+        "greedy selection, stratification)",
+        _fit_hyper_deep_ensemble,
+    )
 )
 register_surrogate(
     SurrogateSpec("nomu", "NOMU network (fast default, MW-scaled to one data std)", _fit_nomu)

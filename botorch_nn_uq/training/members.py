@@ -111,7 +111,7 @@ def fit_members(
                 network, train_X[indices], train_Y[indices], per_member=True
             )
             weights = row_weights.gather(1, indices)
-        data_loss = (weights * row_losses).sum(-1) / weights.sum(-1).clamp_min(1e-12)
+        data_loss = _weighted_sum(row_losses, weights) / weights.sum(-1).clamp_min(1e-12)
         return data_loss + l2 * network.squared_norms()
 
     validation_loss = None
@@ -120,7 +120,7 @@ def fit_members(
 
         def validation_loss() -> Tensor:
             row_losses = member_row_losses(network, train_X, train_Y, per_member=False)
-            return (validation_weights * row_losses).sum(-1) / validation_weights.sum(-1)
+            return _weighted_sum(row_losses, validation_weights) / validation_weights.sum(-1)
 
     return train_network(
         network,
@@ -133,3 +133,9 @@ def fit_members(
         member_generators=network.member_generators(DATA_ORDER_STREAM),
         member_learning_rates=learning_rates,
     )
+
+
+def _weighted_sum(row_losses: Tensor, weights: Tensor) -> Tensor:
+    # Rows a member does not use must not reach it even when their loss is not finite.
+    used = weights > 0
+    return torch.where(used, weights * row_losses, torch.zeros_like(row_losses)).sum(-1)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from botorch_nn_uq.models import NOMU, DeepEnsemble, MCDropout
+from botorch_nn_uq.models import NOMU, DeepEnsemble, HyperDeepEnsemble, MCDropout
 from tests.models.conformance import ConformanceEntry, ConformanceKit
 
 MODEL_ENTRIES = [
@@ -20,6 +20,20 @@ MODEL_ENTRIES = [
         name="mc-dropout",
         model_class=MCDropout,
         hyperparameters={"hidden_widths": (32, 32), "epochs": 150, "num_masks": 16},
+    ),
+    ConformanceEntry(
+        name="hyper-deep-ensemble",
+        model_class=HyperDeepEnsemble,
+        hyperparameters={
+            "hidden_widths": (32, 32),
+            "epochs": 150,
+            "num_candidates": 4,
+            "ensemble_size": 3,
+            "num_folds": 3,
+            # Keeps the searched learning rates where 150 epochs fit the toy data.
+            "learning_rate_range": (5e-3, 2e-2),
+            "dropout_range": (1e-3, 0.1),
+        },
     ),
     ConformanceEntry(
         name="nomu",

@@ -490,11 +490,33 @@ def test_progress_bar_runs():
         ("lr_decay_steps", 0),
         ("min_delta", -0.1),
         ("min_delta", float("nan")),
+        ("num_threads", 0),
     ],
 )
 def test_invalid_config_raises_naming_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         TrainingConfig(**{field: value})
+
+
+@pytest.mark.parametrize("num_threads", [1, None])
+def test_training_runs_on_the_configured_threads_and_restores_the_callers(num_threads):
+    X, Y = _linear_regression_data()
+    model = _linear_model()
+    seen = []
+    mse = _mse_loss(model, X, Y)
+
+    def loss_fn(indices):
+        seen.append(torch.get_num_threads())
+        return mse(indices)
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        train_network(model, loss_fn, len(X), TrainingConfig(epochs=2, num_threads=num_threads))
+        assert seen == [1, 1] if num_threads == 1 else seen == [2, 2]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)
 
 
 def test_default_config_is_valid_and_frozen():
