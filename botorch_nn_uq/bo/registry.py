@@ -153,9 +153,7 @@ def _fit_deep_ensemble(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: i
     return fit_model(DeepEnsemble(train_X, train_Y, **_transforms(bounds)), seed=seed)
 
 
-def _fit_hyper_deep_ensemble(
-    train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int
-) -> Model:
+def _fit_hyper_deep_ensemble(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
     return fit_model(HyperDeepEnsemble(train_X, train_Y, **_transforms(bounds)), seed=seed)
 
 

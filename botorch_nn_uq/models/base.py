@@ -170,7 +170,13 @@ class NeuralSurrogateModel(Model, ABC):
         with seeded(self.fit_seed):
             network = self._build_network(train_X.shape[-1], train_Y.shape[-1]).to(train_X)
             if warm_start is not None:
-                network.load_state_dict(warm_start.network.state_dict())
+                try:
+                    network.load_state_dict(warm_start.network.state_dict())
+                except RuntimeError as error:
+                    raise ValueError(
+                        "warm_start has a different architecture than this fit's network; "
+                        f"warm-start only from a model with the same hyperparameters ({error})."
+                    ) from error
             self.network = network
             self.training_result = self._fit(train_X, train_Y, progress=progress)
         self.eval()

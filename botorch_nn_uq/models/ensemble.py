@@ -24,6 +24,7 @@ the two views (LogEI versus qLogEI) on the protocol-1 suite.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -31,11 +32,16 @@ import torch
 from torch import Tensor
 
 from botorch_nn_uq.models.base import NeuralSurrogateModel
-from botorch_nn_uq.nn.batched_mlp import RESAMPLING_STREAM, BatchedMLP, EnsembleNetwork
+from botorch_nn_uq.nn.batched_mlp import (
+    RESAMPLING_STREAM,
+    VALIDATION_STREAM,
+    BatchedMLP,
+    EnsembleNetwork,
+)
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
-from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.loop import NonFiniteLossError, TrainingConfig, TrainingResult
 from botorch_nn_uq.training.members import fit_members
 
 LIKELIHOODS = ("gaussian", "mse")
@@ -60,12 +66,17 @@ class DeepEnsembleHyperparameters:
         l2_regularization: Keras-style penalty ``lambda ||theta||^2`` on each member's
             weights and biases.
         dropout: Training-time dropout rate (0: none).
-        patience: Early-stopping patience on each member's training loss; ``None``
-            trains all epochs (the best-loss weights are kept either way).
+        patience: Early-stopping patience on each member's monitored loss (its
+            validation loss with ``validation_fraction``, else its training loss);
+            ``None`` trains all epochs (the best-loss weights are kept either way).
         gradient_clip_norm: Per-member gradient-norm clipping; ``None`` does not clip.
         bootstrap: Train each member on its own bootstrap resample of the data.
         subset_fraction: Train each member on its own random subset of this fraction of
             the rows (without replacement); ``None`` uses all rows.
+        validation_fraction: Hold out this fraction of the rows for each member (its own
+            random rows, so members also differ in their data) and keep the weights
+            with the lowest loss on them (early stopping with ``patience``); ``None``
+            trains on all rows and keeps the lowest training loss.
         noise_variance: For ``"mse"`` members, the observation-noise variance
             (transformed units) used with ``observation_noise=True``; ``None`` estimates
             it as the ensemble mean's mean squared training residual.
@@ -86,6 +97,7 @@ class DeepEnsembleHyperparameters:
     gradient_clip_norm: float | None = None
     bootstrap: bool = False
     subset_fraction: float | None = None
+    validation_fraction: float | None = None
     noise_variance: float | None = None
 
     def __post_init__(self) -> None:
@@ -117,6 +129,10 @@ class DeepEnsembleHyperparameters:
             raise ValueError(f"dropout must be in [0, 1); got {self.dropout}.")
         if self.subset_fraction is not None and not 0 < self.subset_fraction <= 1:
             raise ValueError(f"subset_fraction must be in (0, 1]; got {self.subset_fraction}.")
+        if self.validation_fraction is not None and not 0 < self.validation_fraction < 1:
+            raise ValueError(
+                f"validation_fraction must be in (0, 1); got {self.validation_fraction}."
+            )
         if self.bootstrap and self.subset_fraction is not None:
             raise ValueError("Choose either bootstrap or subset_fraction, not both.")
         if self.noise_variance is not None and not self.noise_variance > 0:
@@ -176,6 +192,18 @@ def resampling_row_weights(
             chosen = torch.randperm(num_data, generator=generator)[:size]
             rows.append(torch.zeros(num_data, dtype=torch.long).index_fill(0, chosen, 1))
     return torch.stack(rows).to(dtype)
+
+
+def member_validation_masks(
+    network: BatchedMLP, num_data: int, validation_fraction: float, dtype: torch.dtype
+) -> Tensor:
+    r"""``K x n`` 0/1 masks of each member's held-out rows (``ceil(fraction n)`` rows,
+    at least one row left for training), drawn from the member's validation stream."""
+    size = min(num_data - 1, max(1, math.ceil(validation_fraction * num_data)))
+    masks = torch.zeros(network.num_members, num_data, dtype=dtype)
+    for member, generator in enumerate(network.member_generators(VALIDATION_STREAM)):
+        masks[member, torch.randperm(num_data, generator=generator)[:size]] = 1.0
+    return masks
 
 
 class DeepEnsemble(NeuralSurrogateModel):
@@ -239,24 +267,46 @@ class DeepEnsemble(NeuralSurrogateModel):
     def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
         hp = self.hyperparameters
         (members,) = self.network.groups
+        num_data = train_X.shape[0]
+        row_weights = resampling_row_weights(
+            members, num_data, hp.bootstrap, hp.subset_fraction, train_X.dtype
+        )
+        validation_masks = None
+        if hp.validation_fraction is not None:
+            validation_masks = member_validation_masks(
+                members, num_data, hp.validation_fraction, train_X.dtype
+            ).to(train_X)
+            row_weights = (1.0 if row_weights is None else row_weights) * (1 - validation_masks)
+            if (row_weights.sum(-1) == 0).any():
+                raise ValueError(
+                    "A member's resample lies entirely in its validation rows; use more "
+                    "data or a smaller validation_fraction."
+                )
         result = fit_members(
             members,
             train_X,
             train_Y,
             hp.training_config(),
             l2_regularization=hp.l2_regularization,
-            row_weights=resampling_row_weights(
-                members, train_X.shape[0], hp.bootstrap, hp.subset_fraction, train_X.dtype
-            ),
+            row_weights=row_weights,
+            validation_row_weights=validation_masks,
             progress=progress,
             description="deep ensemble",
         )
+        never_finite = (~torch.isfinite(result.best_loss)).nonzero().squeeze(-1).tolist()
+        if never_finite:
+            raise NonFiniteLossError(
+                f"Ensemble member(s) {never_finite} never reached a finite training loss. Lower "
+                "the learning rate, check the data scaling, or enable gradient clipping."
+            )
         self.set_member_weights(torch.ones(members.num_members).to(train_X))
         self._estimate_noise_variance(train_X, train_Y)
         return result
 
     def set_member_weights(self, weights: Tensor) -> None:
         r"""Set the members' mixture weights (a ``K``-vector, normalised to sum to one)."""
+        if self.network is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
         if weights.shape != (self.network.num_members,) or (weights < 0).any():
             raise ValueError(
                 f"member weights must be a non-negative {self.network.num_members}-vector; "

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from botorch_nn_uq.nn.mlp import make_activation
 
 #: Random streams of a member (see :meth:`BatchedMLP.member_generators`).
-INITIALISATION_STREAM, DATA_ORDER_STREAM, RESAMPLING_STREAM = 0, 1, 2
+INITIALISATION_STREAM, DATA_ORDER_STREAM, RESAMPLING_STREAM, VALIDATION_STREAM = 0, 1, 2, 3
 
 
 class MemberOutput(NamedTuple):
@@ -97,7 +97,9 @@ class BatchedMLP(nn.Module):
         for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
             self.weights.append(nn.Parameter(torch.empty(num_members, fan_in, fan_out)))
             self.biases.append(nn.Parameter(torch.empty(num_members, 1, fan_out)))
-        self.register_buffer("dropout_rates", dropout)
+        # Not persistent: the rate is a hyperparameter of the fit, not a learned state that
+        # a warm start should carry over.
+        self.register_buffer("dropout_rates", dropout, persistent=False)
         self.reset_parameters()
 
     @property
@@ -122,7 +124,8 @@ class BatchedMLP(nn.Module):
 
     def member_generators(self, stream: int) -> list[torch.Generator]:
         r"""One fresh generator per member for the random stream ``stream`` (e.g.
-        ``INITIALISATION_STREAM``, ``DATA_ORDER_STREAM``, ``RESAMPLING_STREAM``), seeded
+        ``INITIALISATION_STREAM``, ``DATA_ORDER_STREAM``, ``RESAMPLING_STREAM``,
+        ``VALIDATION_STREAM``), seeded
         from the member's seed alone, so a member's randomness never depends on the
         other members."""
         return [

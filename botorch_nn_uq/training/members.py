@@ -58,7 +58,9 @@ def fit_members(
 
     Per-member data (bootstraps, cross-validation folds, hold-out sets) are expressed as
     row weights over the same ``n`` rows: a weight is a row's multiplicity in that
-    member's training set (0: not used).
+    member's training set (0: not used). Full-batch training then equals training on the
+    resampled rows exactly; with mini-batches every batch's loss is the weighted mean
+    over its rows (equal in expectation, not step by step).
 
     Args:
         network: The members (``K``).

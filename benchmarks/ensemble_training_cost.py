@@ -1,0 +1,131 @@
+"""Cost of batched ensemble training: wall-clock of K members trained as one batched
+computation versus one member, and versus K members trained one after another.
+
+For each setting (a BO-sized and a UCI-sized problem) the script times, side by side in
+one run and with the same data, architecture and epochs:
+
+- ``K = 1``: one member (``fit_members`` on a one-member ``BatchedMLP``);
+- ``K batched``: ``K`` members as one batched computation;
+- ``K sequential``: ``K`` one-member trainings in a Python loop;
+
+and reports the medians over ``--repeats`` runs with the ratios ``batched / one`` (the
+target is at most 1.5 for K = 5) and ``sequential / batched``.
+
+Examples:
+    python benchmarks/ensemble_training_cost.py
+    python benchmarks/ensemble_training_cost.py --members 5 10 --threads 1 2 --repeats 5
+    python benchmarks/ensemble_training_cost.py --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from botorch_nn_uq.nn.batched_mlp import BatchedMLP
+from botorch_nn_uq.training.loop import TrainingConfig
+from botorch_nn_uq.training.members import fit_members
+
+
+@dataclass(frozen=True)
+class Setting:
+    r"""One problem size: data shape, architecture and training budget."""
+
+    name: str
+    num_data: int
+    input_dim: int
+    hidden_widths: tuple[int, ...]
+    epochs: int
+    batch_size: int | None
+
+
+SETTINGS = (
+    Setting("BO (n=72, d=5, 2x64, full batch)", 72, 5, (64, 64), 500, None),
+    Setting("UCI (n=455, d=13, 1x50, batch 32)", 455, 13, (50,), 40, 32),
+)
+
+
+def time_training(
+    setting: Setting, seeds: Sequence[int], num_threads: int, sequential: bool
+) -> float:
+    r"""Seconds to train members with ``seeds`` (batched, or one at a time)."""
+    generator = torch.Generator().manual_seed(0)
+    X = torch.rand(setting.num_data, setting.input_dim, generator=generator, dtype=torch.float64)
+    Y = X.sin().sum(-1, keepdim=True)
+    config = TrainingConfig(
+        epochs=setting.epochs,
+        learning_rate=1e-3,
+        batch_size=setting.batch_size,
+        num_threads=num_threads,
+    )
+    groups = [[seed] for seed in seeds] if sequential else [list(seeds)]
+    start = time.perf_counter()
+    for group in groups:
+        network = BatchedMLP(
+            setting.input_dim, 1, setting.hidden_widths, group, gaussian_head=True
+        ).double()
+        fit_members(network, X, Y, config)
+    return time.perf_counter() - start
+
+
+def run(
+    settings: Sequence[Setting],
+    member_counts: Sequence[int],
+    threads: Sequence[int],
+    repeats: int,
+) -> str:
+    r"""Time every combination and return a markdown table."""
+    lines = [
+        "| setting | threads | K | one member (s) | K batched (s) | K sequential (s) "
+        "| batched / one | sequential / batched |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for setting in settings:
+        for num_threads in threads:
+            for members in member_counts:
+                seeds = list(range(members))
+                samples = {"one": [], "batched": [], "sequential": []}
+                # Interleaved repeats, so slow drifts of the machine hit all three alike.
+                for _ in range(repeats):
+                    samples["one"].append(time_training(setting, [0], num_threads, False))
+                    samples["batched"].append(time_training(setting, seeds, num_threads, False))
+                    samples["sequential"].append(time_training(setting, seeds, num_threads, True))
+                one, batched, sequential = (statistics.median(samples[k]) for k in samples)
+                lines.append(
+                    f"| {setting.name} | {num_threads} | {members} | {one:.2f} | {batched:.2f} "
+                    f"| {sequential:.2f} | {batched / one:.2f} | {sequential / batched:.2f} |"
+                )
+                print(lines[-1], flush=True)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> str:
+    r"""Run the benchmark; returns the markdown table (also written to ``--out``)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--members", nargs="+", type=int, default=[5])
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/ensemble_cost.md"))
+    parser.add_argument("--smoke", action="store_true", help="tiny budget (for the test suite)")
+    args = parser.parse_args(argv)
+    settings = SETTINGS
+    if args.smoke:
+        settings = [
+            Setting(s.name, s.num_data, s.input_dim, s.hidden_widths, 2, s.batch_size)
+            for s in SETTINGS
+        ]
+        args.members, args.threads, args.repeats = [2], [1], 1
+    table = run(settings, args.members, args.threads, args.repeats)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(table)
+    return table
+
+
+if __name__ == "__main__":
+    main()

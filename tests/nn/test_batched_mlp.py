@@ -1,0 +1,290 @@
+"""Tests of the stacked-parameter MLP (``K`` members in one computation) and the ensemble
+network that concatenates member groups of different architectures."""
+
+import pytest
+import torch
+
+from botorch_nn_uq.nn.batched_mlp import (
+    DATA_ORDER_STREAM,
+    INITIALISATION_STREAM,
+    RESAMPLING_STREAM,
+    BatchedMLP,
+    EnsembleNetwork,
+    MemberOutput,
+)
+
+DTYPE = torch.float64
+SEEDS = [11, 5, 2024]
+
+
+def _network(member_seeds=SEEDS, gaussian_head=False, dropout=0.0, **kwargs):
+    kwargs = {"input_dim": 3, "output_dim": 2, "hidden_widths": (6, 5), **kwargs}
+    return BatchedMLP(
+        member_seeds=member_seeds, gaussian_head=gaussian_head, dropout=dropout, **kwargs
+    ).to(DTYPE)
+
+
+def _inputs(shape, seed=1):
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
+
+
+def _manual_forward(network, X, member):
+    r"""Member ``member``'s forward pass written out with its slices of the stacked weights
+    (ReLU hidden activations, no dropout)."""
+    hidden = X
+    last = len(network.weights) - 1
+    for index, (weight, bias) in enumerate(zip(network.weights, network.biases, strict=True)):
+        hidden = hidden @ weight[member] + bias[member, 0]
+        if index < last:
+            hidden = torch.relu(hidden)
+    if not network.gaussian_head:
+        return hidden, None
+    mean, raw = hidden.split(network.output_dim, dim=-1)
+    return mean, network.min_std + torch.nn.functional.softplus(raw)
+
+
+# ---------------------------------------------------------------------------
+# Shapes and the forward pass
+
+
+@pytest.mark.parametrize("batch_shape", [(), (4,), (2, 3)])
+@pytest.mark.parametrize("gaussian_head", [False, True])
+def test_shared_input_shapes(batch_shape, gaussian_head):
+    network = _network(gaussian_head=gaussian_head).eval()
+    output = network(_inputs((*batch_shape, 7, 3)))
+    assert isinstance(output, MemberOutput)
+    assert output.mean.shape == torch.Size([*batch_shape, 3, 7, 2])
+    if gaussian_head:
+        assert output.std.shape == output.mean.shape
+    else:
+        assert output.std is None
+    assert network.num_members == 3
+    assert network.hidden_widths == [6, 5]
+    # A Gaussian head doubles the last layer's width (mean and raw std).
+    last = 4 if gaussian_head else 2
+    assert [weight.shape for weight in network.weights] == [(3, 3, 6), (3, 6, 5), (3, 5, last)]
+    assert [bias.shape for bias in network.biases] == [(3, 1, 6), (3, 1, 5), (3, 1, last)]
+
+
+@pytest.mark.parametrize("gaussian_head", [False, True])
+def test_each_member_is_its_own_mlp(gaussian_head):
+    network = _network(gaussian_head=gaussian_head).eval()
+    X = _inputs((2, 4, 3), seed=2)
+    output = network(X)
+    for member in range(network.num_members):
+        mean, std = _manual_forward(network, X, member)
+        torch.testing.assert_close(output.mean[:, member], mean)
+        if gaussian_head:
+            torch.testing.assert_close(output.std[:, member], std)
+
+
+def test_per_member_inputs():
+    network = _network(gaussian_head=True).eval()
+    X = _inputs((3, 5, 3), seed=3)
+    output = network(X, per_member=True)
+    assert output.mean.shape == output.std.shape == torch.Size([3, 5, 2])
+    for member in range(3):
+        mean, std = _manual_forward(network, X[member], member)
+        torch.testing.assert_close(output.mean[member], mean)
+        torch.testing.assert_close(output.std[member], std)
+    # Member k sees its own rows: equal rows give the shared-input result.
+    shared = _inputs((5, 3), seed=4)
+    torch.testing.assert_close(
+        network(shared.expand(3, 5, 3), per_member=True).mean, network(shared).mean
+    )
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 3), (3, 5), (1, 3, 5, 3)])
+def test_per_member_inputs_must_be_k_by_n_by_d(shape):
+    with pytest.raises(ValueError, match="per_member inputs must be"):
+        _network()(torch.zeros(*shape, dtype=DTYPE), per_member=True)
+
+
+# ---------------------------------------------------------------------------
+# Initialisation from the member seeds
+
+
+@pytest.mark.parametrize("gaussian_head", [False, True])
+def test_member_parameters_depend_on_its_seed_alone(gaussian_head):
+    network = _network(gaussian_head=gaussian_head)
+    for member, seed in enumerate(SEEDS):
+        alone = _network(member_seeds=[seed], gaussian_head=gaussian_head)
+        for stacked, single in zip(network.parameters(), alone.parameters(), strict=True):
+            torch.testing.assert_close(stacked[member], single[0], rtol=0, atol=0)
+    # The global RNG plays no part, and different seeds give different members.
+    torch.manual_seed(0)
+    first = _network()
+    torch.manual_seed(1)
+    second = _network()
+    for a, b in zip(first.parameters(), second.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert not torch.equal(network.weights[0][0], network.weights[0][1])
+
+
+def test_initialisation_follows_the_linear_layer_rule():
+    network = BatchedMLP(4, 1, hidden_widths=(50,), member_seeds=list(range(20)))
+    for weight, bias in zip(network.weights, network.biases, strict=True):
+        bound = weight.shape[1] ** -0.5
+        for tensor in (weight, bias):
+            assert tensor.abs().max() <= bound
+            assert tensor.abs().max() > 0.9 * bound
+    # reset_parameters reproduces the initialisation.
+    before = [p.detach().clone() for p in network.parameters()]
+    with torch.no_grad():
+        for p in network.parameters():
+            p.add_(1.0)
+    network.reset_parameters()
+    for old, new in zip(before, network.parameters(), strict=True):
+        assert torch.equal(old, new)
+
+
+def test_member_generators_are_per_member_and_per_stream():
+    network = _network()
+    alone = _network(member_seeds=[SEEDS[1]])
+    draws = {
+        stream: [torch.rand(4, generator=g) for g in network.member_generators(stream)]
+        for stream in (INITIALISATION_STREAM, DATA_ORDER_STREAM, RESAMPLING_STREAM)
+    }
+    for stream, values in draws.items():
+        (single,) = alone.member_generators(stream)
+        assert torch.equal(values[1], torch.rand(4, generator=single))
+        assert not torch.equal(values[0], values[1])
+    assert not torch.equal(draws[INITIALISATION_STREAM][0], draws[DATA_ORDER_STREAM][0])
+    assert not torch.equal(draws[DATA_ORDER_STREAM][0], draws[RESAMPLING_STREAM][0])
+
+
+# ---------------------------------------------------------------------------
+# Gaussian head, dropout, penalty
+
+
+def test_gaussian_head_std_is_positive_and_floored():
+    min_std = 0.05
+    network = _network(gaussian_head=True, min_std=min_std).eval()
+    with torch.no_grad():
+        # Push the raw std output far negative: the std approaches the floor from above.
+        network.biases[-1][..., 2:] = -50.0
+    std = network(_inputs((6, 3))).std
+    assert (std >= min_std).all()
+    torch.testing.assert_close(std, torch.full_like(std, min_std), atol=1e-12, rtol=0)
+    without_floor = _network(gaussian_head=True, min_std=0.0).eval()
+    assert (without_floor(_inputs((6, 3))).std > 0).all()
+    with pytest.raises(ValueError, match="min_std"):
+        _network(gaussian_head=True, min_std=-1e-3)
+
+
+def test_dropout_only_in_train_mode():
+    network = _network(dropout=0.5)
+    X = _inputs((8, 3))
+    network.eval()
+    first, second = network(X).mean, network(X).mean
+    assert torch.equal(first, second)
+    without = _network(dropout=0.0).eval()
+    assert torch.equal(first, without(X).mean)
+    network.train()
+    torch.manual_seed(0)
+    noisy = network(X).mean
+    assert not torch.allclose(noisy, first)
+    assert not torch.allclose(noisy, network(X).mean)
+
+
+def test_per_member_dropout_rates():
+    network = _network(dropout=torch.tensor([0.0, 0.5, 0.0]))
+    torch.testing.assert_close(
+        network.dropout_rates, torch.tensor([0.0, 0.5, 0.0], dtype=DTYPE), rtol=0, atol=0
+    )
+    X = _inputs((8, 3))
+    network.eval()
+    plain = network(X).mean
+    network.train()
+    torch.manual_seed(0)
+    noisy = network(X).mean
+    # Only the member with a positive rate is thinned.
+    torch.testing.assert_close(noisy[0], plain[0], rtol=0, atol=0)
+    torch.testing.assert_close(noisy[2], plain[2], rtol=0, atol=0)
+    assert not torch.allclose(noisy[1], plain[1])
+    assert torch.equal(_network(dropout=0.25).dropout_rates, torch.full((3,), 0.25, dtype=DTYPE))
+
+
+@pytest.mark.parametrize(
+    "dropout",
+    [
+        1.0,
+        -0.1,
+        torch.tensor([0.1, 0.2]),
+        torch.tensor([0.1, 0.2, 0.3, 0.4]),
+        torch.tensor([0.1, 1.0, 0.0]),
+        torch.tensor([[0.1, 0.2, 0.3]]),
+    ],
+)
+def test_invalid_dropout(dropout):
+    with pytest.raises(ValueError, match="dropout must be a float or a 3-vector"):
+        _network(dropout=dropout)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"member_seeds": []}, "member_seeds"),
+        ({"hidden_widths": ()}, "hidden_widths"),
+        ({"hidden_widths": (4, 0)}, "hidden_widths"),
+        ({"activation": "nope"}, "activation"),
+    ],
+)
+def test_invalid_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        _network(**kwargs)
+
+
+def test_squared_norms_is_the_per_member_sum():
+    network = _network(gaussian_head=True)
+    manual = torch.stack(
+        [
+            sum(
+                (weight[k] ** 2).sum() + (bias[k] ** 2).sum()
+                for weight, bias in zip(network.weights, network.biases, strict=True)
+            )
+            for k in range(network.num_members)
+        ]
+    )
+    norms = network.squared_norms()
+    assert norms.shape == (3,)
+    torch.testing.assert_close(norms, manual)
+    # The gradient of member k's penalty reaches member k only.
+    norms[1].backward()
+    for weight in network.weights:
+        torch.testing.assert_close(weight.grad[1], 2 * weight.detach()[1])
+        assert (weight.grad[0] == 0).all() and (weight.grad[2] == 0).all()
+
+
+# ---------------------------------------------------------------------------
+# EnsembleNetwork
+
+
+@pytest.mark.parametrize("gaussian_head", [False, True])
+def test_ensemble_network_concatenates_groups(gaussian_head):
+    small = _network(member_seeds=[1, 2], gaussian_head=gaussian_head, hidden_widths=(4,))
+    deep = _network(member_seeds=[3], gaussian_head=gaussian_head, hidden_widths=(8, 8, 8))
+    ensemble = EnsembleNetwork([small, deep]).eval()
+    assert ensemble.num_members == 3
+    assert ensemble.gaussian_head is gaussian_head
+    X = _inputs((5, 4, 3))
+    output = ensemble(X)
+    assert output.mean.shape == torch.Size([5, 3, 4, 2])
+    torch.testing.assert_close(output.mean[:, :2], small(X).mean)
+    torch.testing.assert_close(output.mean[:, 2:], deep(X).mean)
+    if gaussian_head:
+        torch.testing.assert_close(output.std, torch.cat([small(X).std, deep(X).std], dim=-3))
+    else:
+        assert output.std is None
+    # A single group is passed through unchanged.
+    single = EnsembleNetwork([small]).eval()
+    torch.testing.assert_close(single(X).mean, small(X).mean)
+
+
+def test_ensemble_network_rejects_mixed_groups():
+    with pytest.raises(ValueError, match="same head"):
+        EnsembleNetwork([_network(gaussian_head=True), _network(gaussian_head=False)])
+    with pytest.raises(ValueError, match="same number of outputs"):
+        EnsembleNetwork([_network(output_dim=1), _network(output_dim=2)])
+    with pytest.raises(ValueError, match="at least one member group"):
+        EnsembleNetwork([])
