@@ -28,7 +28,10 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
     r"""Hyperparameters of :class:`HyperDeepEnsemble`: those of
     :class:`~botorch_nn_uq.models.ensemble.DeepEnsembleHyperparameters` (the fixed
     architecture and training settings; ``ensemble_size`` is ``K`` of both selections;
-    ``l2_regularization``, ``dropout`` and ``learning_rate`` are searched instead) plus:
+    ``l2_regularization``, ``dropout`` and ``learning_rate`` are searched instead, and
+    ``learning_rate`` only anchors a learning-rate decay schedule; ``validation_fraction``
+    is the search's hold-out fraction; ``bootstrap`` and ``subset_fraction`` are not
+    supported) plus:
 
     Args:
         num_candidates: ``kappa``, configurations of the random search (the design's
@@ -57,6 +60,11 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.bootstrap or self.subset_fraction is not None:
+            raise ValueError(
+                "HyperDeepEnsemble selects members on validation data; bootstrap and "
+                "subset_fraction are not supported."
+            )
         if not isinstance(self.num_candidates, int) or self.num_candidates < 1:
             raise ValueError(
                 f"num_candidates must be a positive integer; got {self.num_candidates}."

@@ -160,6 +160,7 @@ def test_model_rejects_warm_start_and_bad_hyperparameters() -> None:
         ({"validation_fraction": 0.0}, "validation_fraction"),
         ({"dropout_range": (0.1, 1.5)}, "below 1"),
         ({"max_selection_iterations": 0}, "max_selection_iterations"),
+        ({"bootstrap": True}, "bootstrap"),
     ]:
         with pytest.raises(ValueError, match=message):
             HyperDeepEnsemble(X, Y, **kwargs)
