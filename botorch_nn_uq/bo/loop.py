@@ -57,7 +57,8 @@ class BOResult:
         seed: The run's seed.
         X: ``N x d`` evaluated inputs.
         values: ``N`` objective values (to minimise).
-        records: One :class:`BOIterationRecord` per evaluation.
+        records: One :class:`BOIterationRecord` for the whole initial design, then one
+            per BO step.
     """
 
     problem: str
@@ -80,7 +81,8 @@ class BOResult:
         return sum(steps) / max(len(steps), 1)
 
     def rows(self) -> list[dict[str, Any]]:
-        r"""One dict per evaluation, with the run's identifiers (for CSV files)."""
+        r"""One dict per record (the initial design, then each step), with the run's
+        identifiers (for CSV files)."""
         identity = {
             "problem": self.problem,
             "model": self.model,

@@ -11,7 +11,10 @@ Without observation noise the posterior is the finite set of member means
 
 - MC acquisitions (qLogEI, qUCB, q-leaky EI, ...) sample whole members by
   deterministic index: a sample is one member at all q points, so their value is the
-  acquisition AVERAGED OVER MEMBERS (exact for the finite mixture).
+  acquisition AVERAGED OVER MEMBERS. Members are drawn by systematic resampling of the
+  weights, so the average is exact when the number of MC samples times each weight is
+  an integer (e.g. 128 samples over 4 or 8 equally weighted members) and within one
+  sample's share otherwise (128 samples over 5 members use each 25 or 26 times).
 - Analytic acquisitions (LogEI, UCB, PI) read ``posterior.mean`` and
   ``posterior.variance``: they see the MOMENT-MATCHED Gaussian with the ensemble mean
   and the mixture variance (law of total variance, divisor one).
