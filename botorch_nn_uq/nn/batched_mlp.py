@@ -41,17 +41,27 @@ class BatchedMLP(nn.Module):
     A member either predicts a mean only, or (``gaussian_head=True``) a mean and a
     standard deviation ``min_std + softplus(raw)``.
 
+    Beyond a plain MLP, each hidden layer may have its own activation and skip
+    connections (the searched architectures of NES and AutoDEUQ): hidden layer ``l``
+    computes ``h_l = act_l(h_{l-1} W_l + b_l)`` and, with skip sources ``S_l`` (earlier
+    layers, ``-1`` for the input), ``h_l = relu(h_l + sum_{j in S_l} h_j P_lj)`` with a
+    learned projection ``P_lj`` (no bias) to ``h_l``'s width.
+
     Args:
         input_dim: Number of inputs ``d``.
         output_dim: Number of outputs ``m``.
-        hidden_widths: Widths of the hidden layers.
+        hidden_widths: Widths of the hidden layers (empty: a linear model).
         member_seeds: One integer seed per member; ``K = len(member_seeds)``.
-        activation: The hidden activation (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``).
+        activation: The hidden activation (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``), or
+            one per hidden layer.
         gaussian_head: Whether members also predict a standard deviation.
         dropout: Training-time dropout rate after every hidden activation: a float for
             all members or a ``K``-vector of per-member rates in ``[0, 1)``. Dropout is
             off in ``eval`` mode.
         min_std: Floor of the predicted standard deviation.
+        skip_connections: For each hidden layer, the indices of the earlier hidden layers
+            (``-1``: the input) whose outputs are projected and added to it; ``None``:
+            no skip connections.
 
     Example:
         >>> net = BatchedMLP(3, 1, hidden_widths=(16, 16), member_seeds=[0, 1, 2, 3, 4])
@@ -65,16 +75,40 @@ class BatchedMLP(nn.Module):
         output_dim: int,
         hidden_widths: Sequence[int],
         member_seeds: Sequence[int],
-        activation: str = "relu",
+        activation: str | Sequence[str] = "relu",
         gaussian_head: bool = False,
         dropout: float | Tensor = 0.0,
         min_std: float = 1e-3,
+        skip_connections: Sequence[Sequence[int]] | None = None,
     ) -> None:
         super().__init__()
-        if not hidden_widths or any(w < 1 for w in hidden_widths):
+        hidden_widths = tuple(hidden_widths)
+        if any(w < 1 for w in hidden_widths):
             raise ValueError(f"hidden_widths must be positive integers; got {hidden_widths}.")
         if len(member_seeds) < 1:
             raise ValueError("member_seeds must name at least one member.")
+        activations = (
+            (activation,) * len(hidden_widths) if isinstance(activation, str) else tuple(activation)
+        )
+        if len(activations) != len(hidden_widths):
+            raise ValueError(
+                f"Give one activation or one per hidden layer ({len(hidden_widths)}); got "
+                f"{len(activations)}."
+            )
+        skip_connections = (
+            ((),) * len(hidden_widths)
+            if skip_connections is None
+            else tuple(tuple(sources) for sources in skip_connections)
+        )
+        if len(skip_connections) != len(hidden_widths) or any(
+            not -1 <= source < layer
+            for layer, sources in enumerate(skip_connections)
+            for source in sources
+        ):
+            raise ValueError(
+                "skip_connections needs one tuple of earlier layer indices (-1: the input) "
+                f"per hidden layer; got {skip_connections}."
+            )
         num_members = len(member_seeds)
         dropout = torch.as_tensor(dropout, dtype=torch.get_default_dtype())
         dropout = dropout.expand(num_members).clone() if dropout.ndim == 0 else dropout
@@ -88,8 +122,9 @@ class BatchedMLP(nn.Module):
         self.output_dim = output_dim
         self.gaussian_head = gaussian_head
         self.min_std = min_std
-        self.activation = make_activation(activation)
-        self.activation_name = activation
+        self.activations = nn.ModuleList(make_activation(name) for name in activations)
+        self.activation_names = activations
+        self.skip_connections = skip_connections
         self.member_seeds = [int(seed) for seed in member_seeds]
         widths = [input_dim, *hidden_widths, output_dim * (2 if gaussian_head else 1)]
         self.weights = nn.ParameterList()
@@ -97,6 +132,12 @@ class BatchedMLP(nn.Module):
         for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
             self.weights.append(nn.Parameter(torch.empty(num_members, fan_in, fan_out)))
             self.biases.append(nn.Parameter(torch.empty(num_members, 1, fan_out)))
+        # widths[source + 1] is the width of layer `source`'s output (-1: the input).
+        self.projections = nn.ParameterList(
+            nn.Parameter(torch.empty(num_members, widths[source + 1], widths[layer + 1]))
+            for layer, sources in enumerate(skip_connections)
+            for source in sources
+        )
         # Not persistent: the rate is a hyperparameter of the fit, not a learned state that
         # a warm start should carry over.
         self.register_buffer("dropout_rates", dropout, persistent=False)
@@ -116,9 +157,11 @@ class BatchedMLP(nn.Module):
         r"""Initialise member ``k`` from ``member_seeds[k]`` alone (``nn.Linear``'s rule)."""
         with torch.no_grad():
             for member, generator in enumerate(self.member_generators(INITIALISATION_STREAM)):
-                for weight, bias in zip(self.weights, self.biases, strict=True):
-                    bound = 1.0 / math.sqrt(weight.shape[1])
-                    for tensor in (weight, bias):
+                layers = [(w, (w, b)) for w, b in zip(self.weights, self.biases, strict=True)]
+                layers += [(p, (p,)) for p in self.projections]
+                for fan_in_source, tensors in layers:
+                    bound = 1.0 / math.sqrt(fan_in_source.shape[1])
+                    for tensor in tensors:
                         values = torch.rand(tensor.shape[1:], generator=generator)
                         tensor[member] = ((2 * values - 1) * bound).to(tensor)
 
@@ -156,14 +199,23 @@ class BatchedMLP(nn.Module):
                 f"{tuple(X.shape)}."
             )
         hidden = X if per_member else X.unsqueeze(-3)
-        last = len(self.weights) - 1
-        for index, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
-            hidden = torch.matmul(hidden, weight) + bias
-            if index < last:
-                hidden = self.activation(hidden)
-                if self.training and bool((self.dropout_rates > 0).any()):
-                    keep = (1 - self.dropout_rates).to(hidden)[:, None, None]
-                    hidden = hidden * torch.bernoulli(keep.expand_as(hidden)) / keep
+        # outputs[source + 1] is the output of layer `source` (-1: the input).
+        outputs = [hidden]
+        projections = iter(self.projections)
+        dropout = self.training and bool((self.dropout_rates > 0).any())
+        for layer, sources in enumerate(self.skip_connections):
+            hidden = self.activations[layer](
+                torch.matmul(hidden, self.weights[layer]) + self.biases[layer]
+            )
+            if sources:
+                for source in sources:
+                    hidden = hidden + torch.matmul(outputs[source + 1], next(projections))
+                hidden = torch.relu(hidden)
+            if dropout:
+                keep = (1 - self.dropout_rates).to(hidden)[:, None, None]
+                hidden = hidden * torch.bernoulli(keep.expand_as(hidden)) / keep
+            outputs.append(hidden)
+        hidden = torch.matmul(hidden, self.weights[-1]) + self.biases[-1]
         if not self.gaussian_head:
             return MemberOutput(hidden, None)
         mean, raw_std = hidden.split(self.output_dim, dim=-1)

@@ -342,7 +342,7 @@ def test_hyperparameters_reach_the_network_and_the_training():
     model.fit(seed=0)
     (members,) = model.network.groups
     assert members.num_members == 3 and members.hidden_widths == [8]
-    assert members.activation_name == "tanh" and members.min_std == 0.01
+    assert members.activation_names == ("tanh",) and members.min_std == 0.01
     torch.testing.assert_close(members.dropout_rates, torch.full((3,), 0.1, dtype=DTYPE))
     assert model.training_result.best_epoch.shape == (3,)
 

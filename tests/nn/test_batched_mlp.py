@@ -225,8 +225,10 @@ def test_invalid_dropout(dropout):
     ("kwargs", "message"),
     [
         ({"member_seeds": []}, "member_seeds"),
-        ({"hidden_widths": ()}, "hidden_widths"),
         ({"hidden_widths": (4, 0)}, "hidden_widths"),
+        ({"activation": ("relu",)}, "one per hidden layer"),
+        ({"skip_connections": ((), (1,))}, "skip_connections"),
+        ({"skip_connections": ((-1,),)}, "skip_connections"),
         ({"activation": "nope"}, "activation"),
     ],
 )
@@ -288,3 +290,33 @@ def test_ensemble_network_rejects_mixed_groups():
         EnsembleNetwork([_network(output_dim=1), _network(output_dim=2)])
     with pytest.raises(ValueError, match="at least one member group"):
         EnsembleNetwork([])
+
+
+def test_skip_connections_project_add_and_apply_relu():
+    torch.manual_seed(0)
+    net = BatchedMLP(
+        3,
+        1,
+        hidden_widths=(4, 6, 5),
+        member_seeds=[0, 1],
+        activation=("tanh", "identity", "sigmoid"),
+        skip_connections=((), (-1,), (-1, 0)),
+    ).double()
+    assert len(net.projections) == 3
+    X = torch.rand(7, 3, dtype=torch.float64)
+    for member in range(2):
+        W = [w[member] for w in net.weights]
+        b = [bias[member] for bias in net.biases]
+        P = [projection[member] for projection in net.projections]
+        h0 = torch.tanh(X @ W[0] + b[0])
+        h1 = torch.relu((h0 @ W[1] + b[1]) + X @ P[0])
+        h2 = torch.relu(torch.sigmoid(h1 @ W[2] + b[2]) + X @ P[1] + h0 @ P[2])
+        expected = h2 @ W[3] + b[3]
+        torch.testing.assert_close(net(X).mean[member], expected)
+
+
+def test_empty_hidden_widths_give_a_linear_model():
+    net = BatchedMLP(3, 2, hidden_widths=(), member_seeds=[0, 1]).double()
+    X = torch.rand(5, 3, dtype=torch.float64)
+    expected = X @ net.weights[0][1] + net.biases[0][1]
+    torch.testing.assert_close(net(X).mean[1], expected)
