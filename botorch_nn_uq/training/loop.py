@@ -52,6 +52,11 @@ class TrainingConfig:
             ``lr_decay_steps`` optimizer steps (exponential decay); ``None`` keeps it
             constant.
         lr_decay_steps: The step interval of the learning-rate decay.
+        lr_reduction_patience: Reduce the learning rate on a plateau (Keras'
+            ``ReduceLROnPlateau``): multiply it by ``lr_reduction_factor`` after this
+            many epochs without an improvement of the monitored loss since the last
+            improvement or reduction; ``None`` never reduces.
+        lr_reduction_factor: The plateau reduction factor in ``(0, 1)``.
         num_threads: Torch intra-op threads while training (the caller's setting is
             restored afterwards); ``None`` keeps the caller's setting. The surrogates'
             networks are small: one thread trains them fastest, and more threads than
@@ -70,6 +75,8 @@ class TrainingConfig:
     gradient_clip_norm: float | None = None
     lr_decay_rate: float | None = None
     lr_decay_steps: int = 1000
+    lr_reduction_patience: int | None = None
+    lr_reduction_factor: float = 0.1
     num_threads: int | None = 1
 
     def __post_init__(self) -> None:
@@ -95,6 +102,14 @@ class TrainingConfig:
             raise ValueError(f"lr_decay_rate must be in (0, 1]; got {self.lr_decay_rate}.")
         if self.lr_decay_steps < 1:
             raise ValueError(f"lr_decay_steps must be positive; got {self.lr_decay_steps}.")
+        if self.lr_reduction_patience is not None and self.lr_reduction_patience < 1:
+            raise ValueError(
+                f"lr_reduction_patience must be positive or None; got {self.lr_reduction_patience}."
+            )
+        if not 0 < self.lr_reduction_factor < 1:
+            raise ValueError(
+                f"lr_reduction_factor must be in (0, 1); got {self.lr_reduction_factor}."
+            )
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be positive or None; got {self.num_threads}.")
 
@@ -145,6 +160,8 @@ def train_network(
     description: str = "training",
     member_generators: Sequence[torch.Generator] | None = None,
     member_learning_rates: Tensor | None = None,
+    member_patience: Tensor | None = None,
+    member_lr_reduction_patience: Tensor | None = None,
 ) -> TrainingResult:
     r"""Train ``module`` by minimising ``loss_fn`` and keep the best weights.
 
@@ -190,6 +207,11 @@ def train_network(
             switches on member mode.
         member_learning_rates: Optional ``K``-vector of per-member learning rates (member
             mode only); ``config.learning_rate`` is then only the decay schedule's base.
+        member_patience: Optional ``K``-vector of per-member early-stopping patience
+            (member mode only), replacing ``config.patience``.
+        member_lr_reduction_patience: Optional ``K``-vector of per-member plateau
+            patience of the learning-rate reduction (member mode only), replacing
+            ``config.lr_reduction_patience``.
 
     Returns:
         A :class:`TrainingResult` (with per-member ``K``-vectors in member mode).
@@ -197,8 +219,15 @@ def train_network(
     Raises:
         NonFiniteLossError: If a training loss is NaN or infinite.
     """
-    if member_generators is None and member_learning_rates is not None:
-        raise ValueError("member_learning_rates requires member mode (member_generators).")
+    member_options = {
+        "member_learning_rates": member_learning_rates,
+        "member_patience": member_patience,
+        "member_lr_reduction_patience": member_lr_reduction_patience,
+    }
+    if member_generators is None:
+        given = [name for name, value in member_options.items() if value is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} need member mode (member_generators).")
     with _intra_op_threads(config.num_threads):
         if member_generators is not None:
             return _train_members(
@@ -211,6 +240,8 @@ def train_network(
                 description=description,
                 generators=list(member_generators),
                 learning_rates=member_learning_rates,
+                patience=member_patience,
+                lr_reduction_patience=member_lr_reduction_patience,
             )
         return _train_single(
             module,
@@ -258,7 +289,7 @@ def _train_single(
 
     best_loss, best_epoch, best_state = math.inf, -1, None
     history: list[float] = []
-    epochs_without_improvement = 0
+    epochs_without_improvement = epochs_on_plateau = 0
     epoch = -1
     for epoch in epochs:
         module.train()
@@ -298,10 +329,19 @@ def _train_single(
             best_loss, best_epoch = monitored, epoch
             best_state = pre_step_state or copy.deepcopy(module.state_dict())
             epochs_without_improvement = 0
+            epochs_on_plateau = 0
         else:
             epochs_without_improvement += 1
+            epochs_on_plateau += 1
             if config.patience is not None and epochs_without_improvement >= config.patience:
                 break
+            if (
+                config.lr_reduction_patience is not None
+                and epochs_on_plateau >= config.lr_reduction_patience
+            ):
+                for group in optimizer.param_groups:
+                    group["lr"] *= config.lr_reduction_factor
+                epochs_on_plateau = 0
     if best_state is not None:
         module.load_state_dict(best_state)
     module.eval()
@@ -346,27 +386,42 @@ def _train_members(
     description: str,
     generators: list[torch.Generator],
     learning_rates: Tensor | None,
+    patience: Tensor | None,
+    lr_reduction_patience: Tensor | None,
 ) -> TrainingResult:
     num_members = len(generators)
     parameters = [p for p in module.parameters() if p.requires_grad]
     state = module.state_dict()
     for tensor in state.values():
         _member_view(tensor, num_members)
-    if learning_rates is not None:
-        if learning_rates.shape != (num_members,) or not (learning_rates > 0).all():
-            raise ValueError(
-                f"member_learning_rates must be a positive {num_members}-vector; got "
-                f"{learning_rates.tolist()}."
-            )
-        if config.weight_decay > 0:
-            raise ValueError(
-                "member_learning_rates rescale each member's update, which is exact only "
-                "without the optimizer's weight_decay; add an L2 penalty to the loss."
-            )
+    if learning_rates is not None and (
+        learning_rates.shape != (num_members,) or not (learning_rates > 0).all()
+    ):
+        raise ValueError(
+            f"member_learning_rates must be a positive {num_members}-vector; got "
+            f"{learning_rates.tolist()}."
+        )
+    patience = _member_counts(patience, config.patience, num_members, "member_patience")
+    lr_reduction_patience = _member_counts(
+        lr_reduction_patience,
+        config.lr_reduction_patience,
+        num_members,
+        "member_lr_reduction_patience",
+    )
+    rescaled = learning_rates is not None or bool(torch.isfinite(lr_reduction_patience).any())
+    if rescaled and config.weight_decay > 0:
+        raise ValueError(
+            "Per-member learning rates (given, or reduced on plateaus) rescale each member's "
+            "update, which is exact only without the optimizer's weight_decay; add an L2 "
+            "penalty to the loss."
+        )
     optimizer, scheduler = _make_optimizer(parameters, config)
     update_scale = (
-        None if learning_rates is None else (learning_rates / config.learning_rate).tolist()
+        torch.ones(num_members, dtype=torch.float64)
+        if learning_rates is None
+        else learning_rates.detach().to(torch.float64).cpu() / config.learning_rate
     )
+    epochs_on_plateau = torch.zeros(num_members)
     full_batch = config.batch_size is None or config.batch_size >= num_data
     batch_size = num_data if full_batch else config.batch_size
     num_batches = math.ceil(num_data / batch_size)
@@ -418,7 +473,7 @@ def _train_members(
             torch.where(finite, losses, torch.zeros_like(losses)).sum().backward()
             if config.gradient_clip_norm is not None:
                 _clip_member_gradients(parameters, num_members, config.gradient_clip_norm)
-            before = None if update_scale is None else [p.detach().clone() for p in parameters]
+            before = [p.detach().clone() for p in parameters] if rescaled else None
             optimizer.step()
             if before is not None:
                 _rescale_member_updates(parameters, before, update_scale)
@@ -449,10 +504,13 @@ def _train_members(
         epochs_without_improvement = torch.where(
             improved, torch.zeros_like(epochs_without_improvement), epochs_without_improvement + 1
         )
-        if config.patience is not None:
-            active &= epochs_without_improvement < config.patience
-            if not active.any():
-                break
+        epochs_on_plateau = torch.where(improved, 0.0, epochs_on_plateau + 1)
+        reduce = epochs_on_plateau >= lr_reduction_patience
+        update_scale = torch.where(reduce, update_scale * config.lr_reduction_factor, update_scale)
+        epochs_on_plateau = torch.where(reduce, 0.0, epochs_on_plateau)
+        active &= epochs_without_improvement < patience
+        if not active.any():
+            break
     module.load_state_dict(best_state)
     module.eval()
     return TrainingResult(
@@ -471,11 +529,21 @@ def _clip_member_gradients(parameters: list[Tensor], num_members: int, max_norm:
         grad.mul_(scale.view(-1, *([1] * (grad.ndim - 1))))
 
 
-def _rescale_member_updates(
-    parameters: list[Tensor], before: list[Tensor], scale: list[float]
-) -> None:
+def _member_counts(
+    values: Tensor | None, default: int | None, num_members: int, name: str
+) -> Tensor:
+    r"""Per-member counts as a float ``K``-vector (``inf``: never)."""
+    if values is None:
+        return torch.full((num_members,), math.inf if default is None else float(default))
+    values = torch.as_tensor(values).detach().cpu().to(torch.float64)
+    if values.shape != (num_members,) or not (values >= 1).all():
+        raise ValueError(f"{name} must be a {num_members}-vector of counts >= 1; got {values}.")
+    return values
+
+
+def _rescale_member_updates(parameters: list[Tensor], before: list[Tensor], scale: Tensor) -> None:
     with torch.no_grad():
         for parameter, old in zip(parameters, before, strict=True):
-            factor = torch.tensor(scale, dtype=parameter.dtype, device=parameter.device)
+            factor = scale.to(dtype=parameter.dtype, device=parameter.device)
             factor = factor.view(-1, *([1] * (parameter.ndim - 1)))
             parameter.copy_(old + factor * (parameter - old))

@@ -44,6 +44,8 @@ def fit_members(
     row_weights: Tensor | None = None,
     validation_row_weights: Tensor | None = None,
     learning_rates: Tensor | None = None,
+    patience: Tensor | None = None,
+    lr_reduction_patience: Tensor | None = None,
     progress: bool = False,
     description: str = "ensemble members",
 ) -> TrainingResult:
@@ -74,6 +76,9 @@ def fit_members(
             rows; the monitored loss (best weights, early stopping) is then each member's
             weighted validation loss instead of its training loss.
         learning_rates: Optional ``K``-vector of per-member learning rates.
+        patience: Optional ``K``-vector of per-member early-stopping patience.
+        lr_reduction_patience: Optional ``K``-vector of per-member plateau patience of
+            the learning-rate reduction (factor ``config.lr_reduction_factor``).
         progress: Show a progress bar.
         description: The progress bar's label.
 
@@ -134,6 +139,8 @@ def fit_members(
         description=description,
         member_generators=network.member_generators(DATA_ORDER_STREAM),
         member_learning_rates=learning_rates,
+        member_patience=patience,
+        member_lr_reduction_patience=lr_reduction_patience,
     )
 
 

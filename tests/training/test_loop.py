@@ -491,6 +491,9 @@ def test_progress_bar_runs():
         ("min_delta", -0.1),
         ("min_delta", float("nan")),
         ("num_threads", 0),
+        ("lr_reduction_patience", 0),
+        ("lr_reduction_factor", 1.0),
+        ("lr_reduction_factor", 0.0),
     ],
 )
 def test_invalid_config_raises_naming_the_field(field, value):
@@ -545,3 +548,68 @@ def test_l2_penalty_is_the_sum_of_squares_of_trainable_parameters():
     torch.testing.assert_close(
         l2_penalty(network).detach(), manual - network[2].weight.detach().pow(2).sum()
     )
+
+
+class _Linear(nn.Module):
+    r"""``K`` scalar weights with the linear loss ``w`` (gradient 1): SGD steps equal the
+    learning rate, so the recorded weights reveal the schedule."""
+
+    def __init__(self, num_members):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(num_members, 1))
+
+
+def test_learning_rate_is_reduced_on_a_plateau():
+    module = _Linear(1)
+    weights = []
+
+    def loss_fn(indices):
+        weights.append(module.w.item())
+        return module.w.sum()
+
+    # A huge min_delta makes every epoch after the first a plateau epoch.
+    config = TrainingConfig(
+        epochs=6, learning_rate=1.0, optimizer="sgd", min_delta=1e9, lr_reduction_patience=2,
+        lr_reduction_factor=0.5,
+    )  # fmt: skip
+    train_network(module, loss_fn, 1, config)
+    steps = [a - b for a, b in zip(weights[:-1], weights[1:], strict=True)]
+    assert steps == pytest.approx([1.0, 1.0, 1.0, 0.5, 0.5])
+
+
+def test_member_mode_reduces_each_members_learning_rate_on_its_own_plateau():
+    module = _Linear(2)
+    weights = []
+
+    def loss_fn(indices):
+        weights.append(module.w.detach().squeeze(-1).clone())
+        return module.w.squeeze(-1)
+
+    config = TrainingConfig(
+        epochs=5, learning_rate=1.0, optimizer="sgd", min_delta=1e9, lr_reduction_factor=0.5
+    )
+    generators = [torch.Generator().manual_seed(i) for i in range(2)]
+    train_network(
+        module, loss_fn, 1, config, member_generators=generators,
+        member_lr_reduction_patience=torch.tensor([1, 2]),
+    )  # fmt: skip
+    steps = torch.stack(weights[:-1]) - torch.stack(weights[1:])
+    expected = torch.tensor([[1.0, 1.0], [1.0, 1.0], [0.5, 1.0], [0.25, 0.5]])
+    torch.testing.assert_close(steps, expected)
+
+
+def test_member_mode_stops_each_member_at_its_own_patience():
+    module = _Linear(3)
+    config = TrainingConfig(epochs=50, learning_rate=1.0, optimizer="sgd", min_delta=1e9)
+    generators = [torch.Generator().manual_seed(i) for i in range(3)]
+    result = train_network(
+        module, lambda indices: module.w.squeeze(-1), 1, config,
+        member_generators=generators, member_patience=torch.tensor([2, 4, 3]),
+    )  # fmt: skip
+    # Every member's best epoch is 0; training ends when the most patient member stops.
+    assert result.best_epoch.tolist() == [0, 0, 0] and result.epochs_run == 5
+    with pytest.raises(ValueError, match="member_patience"):
+        train_network(
+            module, lambda indices: module.w.squeeze(-1), 1, config,
+            member_generators=generators, member_patience=torch.tensor([2, 0, 3]),
+        )  # fmt: skip

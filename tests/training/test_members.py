@@ -337,7 +337,7 @@ def test_member_learning_rates_errors():
         with pytest.raises(ValueError, match="positive 3-vector"):
             fit_members(network, X, Y, TrainingConfig(epochs=2), learning_rates=bad)
     linear = nn.Linear(2, 1).to(DTYPE)
-    with pytest.raises(ValueError, match="requires member mode"):
+    with pytest.raises(ValueError, match="need member mode"):
         train_network(
             linear,
             lambda indices: ((linear(X) - Y) ** 2).mean(),
