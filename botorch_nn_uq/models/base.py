@@ -168,7 +168,14 @@ class NeuralSurrogateModel(Model, ABC):
         self.fit_seed = resolve_seed(seed)
         train_X, train_Y = self.transformed_training_data()
         with seeded(self.fit_seed):
-            network = self._build_network(train_X.shape[-1], train_Y.shape[-1]).to(train_X)
+            network = self._build_network(train_X.shape[-1], train_Y.shape[-1])
+            if network is None and warm_start is not None:
+                raise ValueError(
+                    f"{type(self).__name__} does not support warm_start: its fit chooses "
+                    "the networks."
+                )
+            if network is not None:
+                network = network.to(train_X)
             if warm_start is not None:
                 try:
                     network.load_state_dict(warm_start.network.state_dict())
@@ -183,14 +190,16 @@ class NeuralSurrogateModel(Model, ABC):
         return self
 
     @abstractmethod
-    def _build_network(self, input_dim: int, output_dim: int) -> nn.Module:
+    def _build_network(self, input_dim: int, output_dim: int) -> nn.Module | None:
         r"""A freshly initialised network for ``input_dim`` (transformed) inputs and
-        ``output_dim`` outputs."""
+        ``output_dim`` outputs, or ``None`` when :meth:`_fit` chooses the network itself
+        (searched ensembles; such models do not support ``warm_start``)."""
 
     @abstractmethod
     def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
-        r"""Train ``self.network`` on transformed data (``n x d'`` and ``n x m``) under a
-        seeded global RNG, and compute any state the posterior needs."""
+        r"""Train ``self.network`` (or build and train it, if :meth:`_build_network`
+        returned ``None``) on transformed data (``n x d'`` and ``n x m``) under a seeded
+        global RNG, and compute any state the posterior needs."""
 
     @abstractmethod
     def _predict(self, X: Tensor, observation_noise: bool) -> Posterior:

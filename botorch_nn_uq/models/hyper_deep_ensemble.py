@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor
-from typing_extensions import Self
 
 from botorch_nn_uq.ensembles.hyper_deep import (
     CandidateRecord,
@@ -17,7 +16,6 @@ from botorch_nn_uq.ensembles.hyper_deep import (
     search_hyper_deep_ensemble,
 )
 from botorch_nn_uq.ensembles.validation import VALIDATION_SCHEMES
-from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.models.ensemble import DeepEnsemble, DeepEnsembleHyperparameters
 from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
 from botorch_nn_uq.training.loop import TrainingResult
@@ -122,27 +120,12 @@ class HyperDeepEnsemble(DeepEnsemble):
 
     hyperparameter_class = HyperDeepEnsembleHyperparameters
 
-    def fit(
-        self,
-        seed: int | None = None,
-        progress: bool = False,
-        warm_start: NeuralSurrogateModel | None = None,
-        **overrides: Any,
-    ) -> Self:
-        r"""Run the search and refit (see :meth:`NeuralSurrogateModel.fit`).
-
-        ``warm_start`` is not supported: the members are chosen by the search.
-        """
-        if warm_start is not None:
-            raise ValueError(
-                "HyperDeepEnsemble does not support warm_start: its members are chosen by "
-                "the search at every fit."
-            )
-        return super().fit(seed=seed, progress=progress, **overrides)
+    def _build_network(self, input_dim: int, output_dim: int) -> None:
+        r"""None: the search chooses the members (so ``warm_start`` is not supported)."""
+        return None
 
     def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
         hp = self.hyperparameters
-        # The network that fit() built fixes nothing here: the search picks the members.
         search = search_hyper_deep_ensemble(
             train_X,
             train_Y,
@@ -164,7 +147,7 @@ class HyperDeepEnsemble(DeepEnsemble):
             max_selection_iterations=hp.max_selection_iterations,
             progress=progress,
         )
-        self.network = EnsembleNetwork([search.members])
+        self.network = EnsembleNetwork([search.members]).to(train_X)
         self.search_history: list[CandidateRecord] = search.candidates
         self.ensemble_validation_nll = search.ensemble_validation_nll
         self.set_member_weights(search.weights)
