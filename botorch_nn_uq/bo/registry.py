@@ -36,7 +36,15 @@ from botorch_nn_uq.acquisition import (
     qRobustTargetExpectedImprovement,
 )
 from botorch_nn_uq.fit import fit_model
-from botorch_nn_uq.models import NOMU, DeepEnsemble, HyperDeepEnsemble, MCDropout
+from botorch_nn_uq.models import (
+    NOMU,
+    AutoDEUQ,
+    DeepEnsemble,
+    HyperDeepEnsemble,
+    MCDropout,
+    NESRandomSearch,
+    NESRegularizedEvolution,
+)
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,13 @@ def _fit_hyper_deep_ensemble(train_X: Tensor, train_Y: Tensor, bounds: Tensor, s
     return fit_model(model, seed=seed)
 
 
+def _fitter(model_class: type) -> Callable[[Tensor, Tensor, Tensor, int], Model]:
+    def build(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
+        return fit_model(model_class(train_X, train_Y, **_transforms(bounds)), seed=seed)
+
+    return build
+
+
 def _fit_nomu(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
     model = fit_model(NOMU(train_X, train_Y, bounds=bounds, **_transforms(bounds)), seed=seed)
     # MW scaling to the paper's wider target (0.5 for outputs in [-1, 1], i.e. one
@@ -192,6 +207,12 @@ register_surrogate(
         _fit_hyper_deep_ensemble,
     )
 )
+for _name, _class, _description in (
+    ("nes-rs", NESRandomSearch, "Neural Ensemble Search, random search over 20 architectures"),
+    ("nes-re", NESRegularizedEvolution, "Neural Ensemble Search, regularised evolution"),
+    ("autodeuq", AutoDEUQ, "AutoDEUQ: joint architecture and hyperparameter search"),
+):
+    register_surrogate(SurrogateSpec(_name, _description, _fitter(_class)))
 register_surrogate(
     SurrogateSpec("nomu", "NOMU network (fast default, MW-scaled to one data std)", _fit_nomu)
 )

@@ -1,12 +1,40 @@
-"""How ensembles are built: selection, validation and search; the serving model lives in
-:mod:`botorch_nn_uq.models`."""
+"""How ensembles are built: selection, validation, search spaces, pool training
+(in-process or on Ray) and the searches (hyper-deep ensembles, NES-RS, NES-RE, AutoDEUQ);
+the serving model lives in :mod:`botorch_nn_uq.models`."""
 
+from botorch_nn_uq.ensembles.autodeuq import autodeuq_search, propose_hyperparameters
+from botorch_nn_uq.ensembles.history import (
+    CandidateTrainer,
+    EnsembleDiagnostics,
+    SearchHistory,
+    ensemble_diagnostics,
+)
 from botorch_nn_uq.ensembles.hyper_deep import (
     CandidateRecord,
     HyperDeepEnsembleSearch,
     MemberArchitecture,
     SearchSpace,
     search_hyper_deep_ensemble,
+)
+from botorch_nn_uq.ensembles.nes import nes_random_search, nes_regularized_evolution
+from botorch_nn_uq.ensembles.pool import (
+    CandidateSpec,
+    InProcessExecutor,
+    PoolData,
+    PoolSettings,
+    RayExecutor,
+    TrainedCandidate,
+    assemble_ensemble,
+    train_candidate_group,
+    train_pool,
+)
+from botorch_nn_uq.ensembles.search_space import (
+    Architecture,
+    ArchitectureSpace,
+    HyperparameterSpace,
+    NetworkSpec,
+    Node,
+    TrainingHyperparameters,
 )
 from botorch_nn_uq.ensembles.selection import (
     SelectionResult,
@@ -22,7 +50,30 @@ from botorch_nn_uq.ensembles.validation import (
 )
 
 __all__ = [
+    "Architecture",
+    "ArchitectureSpace",
     "CandidateRecord",
+    "CandidateSpec",
+    "CandidateTrainer",
+    "EnsembleDiagnostics",
+    "HyperparameterSpace",
+    "InProcessExecutor",
+    "NetworkSpec",
+    "Node",
+    "PoolData",
+    "PoolSettings",
+    "RayExecutor",
+    "SearchHistory",
+    "TrainedCandidate",
+    "TrainingHyperparameters",
+    "assemble_ensemble",
+    "autodeuq_search",
+    "ensemble_diagnostics",
+    "nes_random_search",
+    "nes_regularized_evolution",
+    "propose_hyperparameters",
+    "train_candidate_group",
+    "train_pool",
     "HyperDeepEnsembleSearch",
     "MemberArchitecture",
     "SearchSpace",

@@ -12,16 +12,30 @@ from botorch_nn_uq.models.hyper_deep_ensemble import (
 )
 from botorch_nn_uq.models.mc_dropout import MCDropout, MCDropoutHyperparameters
 from botorch_nn_uq.models.nomu import NOMU, NOMUHyperparameters
+from botorch_nn_uq.models.searched_ensembles import (
+    AutoDEUQ,
+    AutoDEUQHyperparameters,
+    NESHyperparameters,
+    NESRandomSearch,
+    NESRegularizedEvolution,
+    SearchedEnsembleHyperparameters,
+)
 
 __all__ = [
+    "AutoDEUQ",
+    "AutoDEUQHyperparameters",
     "DeepEnsemble",
     "DeepEnsembleHyperparameters",
     "HyperDeepEnsemble",
     "HyperDeepEnsembleHyperparameters",
     "MCDropout",
     "MCDropoutHyperparameters",
+    "NESHyperparameters",
+    "NESRandomSearch",
+    "NESRegularizedEvolution",
     "NOMU",
     "NOMUHyperparameters",
     "NeuralSurrogateModel",
+    "SearchedEnsembleHyperparameters",
     "UncertaintyDecomposition",
 ]

@@ -89,7 +89,19 @@ def test_points(*batch: int, dtype: torch.dtype = torch.float64) -> Tensor:
     )
 
 
+_STANDARD_MODELS: dict[tuple, Any] = {}
+
+
 def standard_model(entry: ConformanceEntry, dtype=torch.float64, num_outputs=1, seed=0):
+    r"""The entry's model fitted on the toy data with Normalize + Standardize. Fits are
+    deterministic, so one fit per setting is shared by the tests (which only read it)."""
+    key = (entry.name, dtype, num_outputs, seed)
+    if key not in _STANDARD_MODELS:
+        _STANDARD_MODELS[key] = _fit_standard_model(entry, dtype, num_outputs, seed)
+    return _STANDARD_MODELS[key]
+
+
+def _fit_standard_model(entry: ConformanceEntry, dtype, num_outputs, seed):
     train_X, train_Y = toy_data(dtype=dtype, num_outputs=num_outputs)
     model = entry.fitted(
         train_X,
@@ -153,10 +165,12 @@ class ConformanceKit:
         posterior, expected = model.posterior(X), manual.posterior(X)
         torch.testing.assert_close(posterior.mean, expected.mean * std + mean)
         torch.testing.assert_close(posterior.variance, expected.variance * std**2)
-        # In original units the fit tracks the data (outputs of scale 1000 and ~10).
+        # In original units the fit tracks the data (outputs of scale 1000 and ~10): a
+        # units error would be ~20 data standard deviations off. Searched ensembles hold
+        # out a fifth of the 24 points, hence a bound of one standard deviation.
         fitted = model.posterior(train_X.unsqueeze(-2)).mean.squeeze(-2)
         relative_error = (fitted - train_Y).abs().mean(0) / train_Y.std(0)
-        assert (relative_error < 0.5).all(), relative_error
+        assert (relative_error < 1.0).all(), relative_error
 
     def test_output_indices(self, entry: ConformanceEntry) -> None:
         model, *_ = standard_model(entry, num_outputs=2)
@@ -217,7 +231,9 @@ class ConformanceKit:
             other = get_sampler(posterior, torch.Size([16]), seed=12)(posterior)
             assert first.shape == (16, 4, 3, 1)
             torch.testing.assert_close(first, second)
-            assert not torch.equal(first, other)
+            # (A one-member ensemble, which greedy selection may return, has one sample.)
+            if (posterior.variance > 0).any():
+                assert not torch.equal(first, other)
             # A point's samples do not depend on the other points in its batch.
             alone = get_sampler(posterior, torch.Size([16]), seed=11)(
                 model.posterior(test_points(4, 3)[:1], observation_noise=observation_noise)
@@ -312,7 +328,7 @@ class ConformanceKit:
             (lambda X, Y: (X, Y[:, 0]), ValueError, "n x m"),
             (lambda X, Y: (X, Y[:-1]), ValueError, "same number of rows"),
             (lambda X, Y: (X[:0], Y[:0]), ValueError, "Empty"),
-            (lambda X, Y: (X[:1], Y[:1]), ValueError, "At least 2"),
+            (lambda X, Y: (X[:1], Y[:1]), ValueError, r"At least \d+"),
             (lambda X, Y: (X.float(), Y), ValueError, "same dtype"),
             (lambda X, Y: (X, Y.to("meta")), ValueError, "same device"),
             (lambda X, Y: (X.masked_fill(X > 2.5, float("nan")), Y), ValueError, "train_X .*NaN"),

@@ -2,8 +2,28 @@
 
 import pytest
 
-from botorch_nn_uq.models import NOMU, DeepEnsemble, HyperDeepEnsemble, MCDropout
+from botorch_nn_uq.ensembles import ArchitectureSpace, HyperparameterSpace
+from botorch_nn_uq.models import (
+    NOMU,
+    AutoDEUQ,
+    DeepEnsemble,
+    HyperDeepEnsemble,
+    MCDropout,
+    NESRandomSearch,
+    NESRegularizedEvolution,
+)
 from tests.models.conformance import ConformanceEntry, ConformanceKit
+
+# Small searches over two-layer networks that fit the conformance data in a few epochs.
+SMALL_SEARCH = {
+    "epochs": 100,
+    "architecture_space": ArchitectureSpace(
+        num_nodes=2, units=(16, 32), activations=("tanh", "swish"), allow_empty_nodes=False
+    ),
+}
+
+# Patience as long as training: the toy data hold out only 5 validation points.
+FAST_NES = {"learning_rate": 3e-2, "early_stopping_patience": 100, "lr_reduction_patience": 100}
 
 MODEL_ENTRIES = [
     ConformanceEntry(
@@ -33,6 +53,42 @@ MODEL_ENTRIES = [
             # Keeps the searched learning rates where 150 epochs fit the toy data.
             "learning_rate_range": (5e-3, 2e-2),
             "dropout_range": (1e-3, 0.1),
+        },
+    ),
+    ConformanceEntry(
+        name="nes-rs",
+        model_class=NESRandomSearch,
+        hyperparameters={**SMALL_SEARCH, **FAST_NES, "pool_size": 4, "ensemble_size": 3},
+    ),
+    ConformanceEntry(
+        name="nes-re",
+        model_class=NESRegularizedEvolution,
+        hyperparameters={
+            **SMALL_SEARCH,
+            **FAST_NES,
+            "pool_size": 5,
+            "ensemble_size": 3,
+            "population_size": 3,
+            "num_parents": 2,
+        },
+    ),
+    ConformanceEntry(
+        name="autodeuq",
+        model_class=AutoDEUQ,
+        hyperparameters={
+            **SMALL_SEARCH,
+            "pool_size": 8,
+            "ensemble_size": 3,
+            "population_size": 3,
+            "num_initial_random": 3,
+            "num_acquisition_candidates": 32,
+            "hyperparameter_space": HyperparameterSpace(
+                learning_rate=(3e-2, 6e-2),
+                batch_size=(16, 32),
+                optimizers=("adam", "nadam"),
+                lr_reduction_patience=(100, 150),
+                early_stopping_patience=(100, 150),
+            ),
         },
     ),
     ConformanceEntry(

@@ -1,0 +1,254 @@
+r"""The record of an ensemble search, with caching that makes searches resumable.
+
+Every search of this package draws all its random decisions from one seeded generator
+and decides only from earlier results, so running it again with the same seed retraces
+the same candidates. :class:`SearchHistory` caches every trained candidate by its id:
+a search started with a saved history reuses the candidates it finds there (after
+checking that they are the ones it would propose) and trains only the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from botorch_nn_uq.ensembles.pool import (
+    CandidateSpec,
+    PoolData,
+    PoolExecutor,
+    PoolSettings,
+    TrainedCandidate,
+    train_pool,
+)
+from botorch_nn_uq.ensembles.selection import SelectionResult, ensemble_nll
+
+
+@dataclass(frozen=True)
+class EnsembleDiagnostics:
+    r"""Validation diagnostics of a selected ensemble (transformed units).
+
+    Attributes:
+        ensemble_nll: The mixture's validation negative log-likelihood.
+        average_member_nll: The weighted mean of the members' own validation NLL.
+        oracle_nll: ``mean_n min_k -log p_k(y_n | x_n)``: the NLL if the best member
+            for each point were known; the gap to ``average_member_nll`` measures the
+            members' diversity.
+    """
+
+    ensemble_nll: float
+    average_member_nll: float
+    oracle_nll: float
+
+
+def ensemble_diagnostics(log_likelihoods: Tensor, weights: Tensor) -> EnsembleDiagnostics:
+    r"""Diagnostics of members with ``num_members x v`` validation log-likelihoods and
+    mixture ``weights``."""
+    weights = weights.to(log_likelihoods) / weights.sum()
+    member_nll = -log_likelihoods.mean(-1)
+    return EnsembleDiagnostics(
+        ensemble_nll=float(ensemble_nll(log_likelihoods, weights)),
+        average_member_nll=float((weights * member_nll).sum()),
+        oracle_nll=float(-log_likelihoods.max(0).values.mean()),
+    )
+
+
+@dataclass
+class SearchHistory:
+    r"""Every candidate of a search, in the order proposed, and the final selection.
+
+    Attributes:
+        method: The search's name (``"nes-rs"``, ``"nes-re"``, ``"autodeuq"``).
+        fingerprint: A digest of the search's data and pool settings (see
+            :func:`pool_fingerprint`); a resumed search must match it.
+        candidates: The trained candidates, ``candidates[i].spec.candidate_id == i``.
+        selected_ids: The candidate ids of the final ensemble.
+        selected_weights: Their mixture weights.
+        diagnostics: Validation diagnostics of the final ensemble.
+    """
+
+    method: str
+    fingerprint: str = ""
+    candidates: list[TrainedCandidate] = field(default_factory=list)
+    selected_ids: list[int] = field(default_factory=list)
+    selected_weights: list[float] = field(default_factory=list)
+    diagnostics: EnsembleDiagnostics | None = None
+
+    def records(self) -> list[dict[str, Any]]:
+        r"""One plain dict per candidate (architecture as text and as a dict,
+        hyperparameters, seed, validation NLL, seconds, error, selection weight)."""
+        weights = dict(zip(self.selected_ids, self.selected_weights, strict=True))
+        return [
+            {
+                "candidate_id": candidate.spec.candidate_id,
+                "architecture": str(candidate.spec.architecture),
+                **candidate.spec.hyperparameters.to_dict(),
+                "seed": candidate.spec.seed,
+                "validation_nll": candidate.validation_nll,
+                "seconds": candidate.seconds,
+                "error": candidate.error,
+                "selection_weight": weights.get(candidate.spec.candidate_id, 0.0),
+                "architecture_dict": candidate.spec.architecture.to_dict(),
+            }
+            for candidate in self.candidates
+        ]
+
+    def save(self, path: str | Path) -> None:
+        r"""Save the whole history, trained weights included (``torch.save``)."""
+        torch.save(
+            {
+                "method": self.method,
+                "fingerprint": self.fingerprint,
+                "candidates": [
+                    {
+                        "spec": candidate.spec.to_dict(),
+                        "validation_log_likelihoods": candidate.validation_log_likelihoods,
+                        "validation_nll": candidate.validation_nll,
+                        "state": candidate.state,
+                        "seconds": candidate.seconds,
+                        "error": candidate.error,
+                    }
+                    for candidate in self.candidates
+                ],
+                "selected_ids": self.selected_ids,
+                "selected_weights": self.selected_weights,
+                "diagnostics": None if self.diagnostics is None else vars(self.diagnostics),
+            },
+            Path(path),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> SearchHistory:
+        r"""Load a history written by :meth:`save`."""
+        data = torch.load(Path(path), weights_only=False)
+        candidates = [
+            TrainedCandidate(
+                spec=CandidateSpec.from_dict(item["spec"]),
+                validation_log_likelihoods=item["validation_log_likelihoods"],
+                validation_nll=item["validation_nll"],
+                state=item["state"],
+                seconds=item["seconds"],
+                error=item["error"],
+            )
+            for item in data["candidates"]
+        ]
+        diagnostics = data["diagnostics"]
+        return cls(
+            method=data["method"],
+            fingerprint=data["fingerprint"],
+            candidates=candidates,
+            selected_ids=list(data["selected_ids"]),
+            selected_weights=list(data["selected_weights"]),
+            diagnostics=None if diagnostics is None else EnsembleDiagnostics(**diagnostics),
+        )
+
+
+def pool_fingerprint(data: PoolData, settings: PoolSettings) -> str:
+    r"""A digest of the data (values, shapes, dtypes) and the pool settings."""
+    digest = hashlib.sha256(repr(settings).encode())
+    for tensor in (data.train_X, data.train_Y, data.validation_X, data.validation_Y):
+        values = tensor.detach().cpu().contiguous()
+        digest.update(f"{tuple(values.shape)}{values.dtype}".encode())
+        digest.update(values.numpy().tobytes())
+    return digest.hexdigest()
+
+
+class CandidateTrainer:
+    r"""Trains a search's candidates, reusing those of a saved history.
+
+    Args:
+        method: The search's name (checked against ``resume_from``).
+        data: The pool's data.
+        settings: The pool's settings.
+        executor: Where candidate groups train (in-process by default).
+        resume_from: A history of an earlier run of the same search (same seed, data
+            and settings) whose candidates are reused.
+        progress_total: Show a progress bar over this many candidates; ``None`` shows
+            none.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        data: PoolData,
+        settings: PoolSettings,
+        executor: PoolExecutor | None = None,
+        resume_from: SearchHistory | None = None,
+        progress_total: int | None = None,
+    ) -> None:
+        if resume_from is not None and resume_from.method != method:
+            raise ValueError(
+                f"Cannot resume a {method} search from a {resume_from.method} history."
+            )
+        fingerprint = pool_fingerprint(data, settings)
+        if resume_from is not None and resume_from.fingerprint != fingerprint:
+            raise ValueError(
+                "The saved history was made with other data or pool settings; resume only "
+                "with the same data, settings and seed."
+            )
+        self.data, self.settings, self.executor = data, settings, executor
+        self.history = SearchHistory(method, fingerprint=fingerprint)
+        self._progress = None
+        if progress_total is not None:
+            from tqdm.auto import tqdm
+
+            self._progress = tqdm(total=progress_total, desc=method, leave=False)
+        self._cache = {} if resume_from is None else {
+            c.spec.candidate_id: c for c in resume_from.candidates
+        }  # fmt: skip
+
+    @property
+    def next_id(self) -> int:
+        r"""The id of the next candidate."""
+        return len(self.history.candidates)
+
+    def train(self, specs: Sequence[CandidateSpec]) -> list[TrainedCandidate]:
+        r"""Train ``specs`` (ids ``next_id, next_id + 1, ...``), append them to the
+        history and return them."""
+        for offset, spec in enumerate(specs):
+            if spec.candidate_id != self.next_id + offset:
+                raise ValueError("Candidates must be numbered consecutively from next_id.")
+            cached = self._cache.get(spec.candidate_id)
+            if cached is not None and cached.spec != spec:
+                raise ValueError(
+                    f"The saved history's candidate {spec.candidate_id} differs from the one "
+                    "this search proposes; resume only with the same seed, data and settings."
+                )
+        missing = [spec for spec in specs if spec.candidate_id not in self._cache]
+        trained = {c.spec.candidate_id: c for c in train_pool(
+            missing, self.data, self.settings, self.executor
+        )} if missing else {}  # fmt: skip
+        outcomes = [
+            trained.get(spec.candidate_id) or self._cache[spec.candidate_id] for spec in specs
+        ]
+        self.history.candidates.extend(outcomes)
+        if self._progress is not None:
+            self._progress.update(len(outcomes))
+        return outcomes
+
+    def finish(
+        self, candidates: Sequence[TrainedCandidate], selection: SelectionResult
+    ) -> SearchHistory:
+        r"""Record the final selection (indices into ``candidates``) and its diagnostics."""
+        if self._progress is not None:
+            self._progress.close()
+        chosen = [candidates[i] for i in selection.indices.tolist()]
+        self.history.selected_ids = [c.spec.candidate_id for c in chosen]
+        self.history.selected_weights = selection.weights.tolist()
+        log_likelihoods = torch.stack([c.validation_log_likelihoods for c in chosen])
+        self.history.diagnostics = ensemble_diagnostics(log_likelihoods, selection.weights)
+        return self.history
+
+
+def stack_log_likelihoods(candidates: Sequence[TrainedCandidate]) -> Tensor:
+    r"""The ``num_candidates x v`` validation log-likelihood matrix of ``candidates``
+    (``-inf`` rows for failed ones, which selection never picks)."""
+    rows = [c.validation_log_likelihoods.to(torch.float64) for c in candidates]
+    matrix = torch.stack(rows)
+    return torch.where(torch.isnan(matrix), -math.inf, matrix)

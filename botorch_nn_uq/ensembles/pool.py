@@ -1,0 +1,388 @@
+r"""Training pools of candidate networks for ensemble search, in-process or on Ray.
+
+A candidate is an architecture, its training hyperparameters and a seed. Candidates
+that share an architecture, a batch size and an optimizer train together as ONE batched
+computation (:class:`~botorch_nn_uq.nn.batched_mlp.BatchedMLP` in member mode of the
+shared training loop): per-member learning rates, early-stopping and plateau patience,
+each member checkpointed at its minimum validation loss. Every candidate is then scored
+by its validation log-likelihoods, which greedy selection combines without retraining.
+
+Training a group is a pure function of its candidates and the data, so an executor may
+run groups anywhere: :class:`InProcessExecutor` runs them one after another, and
+:class:`RayExecutor` runs one Ray task per group, locally (``ray.init()``) or on an
+existing cluster, with identical results for the same seeds. A candidate whose training
+diverges is recorded with an infinite validation loss, never dropped.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from botorch_nn_uq.ensembles.search_space import Architecture, TrainingHyperparameters
+from botorch_nn_uq.ensembles.validation import member_log_likelihoods
+from botorch_nn_uq.nn.batched_mlp import BatchedMLP, EnsembleNetwork
+from botorch_nn_uq.training.loop import NonFiniteLossError, TrainingConfig
+from botorch_nn_uq.training.members import fit_members
+
+
+@dataclass(frozen=True)
+class CandidateSpec:
+    r"""One candidate network of a search.
+
+    Attributes:
+        candidate_id: Its position in the search history (0, 1, ...).
+        architecture: Its architecture.
+        hyperparameters: Its training hyperparameters.
+        seed: Its member seed (initialisation and data order).
+    """
+
+    candidate_id: int
+    architecture: Architecture
+    hyperparameters: TrainingHyperparameters
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        r"""A JSON-serialisable form."""
+        return {
+            "candidate_id": self.candidate_id,
+            "architecture": self.architecture.to_dict(),
+            "hyperparameters": self.hyperparameters.to_dict(),
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CandidateSpec:
+        r"""The inverse of :meth:`to_dict`."""
+        return cls(
+            candidate_id=int(data["candidate_id"]),
+            architecture=Architecture.from_dict(data["architecture"]),
+            hyperparameters=TrainingHyperparameters.from_dict(data["hyperparameters"]),
+            seed=int(data["seed"]),
+        )
+
+    @property
+    def group_key(self) -> tuple[Architecture, int, str]:
+        r"""Candidates with equal keys train as one batched computation."""
+        return (
+            self.architecture,
+            self.hyperparameters.batch_size,
+            self.hyperparameters.optimizer,
+        )
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    r"""Settings shared by every candidate of a pool.
+
+    Attributes:
+        epochs: The maximum number of epochs (early stopping may end training sooner).
+        gaussian_head: Whether members predict a standard deviation.
+        min_std: Floor of the predicted standard deviation.
+        l2_regularization: Keras-style L2 ``lambda``.
+        lr_reduction_factor: The plateau reduction factor of the learning rate.
+    """
+
+    epochs: int = 100
+    gaussian_head: bool = True
+    min_std: float = 1e-3
+    l2_regularization: float = 0.0
+    lr_reduction_factor: float = 0.1
+
+
+@dataclass(frozen=True)
+class PoolData:
+    r"""Transformed training and validation data of a pool.
+
+    Attributes:
+        train_X: ``n x d`` training inputs.
+        train_Y: ``n x m`` training targets.
+        validation_X: ``v x d`` validation inputs.
+        validation_Y: ``v x m`` validation targets.
+    """
+
+    train_X: Tensor
+    train_Y: Tensor
+    validation_X: Tensor
+    validation_Y: Tensor
+
+
+@dataclass
+class TrainedCandidate:
+    r"""A trained (or failed) candidate.
+
+    Attributes:
+        spec: The candidate.
+        validation_log_likelihoods: ``v``-vector of ``log p(y | x)`` at the validation
+            points (``-inf`` everywhere if training failed).
+        validation_nll: Mean validation negative log-likelihood (``inf`` if failed).
+        state: The member's weights (CPU tensors, keyed like a one-member
+            ``BatchedMLP``'s state dict), ``None`` if training failed.
+        seconds: Its share of its group's training time.
+        error: Why training failed, if it did.
+    """
+
+    spec: CandidateSpec
+    validation_log_likelihoods: Tensor
+    validation_nll: float
+    state: dict[str, Tensor] | None
+    seconds: float
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        r"""Whether training failed (the candidate can never be selected)."""
+        return self.state is None
+
+
+class PoolExecutor(Protocol):
+    r"""Runs independent group-training calls, returning results in order."""
+
+    def map(
+        self, function: Callable[..., list[TrainedCandidate]], arguments: Sequence[tuple]
+    ) -> list[list[TrainedCandidate]]: ...
+
+
+class InProcessExecutor:
+    r"""Trains the groups one after another in this process."""
+
+    def map(
+        self, function: Callable[..., list[TrainedCandidate]], arguments: Sequence[tuple]
+    ) -> list[list[TrainedCandidate]]:
+        r"""``[function(*args) for args in arguments]``."""
+        return [function(*args) for args in arguments]
+
+
+@dataclass
+class RayExecutor:
+    r"""Trains each group as one Ray task.
+
+    Args:
+        address: The address of an existing Ray cluster; ``None`` starts (or reuses) a
+            local Ray instance with ``ray.init()``.
+        num_cpus: CPUs of a local instance (``None``: all).
+        init_kwargs: Further keyword arguments of ``ray.init``.
+
+    Raises:
+        ImportError: If Ray is not installed (``pip install "botorch-nn-uq[ray]"``).
+    """
+
+    address: str | None = None
+    num_cpus: int | None = None
+    init_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        try:
+            import ray
+        except ImportError as error:
+            raise ImportError('RayExecutor needs Ray: pip install "botorch-nn-uq[ray]".') from error
+        if not ray.is_initialized():
+            options = dict(self.init_kwargs)
+            if self.address is None:
+                options.setdefault("num_cpus", self.num_cpus)
+            ray.init(address=self.address, **options)
+        self._ray = ray
+
+    def map(
+        self, function: Callable[..., list[TrainedCandidate]], arguments: Sequence[tuple]
+    ) -> list[list[TrainedCandidate]]:
+        r"""Submit one task per argument tuple and wait for all of them."""
+        remote = self._ray.remote(num_cpus=1)(function)
+        return self._ray.get([remote.remote(*args) for args in arguments])
+
+
+def train_candidate_group(
+    specs: Sequence[CandidateSpec], data: PoolData, settings: PoolSettings
+) -> list[TrainedCandidate]:
+    r"""Train candidates that share :attr:`CandidateSpec.group_key` as one computation.
+
+    Training rows and validation rows are stacked; each member trains on the training
+    rows with its own learning rate, early-stopping and plateau patience, and keeps the
+    weights of its minimum validation loss.
+
+    Args:
+        specs: Candidates with one group key.
+        data: The pool's data.
+        settings: The shared settings.
+
+    Returns:
+        One :class:`TrainedCandidate` per spec, in order.
+    """
+    if len({spec.group_key for spec in specs}) != 1:
+        raise ValueError("A group's candidates must share architecture, batch size and optimizer.")
+    start = time.perf_counter()
+    network = build_members(
+        specs[0].architecture,
+        [spec.seed for spec in specs],
+        data.train_X.shape[-1],
+        data.train_Y.shape[-1],
+        settings,
+    ).to(data.train_X)
+    X = torch.cat([data.train_X, data.validation_X])
+    Y = torch.cat([data.train_Y, data.validation_Y])
+    is_train = torch.cat(
+        [torch.ones(data.train_X.shape[0]), torch.zeros(data.validation_X.shape[0])]
+    ).to(X)
+    num_members = len(specs)
+    hyperparameters = [spec.hyperparameters for spec in specs]
+    config = TrainingConfig(
+        epochs=settings.epochs,
+        # The largest rate as the reference keeps every member's rescale factor <= 1, so
+        # no member's update drowns in rounding against the reference step.
+        learning_rate=max(h.learning_rate for h in hyperparameters),
+        batch_size=hyperparameters[0].batch_size,
+        optimizer=hyperparameters[0].optimizer,
+        lr_reduction_factor=settings.lr_reduction_factor,
+    )
+    error = None
+    try:
+        result = fit_members(
+            network,
+            X,
+            Y,
+            config,
+            l2_regularization=settings.l2_regularization,
+            row_weights=is_train.expand(num_members, -1),
+            validation_row_weights=(1 - is_train).expand(num_members, -1),
+            learning_rates=torch.tensor([h.learning_rate for h in hyperparameters]).to(X),
+            patience=torch.tensor([h.early_stopping_patience for h in hyperparameters]),
+            lr_reduction_patience=torch.tensor([h.lr_reduction_patience for h in hyperparameters]),
+            description="candidates",
+        )
+        trained = torch.isfinite(result.best_loss)
+        log_likelihoods = member_log_likelihoods(network, data.validation_X, data.validation_Y)
+        trained &= torch.isfinite(log_likelihoods).all(-1).cpu()
+    except NonFiniteLossError as failure:
+        error = str(failure)
+        trained = torch.zeros(num_members, dtype=torch.bool)
+        log_likelihoods = torch.full((num_members, data.validation_X.shape[0]), -math.inf)
+    seconds = (time.perf_counter() - start) / num_members
+    state = {name: tensor.detach().cpu() for name, tensor in network.state_dict().items()}
+    outcomes = []
+    for member, spec in enumerate(specs):
+        if bool(trained[member]):
+            scores = log_likelihoods[member].detach().cpu()
+            outcomes.append(
+                TrainedCandidate(
+                    spec=spec,
+                    validation_log_likelihoods=scores,
+                    validation_nll=float(-scores.mean()),
+                    state={
+                        name: tensor[member : member + 1].clone() for name, tensor in state.items()
+                    },
+                    seconds=seconds,
+                )
+            )
+        else:
+            outcomes.append(
+                TrainedCandidate(
+                    spec=spec,
+                    validation_log_likelihoods=torch.full(
+                        (data.validation_X.shape[0],), -math.inf, dtype=torch.float64
+                    ),
+                    validation_nll=math.inf,
+                    state=None,
+                    seconds=seconds,
+                    error=error or "non-finite training loss or validation prediction",
+                )
+            )
+    return outcomes
+
+
+def train_pool(
+    specs: Sequence[CandidateSpec],
+    data: PoolData,
+    settings: PoolSettings,
+    executor: PoolExecutor | None = None,
+) -> list[TrainedCandidate]:
+    r"""Train candidates, grouped by :attr:`CandidateSpec.group_key` (one batched
+    computation, and one executor task, per group).
+
+    Args:
+        specs: The candidates.
+        data: The pool's data.
+        settings: The shared settings.
+        executor: Where groups run; in-process by default.
+
+    Returns:
+        One :class:`TrainedCandidate` per spec, in the order of ``specs``.
+    """
+    groups: dict[tuple, list[CandidateSpec]] = {}
+    for spec in specs:
+        groups.setdefault(spec.group_key, []).append(spec)
+    executor = executor or InProcessExecutor()
+    results = executor.map(
+        train_candidate_group, [(group, data, settings) for group in groups.values()]
+    )
+    by_id = {outcome.spec.candidate_id: outcome for group in results for outcome in group}
+    return [by_id[spec.candidate_id] for spec in specs]
+
+
+def build_members(
+    architecture: Architecture,
+    seeds: Sequence[int],
+    input_dim: int,
+    output_dim: int,
+    settings: PoolSettings,
+) -> BatchedMLP:
+    r"""Untrained members of ``architecture`` with ``seeds``."""
+    spec = architecture.network_spec()
+    return BatchedMLP(
+        input_dim,
+        output_dim,
+        hidden_widths=spec.hidden_widths,
+        member_seeds=list(seeds),
+        activation=spec.activations,
+        gaussian_head=settings.gaussian_head,
+        min_std=settings.min_std,
+        skip_connections=spec.skip_connections,
+    )
+
+
+def assemble_ensemble(
+    candidates: Sequence[TrainedCandidate],
+    weights: Tensor,
+    input_dim: int,
+    output_dim: int,
+    settings: PoolSettings,
+) -> tuple[EnsembleNetwork, Tensor]:
+    r"""The serving network of selected candidates: one member group per architecture.
+
+    Args:
+        candidates: The selected (trained) candidates.
+        weights: Their mixture weights, aligned with ``candidates``.
+        input_dim: Inputs ``d``.
+        output_dim: Outputs ``m``.
+        settings: The pool's settings.
+
+    Returns:
+        The :class:`EnsembleNetwork` and the weights reordered to its member order.
+    """
+    if any(candidate.failed for candidate in candidates):
+        raise ValueError("Failed candidates cannot join an ensemble.")
+    by_architecture: dict[Architecture, list[int]] = {}
+    for index, candidate in enumerate(candidates):
+        by_architecture.setdefault(candidate.spec.architecture, []).append(index)
+    groups, order = [], []
+    for architecture, indices in by_architecture.items():
+        members = build_members(
+            architecture,
+            [candidates[i].spec.seed for i in indices],
+            input_dim,
+            output_dim,
+            settings,
+        )
+        state = {
+            name: torch.cat([candidates[i].state[name] for i in indices])
+            for name in candidates[indices[0]].state
+        }
+        members.load_state_dict(state)
+        groups.append(members)
+        order += indices
+    return EnsembleNetwork(groups), weights[order]

@@ -1,0 +1,372 @@
+"""Searched ensembles as BoTorch models: Neural Ensemble Search (NES-RS, NES-RE) and
+AutoDEUQ, built by :mod:`botorch_nn_uq.ensembles` and served by :class:`DeepEnsemble`'s
+posterior.
+
+Every fit holds out a random ``validation_fraction`` of the rows, trains the candidates
+on the rest (each checkpointed at its minimum validation loss), selects on the held-out
+rows and serves the selected networks as they are (no refit), as both papers do. The
+fitted model IS a :class:`DeepEnsemble` (same posterior, aleatoric / epistemic
+decomposition and API) whose members may differ in architecture; ``search_history``
+records every candidate (architecture, hyperparameters, seed, validation NLL, selection
+weight) and the final ensemble's ensemble / average-member / oracle validation NLL.
+
+Pool training runs in-process unless ``executor`` is given (e.g.
+:class:`~botorch_nn_uq.ensembles.pool.RayExecutor`), and ``resume_from`` continues an
+interrupted search from its saved :class:`~botorch_nn_uq.ensembles.history.SearchHistory`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from botorch_nn_uq.ensembles.autodeuq import autodeuq_search
+from botorch_nn_uq.ensembles.history import CandidateTrainer, SearchHistory
+from botorch_nn_uq.ensembles.nes import draw_seed, nes_random_search, nes_regularized_evolution
+from botorch_nn_uq.ensembles.pool import (
+    PoolData,
+    PoolExecutor,
+    PoolSettings,
+    TrainedCandidate,
+    assemble_ensemble,
+)
+from botorch_nn_uq.ensembles.search_space import (
+    ArchitectureSpace,
+    HyperparameterSpace,
+    TrainingHyperparameters,
+)
+from botorch_nn_uq.ensembles.selection import SelectionResult
+from botorch_nn_uq.models.ensemble import LIKELIHOODS, DeepEnsemble
+
+
+def _default_architecture_space() -> ArchitectureSpace:
+    return ArchitectureSpace(num_nodes=3)
+
+
+@dataclass(frozen=True)
+class SearchedEnsembleHyperparameters:
+    r"""Settings shared by the searched ensembles.
+
+    Args:
+        ensemble_size: The most distinct members of the final ensemble.
+        pool_size: Candidates trained in total.
+        epochs: The most epochs per candidate (early stopping may end sooner).
+        validation_fraction: Rows held out for checkpointing and selection.
+        likelihood: ``"gaussian"`` (members predict mean and standard deviation) or
+            ``"mse"`` (means only; selection then scores each candidate with its own
+            validation residual variance).
+        min_std: Floor of a Gaussian member's standard deviation (transformed units).
+        l2_regularization: Keras-style L2 ``lambda`` of every candidate.
+        lr_reduction_factor: The plateau reduction factor of the learning rate.
+        noise_variance: For ``"mse"`` members, the observation-noise variance used with
+            ``observation_noise=True``; ``None`` estimates it from the residuals.
+        architecture_space: The architectures searched (default: AutoDEUQ's MLP space
+            with 3 variable nodes, the paper's setting for small problems; UCI used 5).
+        executor: Where candidate groups train (``None``: in-process).
+        resume_from: A saved history of the same search (seed, data, settings) to
+            continue.
+    """
+
+    ensemble_size: int = 5
+    pool_size: int = 20
+    epochs: int = 300
+    validation_fraction: float = 0.2
+    likelihood: str = "gaussian"
+    min_std: float = 1e-3
+    l2_regularization: float = 0.0
+    lr_reduction_factor: float = 0.1
+    noise_variance: float | None = None
+    architecture_space: ArchitectureSpace = field(default_factory=_default_architecture_space)
+    executor: PoolExecutor | None = None
+    resume_from: SearchHistory | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("ensemble_size", "pool_size", "epochs"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        if not 0 < self.validation_fraction < 1:
+            raise ValueError(
+                f"validation_fraction must be in (0, 1); got {self.validation_fraction}."
+            )
+        if self.likelihood not in LIKELIHOODS:
+            raise ValueError(
+                f"Unknown likelihood {self.likelihood!r}; valid: {', '.join(LIKELIHOODS)}."
+            )
+        if not self.min_std > 0 or not self.l2_regularization >= 0:
+            raise ValueError("min_std must be positive and l2_regularization non-negative.")
+        if not 0 < self.lr_reduction_factor < 1:
+            raise ValueError(
+                f"lr_reduction_factor must be in (0, 1); got {self.lr_reduction_factor}."
+            )
+        if self.noise_variance is not None and not self.noise_variance > 0:
+            raise ValueError(f"noise_variance must be positive or None; got {self.noise_variance}.")
+        if not isinstance(self.architecture_space, ArchitectureSpace):
+            raise TypeError("architecture_space must be an ArchitectureSpace.")
+        if self.resume_from is not None and not isinstance(self.resume_from, SearchHistory):
+            raise TypeError("resume_from must be a SearchHistory (SearchHistory.load(path)).")
+
+    def pool_settings(self) -> PoolSettings:
+        r"""The settings every candidate trains with."""
+        return PoolSettings(
+            epochs=self.epochs,
+            gaussian_head=self.likelihood == "gaussian",
+            min_std=self.min_std,
+            l2_regularization=self.l2_regularization,
+            lr_reduction_factor=self.lr_reduction_factor,
+        )
+
+
+@dataclass(frozen=True)
+class NESHyperparameters(SearchedEnsembleHyperparameters):
+    r"""Hyperparameters of the NES models: those of
+    :class:`SearchedEnsembleHyperparameters` plus the one training configuration
+    shared by every candidate (NES searches architectures only).
+
+    Args:
+        learning_rate: Adam's (initial) learning rate.
+        batch_size: Mini-batch size.
+        optimizer: One of ``botorch_nn_uq.training.OPTIMIZERS``.
+        lr_reduction_patience: Epochs on a plateau before the learning rate drops.
+        early_stopping_patience: Epochs without improvement before training stops.
+        population_size: NES-RE's population ``P`` (the paper: 50).
+        num_parents: NES-RE's parent set size ``m`` (the paper: 10).
+        children_per_generation: NES-RE's children proposed per population state.
+    """
+
+    learning_rate: float = 1e-2
+    batch_size: int = 32
+    optimizer: str = "adam"
+    lr_reduction_patience: int = 20
+    early_stopping_patience: int = 40
+    population_size: int = 10
+    num_parents: int = 5
+    children_per_generation: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.training_hyperparameters()
+        for name in ("population_size", "num_parents", "children_per_generation"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+
+    def training_hyperparameters(self) -> TrainingHyperparameters:
+        r"""The shared training configuration (validated there)."""
+        return TrainingHyperparameters(
+            learning_rate=self.learning_rate,
+            batch_size=self.batch_size,
+            optimizer=self.optimizer,
+            lr_reduction_patience=self.lr_reduction_patience,
+            early_stopping_patience=self.early_stopping_patience,
+        )
+
+
+@dataclass(frozen=True)
+class AutoDEUQHyperparameters(SearchedEnsembleHyperparameters):
+    r"""Hyperparameters of :class:`AutoDEUQ`: those of
+    :class:`SearchedEnsembleHyperparameters` plus:
+
+    Args:
+        hyperparameter_space: The training hyperparameters searched (default:
+            AutoDEUQ's space with batch sizes 16-256, which keeps epochs affordable on a
+            CPU; the paper's range starts at 1).
+        population_size: The aging population (DeepHyper: 100).
+        tournament_size: Members per tournament (DeepHyper: 10).
+        batch_size: Candidates proposed per generation.
+        num_initial_random: Random configurations before the GP sampler starts.
+        kappa: The sampler's lower-confidence-bound weight.
+        num_acquisition_candidates: Configurations scored per proposal.
+        max_selection_iterations: Cap on the Caruana additions (``None``: 10 per member).
+    """
+
+    hyperparameter_space: HyperparameterSpace = field(
+        default_factory=lambda: HyperparameterSpace(batch_size=(16, 256))
+    )
+    population_size: int = 10
+    tournament_size: int = 3
+    batch_size: int = 4
+    num_initial_random: int = 8
+    kappa: float = 1.96
+    num_acquisition_candidates: int = 256
+    max_selection_iterations: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.hyperparameter_space, HyperparameterSpace):
+            raise TypeError("hyperparameter_space must be a HyperparameterSpace.")
+        for name in (
+            "population_size",
+            "tournament_size",
+            "batch_size",
+            "num_initial_random",
+            "num_acquisition_candidates",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        if not self.kappa >= 0:
+            raise ValueError(f"kappa must be non-negative; got {self.kappa}.")
+
+
+class SearchedEnsemble(DeepEnsemble):
+    r"""Base of the searched ensembles: split, search, assemble (see the module
+    docstring). Subclasses name the ``method`` and implement :meth:`_search`."""
+
+    method: ClassVar[str]
+    min_training_points = 4
+
+    def _build_network(self, input_dim: int, output_dim: int) -> None:
+        r"""None: the search chooses the members (``warm_start`` is not supported)."""
+        return None
+
+    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> None:
+        hp = self.hyperparameters
+        num_data = train_X.shape[0]
+        num_validation = min(num_data - 2, max(2, math.ceil(hp.validation_fraction * num_data)))
+        order = torch.randperm(num_data)
+        validation, training = order[:num_validation], order[num_validation:]
+        data = PoolData(
+            train_X=train_X[training],
+            train_Y=train_Y[training],
+            validation_X=train_X[validation],
+            validation_Y=train_Y[validation],
+        )
+        settings = hp.pool_settings()
+        trainer = CandidateTrainer(
+            self.method,
+            data,
+            settings,
+            executor=hp.executor,
+            resume_from=hp.resume_from,
+            progress_total=hp.pool_size if progress else None,
+        )
+        generator = torch.Generator().manual_seed(draw_seed(torch.default_generator))
+        candidates, selection = self._search(trainer, generator)
+        self.search_history = trainer.finish(candidates, selection)
+        chosen = [candidates[i] for i in selection.indices.tolist()]
+        network, weights = assemble_ensemble(
+            chosen, selection.weights, train_X.shape[-1], train_Y.shape[-1], settings
+        )
+        self.network = network.to(train_X)
+        self.set_member_weights(weights.to(train_X))
+        self._estimate_noise_variance(train_X, train_Y)
+        return None
+
+    @abstractmethod
+    def _search(
+        self, trainer: CandidateTrainer, generator: torch.Generator
+    ) -> tuple[list[TrainedCandidate], SelectionResult]:
+        r"""Run the search; returns the usable candidates and the final selection."""
+
+    def search_summary(self) -> list[dict[str, Any]]:
+        r"""One plain dict per candidate of the search (e.g. for ``pandas.DataFrame``)."""
+        return self.search_history.records()
+
+
+class NESRandomSearch(SearchedEnsemble):
+    r"""NES-RS: ``pool_size`` random architectures, ForwardSelect ``ensemble_size``.
+
+    Args:
+        train_X: An ``n x d`` tensor of training inputs.
+        train_Y: An ``n x m`` tensor of training targets.
+        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
+        outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
+        **hyperparameters: Fields of :class:`NESHyperparameters`.
+
+    Example:
+        >>> train_X = torch.rand(40, 2, dtype=torch.float64)
+        >>> train_Y = train_X.sin().sum(-1, keepdim=True)
+        >>> model = NESRandomSearch(train_X, train_Y, pool_size=6, epochs=50).fit(seed=0)
+        >>> model.search_history.diagnostics.ensemble_nll  # validation NLL of the ensemble
+    """
+
+    hyperparameter_class = NESHyperparameters
+    method = "nes-rs"
+
+    def _search(
+        self, trainer: CandidateTrainer, generator: torch.Generator
+    ) -> tuple[list[TrainedCandidate], SelectionResult]:
+        hp = self.hyperparameters
+        return nes_random_search(
+            trainer,
+            hp.architecture_space,
+            hp.training_hyperparameters(),
+            pool_size=hp.pool_size,
+            ensemble_size=hp.ensemble_size,
+            generator=generator,
+        )
+
+
+class NESRegularizedEvolution(SearchedEnsemble):
+    r"""NES-RE: regularised evolution of architectures (parents drawn uniformly from
+    ForwardSelect(population, ``num_parents``), aging removal of the oldest), then
+    ForwardSelect ``ensemble_size`` over every network trained.
+
+    Args:
+        train_X: An ``n x d`` tensor of training inputs.
+        train_Y: An ``n x m`` tensor of training targets.
+        input_transform: An optional input transform.
+        outcome_transform: An optional outcome transform.
+        **hyperparameters: Fields of :class:`NESHyperparameters`.
+    """
+
+    hyperparameter_class = NESHyperparameters
+    method = "nes-re"
+
+    def _search(
+        self, trainer: CandidateTrainer, generator: torch.Generator
+    ) -> tuple[list[TrainedCandidate], SelectionResult]:
+        hp = self.hyperparameters
+        return nes_regularized_evolution(
+            trainer,
+            hp.architecture_space,
+            hp.training_hyperparameters(),
+            pool_size=hp.pool_size,
+            ensemble_size=hp.ensemble_size,
+            population_size=min(hp.population_size, hp.pool_size),
+            num_parents=hp.num_parents,
+            children_per_generation=hp.children_per_generation,
+            generator=generator,
+        )
+
+
+class AutoDEUQ(SearchedEnsemble):
+    r"""AutoDEUQ: aging evolution over architectures with a GP-based sampler over
+    training hyperparameters, Caruana selection with replacement from the catalog.
+
+    Args:
+        train_X: An ``n x d`` tensor of training inputs.
+        train_Y: An ``n x m`` tensor of training targets.
+        input_transform: An optional input transform.
+        outcome_transform: An optional outcome transform.
+        **hyperparameters: Fields of :class:`AutoDEUQHyperparameters`.
+    """
+
+    hyperparameter_class = AutoDEUQHyperparameters
+    method = "autodeuq"
+
+    def _search(
+        self, trainer: CandidateTrainer, generator: torch.Generator
+    ) -> tuple[list[TrainedCandidate], SelectionResult]:
+        hp = self.hyperparameters
+        return autodeuq_search(
+            trainer,
+            hp.architecture_space,
+            hp.hyperparameter_space,
+            num_candidates=hp.pool_size,
+            ensemble_size=hp.ensemble_size,
+            population_size=hp.population_size,
+            tournament_size=hp.tournament_size,
+            batch_size=hp.batch_size,
+            generator=generator,
+            num_initial_random=hp.num_initial_random,
+            kappa=hp.kappa,
+            num_acquisition_candidates=hp.num_acquisition_candidates,
+            max_selection_iterations=hp.max_selection_iterations,
+        )
