@@ -1,0 +1,108 @@
+"""Wall-clock of ensemble searches in-process versus on a local Ray instance.
+
+Runs each search (NES-RS, NES-RE, AutoDEUQ) on one UCI split twice, side by side in one
+run: with the default in-process pool training, and with ``RayExecutor`` on a local Ray
+instance with ``--workers`` CPUs (Ray's start-up is timed separately). Checks that both
+runs select the same ensemble (same candidate ids and weights) and writes a markdown
+table.
+
+Examples:
+    python benchmarks/search_scaling.py --data-dir ../shared/data/uci --dataset boston
+    python benchmarks/search_scaling.py --smoke --data-dir ../shared/data/uci
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from botorch.models.transforms.input import InputStandardize
+from botorch.models.transforms.outcome import Standardize
+
+from botorch_nn_uq.data import load_uci_split
+from botorch_nn_uq.ensembles import ArchitectureSpace, RayExecutor
+from botorch_nn_uq.models import AutoDEUQ, NESRandomSearch, NESRegularizedEvolution
+
+SEARCHES = {
+    "nes-rs": NESRandomSearch,
+    "nes-re": NESRegularizedEvolution,
+    "autodeuq": AutoDEUQ,
+}
+
+
+def run_search(name: str, data, budget: dict, executor) -> tuple[float, object]:
+    r"""Fit one searched ensemble; returns (seconds, model)."""
+    model = SEARCHES[name](
+        data.train_X,
+        data.train_Y,
+        input_transform=InputStandardize(d=data.train_X.shape[-1]),
+        outcome_transform=Standardize(1),
+        executor=executor,
+        **budget,
+    )
+    start = time.perf_counter()
+    model.fit(seed=0)
+    return time.perf_counter() - start, model
+
+
+def main(argv: Sequence[str] | None = None) -> str:
+    r"""Run the comparison; returns the markdown table (also written to ``--out``)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data/uci"))
+    parser.add_argument("--dataset", default="boston")
+    parser.add_argument("--split", type=int, default=0)
+    parser.add_argument("--searches", nargs="+", default=list(SEARCHES), choices=list(SEARCHES))
+    parser.add_argument("--pool-size", type=int, default=24)
+    parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/search_scaling.md"))
+    parser.add_argument("--smoke", action="store_true", help="tiny budget (for the test suite)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.searches, args.pool_size, args.epochs = ["nes-rs"], 4, 3
+    torch.set_num_threads(1)
+    data = load_uci_split(args.data_dir, args.dataset, args.split)
+    budget = {
+        "pool_size": args.pool_size,
+        "epochs": args.epochs,
+        "population_size": max(2, args.pool_size // 3),
+        "architecture_space": ArchitectureSpace(num_nodes=5),
+    }
+    start = time.perf_counter()
+    ray_executor = RayExecutor(
+        num_cpus=args.workers, init_kwargs={"include_dashboard": False, "log_to_driver": False}
+    )
+    ray_start = time.perf_counter() - start
+    lines = [
+        f"{args.dataset} split {args.split}, pool size {args.pool_size}, {args.epochs} epochs; "
+        f"Ray start-up {ray_start:.1f} s ({args.workers} workers).",
+        "",
+        "| search | in-process (s) | Ray (s) | speed-up | same ensemble |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in args.searches:
+        local_seconds, local = run_search(name, data, budget, None)
+        ray_seconds, remote = run_search(name, data, budget, ray_executor)
+        same = (
+            local.search_history.selected_ids == remote.search_history.selected_ids
+            and local.search_history.selected_weights == remote.search_history.selected_weights
+        )
+        lines.append(
+            f"| {name} | {local_seconds:.1f} | {ray_seconds:.1f} | "
+            f"{local_seconds / ray_seconds:.2f} | {'yes' if same else 'NO'} |"
+        )
+        print(lines[-1], flush=True)
+    import ray
+
+    ray.shutdown()
+    table = "\n".join(lines) + "\n"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(table)
+    return table
+
+
+if __name__ == "__main__":
+    main()
