@@ -37,6 +37,7 @@ from botorch_nn_uq.acquisition import (
 )
 from botorch_nn_uq.fit import fit_model
 from botorch_nn_uq.models import (
+    NEON,
     NOMU,
     AutoDEUQ,
     DeepEnsemble,
@@ -211,6 +212,7 @@ for _name, _class, _description in (
     ("nes-rs", NESRandomSearch, "Neural Ensemble Search, random search over 20 architectures"),
     ("nes-re", NESRegularizedEvolution, "Neural Ensemble Search, regularised evolution"),
     ("autodeuq", AutoDEUQ, "AutoDEUQ: joint architecture and hyperparameter search"),
+    ("neon", NEON, "NEON epistemic neural network (MLP backbone + EpiNet, 128 fixed indices)"),
 ):
     register_surrogate(SurrogateSpec(_name, _description, _fitter(_class)))
 register_surrogate(

@@ -11,6 +11,7 @@ from botorch_nn_uq.models.hyper_deep_ensemble import (
     HyperDeepEnsembleHyperparameters,
 )
 from botorch_nn_uq.models.mc_dropout import MCDropout, MCDropoutHyperparameters
+from botorch_nn_uq.models.neon import NEON, NEONHyperparameters
 from botorch_nn_uq.models.nomu import NOMU, NOMUHyperparameters
 from botorch_nn_uq.models.searched_ensembles import (
     AutoDEUQ,
@@ -30,6 +31,8 @@ __all__ = [
     "HyperDeepEnsembleHyperparameters",
     "MCDropout",
     "MCDropoutHyperparameters",
+    "NEON",
+    "NEONHyperparameters",
     "NESHyperparameters",
     "NESRandomSearch",
     "NESRegularizedEvolution",

@@ -4,6 +4,7 @@ import pytest
 
 from botorch_nn_uq.ensembles import ArchitectureSpace, HyperparameterSpace
 from botorch_nn_uq.models import (
+    NEON,
     NOMU,
     AutoDEUQ,
     DeepEnsemble,
@@ -89,6 +90,19 @@ MODEL_ENTRIES = [
                 lr_reduction_patience=(100, 150),
                 early_stopping_patience=(100, 150),
             ),
+        },
+    ),
+    ConformanceEntry(
+        name="neon",
+        model_class=NEON,
+        hyperparameters={
+            "encoder_widths": (32, 32),
+            "latent_dim": 32,
+            "epinet_widths": (16,),
+            "epochs": 300,
+            "learning_rate": 1e-2,
+            "lr_decay_rate": None,
+            "num_epistemic_samples": 32,
         },
     ),
     ConformanceEntry(
