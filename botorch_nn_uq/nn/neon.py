@@ -23,7 +23,7 @@ from botorch_nn_uq.nn.mlp import make_activation
 
 
 class FactorizedLinear(nn.Module):
-    r"""A dense layer with random weight factorisation ``W = diag(exp(s)) V``.
+    r"""A dense layer with random weight factorisation ``W = V diag(exp(s))`` (``in x out``).
 
     The weight is re-parameterised per output unit as ``W[:, j] = exp(s_j) V[:, j]``
     with ``s ~ N(1, 0.1)`` and ``V = W_0 / exp(s)`` for a Glorot-normal ``W_0``
@@ -145,6 +145,11 @@ class OperatorBackbone(nn.Module):
                 f"({decoder_depth}) to split it into chunks."
             )
         chunk = latent_dim // decoder_depth
+        if fourier_scale is not None and chunk % 2:
+            raise ValueError(
+                f"Fourier features need an even chunk size latent_dim / decoder_depth; got "
+                f"{latent_dim} / {decoder_depth} = {chunk}."
+            )
         self.chunk = chunk
         self.encoding = (
             None if fourier_scale is None else FourierFeatures(query_dim, chunk, fourier_scale)
