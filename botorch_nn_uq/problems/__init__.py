@@ -1,6 +1,16 @@
-"""Benchmark problems: BO test functions and their regret metrics."""
+"""Benchmark problems: BO test functions, their regret metrics and composite problems."""
 
+from botorch_nn_uq.problems.composite import Brusselator, CompositeProblem, Pollutants
 from botorch_nn_uq.problems.suite import BO_PROBLEM_NAMES, BOProblem, get_bo_problem
 from botorch_nn_uq.problems.synthetic import GFunction, Perm
 
-__all__ = ["BO_PROBLEM_NAMES", "BOProblem", "GFunction", "Perm", "get_bo_problem"]
+__all__ = [
+    "BO_PROBLEM_NAMES",
+    "BOProblem",
+    "Brusselator",
+    "CompositeProblem",
+    "GFunction",
+    "Perm",
+    "Pollutants",
+    "get_bo_problem",
+]
