@@ -12,7 +12,7 @@ trained model.
   unit-cube encoding of the hyperparameters models the validation NLL, and each new
   configuration minimises the lower confidence bound ``mean - kappa * std`` over
   ``num_acquisition_candidates`` random configurations. A generation of
-  ``batch_size`` configurations is proposed with the constant liar: after each pick, the
+  ``generation_size`` configurations is proposed with the constant liar: after each pick, the
   GP is conditioned on the best NLL observed so far at the picked point.
 - Every model is checkpointed at its minimum validation loss; the ensemble is
   ``caruana_select`` (with replacement, ``ensemble_size`` distinct members at most) over
@@ -112,7 +112,7 @@ def autodeuq_search(
     ensemble_size: int,
     population_size: int,
     tournament_size: int,
-    batch_size: int,
+    generation_size: int,
     generator: torch.Generator,
     num_initial_random: int = 10,
     kappa: float = 1.96,
@@ -129,7 +129,7 @@ def autodeuq_search(
         ensemble_size: ``K``, the most distinct members (the paper: 5).
         population_size: The aging population's size (DeepHyper's default: 100).
         tournament_size: Population members per tournament (DeepHyper's default: 10).
-        batch_size: Models proposed per generation (trained together or in parallel).
+        generation_size: Models proposed per generation (trained together or in parallel).
         generator: The source of every random decision.
         num_initial_random: Random hyperparameter configurations before the model-based
             sampler starts.
@@ -141,12 +141,12 @@ def autodeuq_search(
         The usable candidates of the catalog and the Caruana selection (indices into
         them).
     """
-    if population_size < 1 or tournament_size < 1 or batch_size < 1:
-        raise ValueError("population_size, tournament_size and batch_size must be positive.")
+    if population_size < 1 or tournament_size < 1 or generation_size < 1:
+        raise ValueError("population_size, tournament_size and generation_size must be positive.")
     catalog: list[TrainedCandidate] = []
     population: deque[TrainedCandidate] = deque(maxlen=population_size)
     while len(catalog) < num_candidates:
-        size = min(batch_size, num_candidates - len(catalog))
+        size = min(generation_size, num_candidates - len(catalog))
         architectures = []
         for _ in range(size):
             if len(population) < population_size or all(c.failed for c in population):

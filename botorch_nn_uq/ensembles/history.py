@@ -171,6 +171,8 @@ class CandidateTrainer:
             and settings) whose candidates are reused.
         progress_total: Show a progress bar over this many candidates; ``None`` shows
             none.
+        checkpoint_path: Save the history here after every batch of candidates, so an
+            interrupted search can be resumed with ``SearchHistory.load(path)``.
     """
 
     def __init__(
@@ -181,6 +183,7 @@ class CandidateTrainer:
         executor: PoolExecutor | None = None,
         resume_from: SearchHistory | None = None,
         progress_total: int | None = None,
+        checkpoint_path: str | Path | None = None,
     ) -> None:
         if resume_from is not None and resume_from.method != method:
             raise ValueError(
@@ -193,6 +196,7 @@ class CandidateTrainer:
                 "with the same data, settings and seed."
             )
         self.data, self.settings, self.executor = data, settings, executor
+        self.checkpoint_path = checkpoint_path
         self.history = SearchHistory(method, fingerprint=fingerprint)
         self._progress = None
         if progress_total is not None:
@@ -228,6 +232,8 @@ class CandidateTrainer:
             trained.get(spec.candidate_id) or self._cache[spec.candidate_id] for spec in specs
         ]
         self.history.candidates.extend(outcomes)
+        if self.checkpoint_path is not None:
+            self.history.save(self.checkpoint_path)
         if self._progress is not None:
             self._progress.update(len(outcomes))
         return outcomes
@@ -243,6 +249,8 @@ class CandidateTrainer:
         self.history.selected_weights = selection.weights.tolist()
         log_likelihoods = torch.stack([c.validation_log_likelihoods for c in chosen])
         self.history.diagnostics = ensemble_diagnostics(log_likelihoods, selection.weights)
+        if self.checkpoint_path is not None:
+            self.history.save(self.checkpoint_path)
         return self.history
 
 

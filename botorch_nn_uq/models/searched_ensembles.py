@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -70,6 +71,9 @@ class SearchedEnsembleHyperparameters:
         executor: Where candidate groups train (``None``: in-process).
         resume_from: A saved history of the same search (seed, data, settings) to
             continue.
+        checkpoint_path: Save the search history to this file after every batch of
+            candidates (resume an interrupted fit with
+            ``resume_from=SearchHistory.load(checkpoint_path)``).
     """
 
     ensemble_size: int = 5
@@ -84,6 +88,7 @@ class SearchedEnsembleHyperparameters:
     architecture_space: ArchitectureSpace = field(default_factory=_default_architecture_space)
     executor: PoolExecutor | None = None
     resume_from: SearchHistory | None = None
+    checkpoint_path: str | Path | None = None
 
     def __post_init__(self) -> None:
         for name in ("ensemble_size", "pool_size", "epochs"):
@@ -178,7 +183,8 @@ class AutoDEUQHyperparameters(SearchedEnsembleHyperparameters):
             CPU; the paper's range starts at 1).
         population_size: The aging population (DeepHyper: 100).
         tournament_size: Members per tournament (DeepHyper: 10).
-        batch_size: Candidates proposed per generation.
+        generation_size: Candidates proposed per generation (trained together, or in
+            parallel on an executor).
         num_initial_random: Random configurations before the GP sampler starts.
         kappa: The sampler's lower-confidence-bound weight.
         num_acquisition_candidates: Configurations scored per proposal.
@@ -190,7 +196,7 @@ class AutoDEUQHyperparameters(SearchedEnsembleHyperparameters):
     )
     population_size: int = 10
     tournament_size: int = 3
-    batch_size: int = 4
+    generation_size: int = 4
     num_initial_random: int = 8
     kappa: float = 1.96
     num_acquisition_candidates: int = 256
@@ -203,7 +209,7 @@ class AutoDEUQHyperparameters(SearchedEnsembleHyperparameters):
         for name in (
             "population_size",
             "tournament_size",
-            "batch_size",
+            "generation_size",
             "num_initial_random",
             "num_acquisition_candidates",
         ):
@@ -245,6 +251,7 @@ class SearchedEnsemble(DeepEnsemble):
             executor=hp.executor,
             resume_from=hp.resume_from,
             progress_total=hp.pool_size if progress else None,
+            checkpoint_path=hp.checkpoint_path,
         )
         generator = torch.Generator().manual_seed(draw_seed(torch.default_generator))
         candidates, selection = self._search(trainer, generator)
@@ -363,7 +370,7 @@ class AutoDEUQ(SearchedEnsemble):
             ensemble_size=hp.ensemble_size,
             population_size=hp.population_size,
             tournament_size=hp.tournament_size,
-            batch_size=hp.batch_size,
+            generation_size=hp.generation_size,
             generator=generator,
             num_initial_random=hp.num_initial_random,
             kappa=hp.kappa,

@@ -11,6 +11,11 @@ from torch import Tensor, nn
 
 from botorch_nn_uq.nn.mlp import make_activation
 
+#: Members are created in float64 whatever torch's default dtype, so that a member's
+#: initial weights depend on its seed alone (e.g. in a Ray worker with another default);
+#: move the network to the data's dtype with ``.to(...)``.
+FLOAT64 = {"dtype": torch.float64}
+
 #: Random streams of a member (see :meth:`BatchedMLP.member_generators`).
 INITIALISATION_STREAM, DATA_ORDER_STREAM, RESAMPLING_STREAM, VALIDATION_STREAM = 0, 1, 2, 3
 
@@ -63,9 +68,12 @@ class BatchedMLP(nn.Module):
             (``-1``: the input) whose outputs are projected and added to it; ``None``:
             no skip connections.
 
+    Parameters are created in float64 whatever torch's default dtype (so initial weights
+    depend on the seeds alone); move the network to the data's dtype with ``.to(...)``.
+
     Example:
         >>> net = BatchedMLP(3, 1, hidden_widths=(16, 16), member_seeds=[0, 1, 2, 3, 4])
-        >>> net(torch.rand(7, 2, 3)).mean.shape  # batch x K x q x m
+        >>> net(torch.rand(7, 2, 3, dtype=torch.float64)).mean.shape  # batch x K x q x m
         torch.Size([7, 5, 2, 1])
     """
 
@@ -130,11 +138,11 @@ class BatchedMLP(nn.Module):
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
         for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
-            self.weights.append(nn.Parameter(torch.empty(num_members, fan_in, fan_out)))
-            self.biases.append(nn.Parameter(torch.empty(num_members, 1, fan_out)))
+            self.weights.append(nn.Parameter(torch.empty(num_members, fan_in, fan_out, **FLOAT64)))
+            self.biases.append(nn.Parameter(torch.empty(num_members, 1, fan_out, **FLOAT64)))
         # widths[source + 1] is the width of layer `source`'s output (-1: the input).
         self.projections = nn.ParameterList(
-            nn.Parameter(torch.empty(num_members, widths[source + 1], widths[layer + 1]))
+            nn.Parameter(torch.empty(num_members, widths[source + 1], widths[layer + 1], **FLOAT64))
             for layer, sources in enumerate(skip_connections)
             for source in sources
         )
@@ -162,7 +170,11 @@ class BatchedMLP(nn.Module):
                 for fan_in_source, tensors in layers:
                     bound = 1.0 / math.sqrt(fan_in_source.shape[1])
                     for tensor in tensors:
-                        values = torch.rand(tensor.shape[1:], generator=generator)
+                        # float64 draws make the values independent of torch's default
+                        # dtype (a Ray worker's may differ from the caller's).
+                        values = torch.rand(
+                            tensor.shape[1:], generator=generator, dtype=torch.float64
+                        )
                         tensor[member] = ((2 * values - 1) * bound).to(tensor)
 
     def member_generators(self, stream: int) -> list[torch.Generator]:

@@ -89,7 +89,7 @@ def _search(trainer: FakeTrainer, seed: int = 0, **kwargs):
         "ensemble_size": 3,
         "population_size": 5,
         "tournament_size": 2,
-        "batch_size": 2,
+        "generation_size": 2,
         # Random hyperparameters throughout: these tests are about the architectures.
         "num_initial_random": 1000,
     }
@@ -136,16 +136,16 @@ def _check_evolution(trainer: FakeTrainer, population_size: int) -> list[int]:
 
 
 @pytest.mark.parametrize(
-    ("population_size", "batch_size", "first_mutated"),
+    ("population_size", "generation_size", "first_mutated"),
     [(5, 2, 6), (4, 2, 4), (3, 1, 3), (6, 4, 8)],
 )
 def test_random_until_the_population_is_full_then_mutations_of_population_members(
-    population_size: int, batch_size: int, first_mutated: int
+    population_size: int, generation_size: int, first_mutated: int
 ) -> None:
     trainer = FakeTrainer()
-    usable, _ = _search(trainer, population_size=population_size, batch_size=batch_size)
+    usable, _ = _search(trainer, population_size=population_size, generation_size=generation_size)
     assert len(trainer.candidates) == 16 == len(usable)
-    assert all(len(call) <= batch_size for call in trainer.calls)
+    assert all(len(call) <= generation_size for call in trainer.calls)
     mutated = _check_evolution(trainer, population_size)
     # A generation that starts with a full population mutates; earlier ones sample.
     assert mutated == list(range(first_mutated, 16))
@@ -159,7 +159,7 @@ def test_a_full_tournament_mutates_the_best_member_of_the_aging_population() -> 
         return row + 10 if spec.candidate_id == 3 else row
 
     trainer = FakeTrainer(score)
-    _search(trainer, population_size=4, tournament_size=4, batch_size=2, num_candidates=14)
+    _search(trainer, population_size=4, tournament_size=4, generation_size=2, num_candidates=14)
     _check_evolution(trainer, population_size=4)
     parents_seen = []
     for created, call in _generations(trainer):
@@ -193,7 +193,7 @@ def test_an_entirely_failed_population_samples_at_random() -> None:
         return None if spec.candidate_id < 4 else _architecture_row(spec)
 
     trainer = FakeTrainer(score)
-    _search(trainer, population_size=4, batch_size=2, num_candidates=10)
+    _search(trainer, population_size=4, generation_size=2, num_candidates=10)
     mutated = _check_evolution(trainer, population_size=4)
     assert mutated == [6, 7, 8, 9]
 
@@ -214,7 +214,7 @@ def test_the_search_is_determined_by_the_generator_seed() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"population_size": 0}, {"tournament_size": 0}, {"batch_size": 0}],
+    [{"population_size": 0}, {"tournament_size": 0}, {"generation_size": 0}],
 )
 def test_invalid_settings_raise(kwargs: dict) -> None:
     with pytest.raises(ValueError, match="must be positive"):
@@ -334,7 +334,7 @@ def test_model_based_proposals_concentrate_near_the_optimum() -> None:
 
 
 def test_the_search_switches_to_the_model_after_num_initial_random_candidates() -> None:
-    options = {"num_candidates": 6, "batch_size": 3, "num_acquisition_candidates": 32}
+    options = {"num_candidates": 6, "generation_size": 3, "num_acquisition_candidates": 32}
     with_model, random_only = FakeTrainer(), FakeTrainer()
     _search(with_model, num_initial_random=3, **options)
     _search(random_only, num_initial_random=1000, **options)

@@ -38,7 +38,7 @@ MODELS = {
             "architecture_space": SPACE,
             "pool_size": 6,
             "population_size": 3,
-            "batch_size": 3,
+            "generation_size": 3,
             "num_initial_random": 3,  # the second generation comes from the GP
             "num_acquisition_candidates": 32,
             "hyperparameter_space": HyperparameterSpace(
@@ -282,7 +282,7 @@ def test_warm_start_is_not_supported(fitted, name: str) -> None:
         (NESRegularizedEvolution, {"children_per_generation": 0}, ValueError, "children"),
         (AutoDEUQ, {"tournament_size": 0}, ValueError, "tournament_size"),
         (AutoDEUQ, {"population_size": 0}, ValueError, "population_size"),
-        (AutoDEUQ, {"batch_size": 0}, ValueError, "batch_size"),
+        (AutoDEUQ, {"generation_size": 0}, ValueError, "generation_size"),
         (AutoDEUQ, {"num_initial_random": 0}, ValueError, "num_initial_random"),
         (AutoDEUQ, {"kappa": -0.1}, ValueError, "kappa"),
         (AutoDEUQ, {"kappa": math.nan}, ValueError, "kappa"),
@@ -339,3 +339,31 @@ def test_the_ray_executor_gives_the_same_ensemble(fitted, ray_executor) -> None:
     on_ray = _fit("nes-rs", executor=ray_executor)
     assert len(on_ray.network.groups) >= 2  # several groups, several Ray tasks
     _assert_same_model(on_ray, in_process)
+
+
+def test_checkpoint_resumes_an_interrupted_search(tmp_path, monkeypatch) -> None:
+    from botorch_nn_uq.ensembles import history
+
+    path = tmp_path / "search.pt"
+    X, Y = _data()
+    options = {**NES, "pool_size": 6, "population_size": 3, "children_per_generation": 1}
+    complete = NESRegularizedEvolution(X, Y, **options).fit(seed=0)
+    train_pool = history.train_pool
+    calls = []
+
+    def interrupted(specs, *args, **kwargs):
+        calls.append(len(specs))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return train_pool(specs, *args, **kwargs)
+
+    monkeypatch.setattr(history, "train_pool", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        NESRegularizedEvolution(X, Y, checkpoint_path=path, **options).fit(seed=0)
+    saved = SearchHistory.load(path)
+    assert len(saved.candidates) == 4  # the population of 3 and one child
+    monkeypatch.setattr(history, "train_pool", train_pool)
+    resumed = NESRegularizedEvolution(X, Y, resume_from=saved, **options).fit(seed=0)
+    assert resumed.search_history.selected_ids == complete.search_history.selected_ids
+    test_X = torch.rand(5, X.shape[-1], dtype=X.dtype)
+    torch.testing.assert_close(resumed.posterior(test_X).mean, complete.posterior(test_X).mean)

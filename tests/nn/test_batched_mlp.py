@@ -320,3 +320,17 @@ def test_empty_hidden_widths_give_a_linear_model():
     X = torch.rand(5, 3, dtype=torch.float64)
     expected = X @ net.weights[0][1] + net.biases[0][1]
     torch.testing.assert_close(net(X).mean[1], expected)
+
+
+def test_initial_weights_do_not_depend_on_the_default_dtype():
+    previous = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float32)
+        single = BatchedMLP(3, 2, (8, 4), [5, 6], skip_connections=((), (-1,)))
+        torch.set_default_dtype(torch.float64)
+        double = BatchedMLP(3, 2, (8, 4), [5, 6], skip_connections=((), (-1,)))
+    finally:
+        torch.set_default_dtype(previous)
+    for a, b in zip(single.parameters(), double.parameters(), strict=True):
+        assert a.dtype == b.dtype == torch.float64
+        assert torch.equal(a, b)
