@@ -45,8 +45,8 @@ from torch import Tensor
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
 from botorch_nn_uq.bo.loop import write_rows_csv
 from botorch_nn_uq.fit import fit_model
-from botorch_nn_uq.models import NEON, NEONHyperparameters
-from botorch_nn_uq.nn.neon import count_parameters
+from botorch_nn_uq.models import NEON
+from botorch_nn_uq.nn import count_parameters
 from botorch_nn_uq.posteriors import EnsembleIndexSampler
 from botorch_nn_uq.problems import Brusselator, CompositeProblem, Pollutants
 
@@ -90,7 +90,6 @@ class RunResult:
 
 def fit_neon(problem: CompositeProblem, U: Tensor, H: Tensor, steps: int, seed: int) -> NEON:
     r"""NEON with the problem's preset on ``(U, flatten(H))``, trained ``steps`` steps."""
-    preset = NEONHyperparameters.preset(problem.name, epochs=steps)
     model = NEON(
         U,
         problem.flatten(H),
@@ -98,7 +97,8 @@ def fit_neon(problem: CompositeProblem, U: Tensor, H: Tensor, steps: int, seed: 
         num_channels=problem.num_channels,
         input_transform=Normalize(problem.dim, bounds=problem.bounds),
         outcome_transform=Standardize(problem.num_outputs),
-        **vars(preset),
+        preset=problem.name,
+        epochs=steps,
     )
     return model.fit(seed=seed)
 

@@ -198,6 +198,8 @@ class NEON(NeuralSurrogateModel):
         num_channels: ``d_s``, channels per grid point.
         input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
         outcome_transform: An optional outcome transform, e.g. ``Standardize(m * d_s)``.
+        preset: Start from :meth:`NEONHyperparameters.preset` ``(preset)``
+            (``"pollutants"`` or ``"brusselator"``); ``hyperparameters`` override it.
         **hyperparameters: Fields of :class:`NEONHyperparameters`.
 
     Example:
@@ -220,8 +222,11 @@ class NEON(NeuralSurrogateModel):
         num_channels: int = 1,
         input_transform: InputTransform | None = None,
         outcome_transform: OutcomeTransform | None = None,
+        preset: str | None = None,
         **hyperparameters: Any,
     ) -> None:
+        if preset is not None:
+            hyperparameters = {**vars(NEONHyperparameters.preset(preset)), **hyperparameters}
         if output_grid is not None:
             if output_grid.ndim != 2 or not output_grid.isfinite().all():
                 raise ValueError(

@@ -419,3 +419,15 @@ def test_presets():
         NEONHyperparameters.preset("interferometer")
     with pytest.raises(ValueError, match="fourier_scale must be positive"):
         NEONHyperparameters.preset("brusselator", fourier_scale=0.0)
+
+
+def test_preset_argument_starts_from_the_authors_setting():
+    train_X = torch.rand(6, 4, dtype=DTYPE)
+    grid = torch.rand(12, 2, dtype=DTYPE)
+    model = NEON(
+        train_X, torch.rand(6, 12, dtype=DTYPE), output_grid=grid, preset="pollutants", epochs=7
+    )
+    expected = NEONHyperparameters.preset("pollutants", epochs=7)
+    assert model.hyperparameters == expected
+    with pytest.raises(ValueError, match="Unknown NEON preset"):
+        NEON(train_X, torch.rand(6, 12, dtype=DTYPE), output_grid=grid, preset="nope")
