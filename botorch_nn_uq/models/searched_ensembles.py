@@ -347,6 +347,12 @@ class AutoDEUQ(SearchedEnsemble):
     r"""AutoDEUQ: aging evolution over architectures with a GP-based sampler over
     training hyperparameters, Caruana selection with replacement from the catalog.
 
+    Caruana selection stops as soon as no addition strictly lowers the validation NLL,
+    so on few validation points it can keep a single member, whose posterior then has
+    no epistemic spread; check ``network.num_members`` (or ``search_history``) and use
+    more data for validation, a larger pool, or :class:`NESRandomSearch` (ForwardSelect
+    always keeps ``ensemble_size`` members) when that matters, e.g. in BO.
+
     Args:
         train_X: An ``n x d`` tensor of training inputs.
         train_Y: An ``n x m`` tensor of training targets.
