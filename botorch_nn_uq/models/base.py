@@ -189,6 +189,20 @@ class NeuralSurrogateModel(Model, ABC):
         self.eval()
         return self
 
+    def _set_noise_variance(self, train_X: Tensor, train_Y: Tensor, fixed: float | None) -> None:
+        r"""Register the homoscedastic ``noise_variance`` buffer (an ``m``-vector in the
+        transformed outcome space) that ``observation_noise=True`` adds: ``fixed`` if
+        given, else the mean squared residual of the latent posterior mean at the
+        training inputs, floored at ``1e-6``."""
+        if fixed is not None:
+            noise_variance = torch.full_like(train_Y[0], fixed)
+        else:
+            with torch.no_grad():
+                posterior = self._predict(train_X.unsqueeze(-2), observation_noise=False)
+            residuals = posterior.mean.squeeze(-2) - train_Y
+            noise_variance = residuals.pow(2).mean(dim=0).clamp_min(1e-6)
+        self.register_buffer("noise_variance", noise_variance)
+
     @abstractmethod
     def _build_network(self, input_dim: int, output_dim: int) -> nn.Module | None:
         r"""A freshly initialised network for ``input_dim`` (transformed) inputs and

@@ -303,7 +303,7 @@ class DeepEnsemble(NeuralSurrogateModel):
                 "the learning rate, check the data scaling, or enable gradient clipping."
             )
         self.set_member_weights(torch.ones(members.num_members).to(train_X))
-        self._estimate_noise_variance(train_X, train_Y)
+        self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return result
 
     def set_member_weights(self, weights: Tensor) -> None:
@@ -318,17 +318,6 @@ class DeepEnsemble(NeuralSurrogateModel):
         if not weights.sum() > 0:
             raise ValueError("member weights must have a positive sum.")
         self.register_buffer("member_weights", (weights / weights.sum()).detach())
-
-    def _estimate_noise_variance(self, train_X: Tensor, train_Y: Tensor) -> None:
-        hp = self.hyperparameters
-        if hp.noise_variance is not None:
-            noise_variance = torch.full_like(train_Y[0], hp.noise_variance)
-        else:
-            with torch.no_grad():
-                members = self.network(train_X).mean
-                ensemble_mean = (self.member_weights[:, None, None] * members).sum(-3)
-            noise_variance = (ensemble_mean - train_Y).pow(2).mean(dim=0).clamp_min(1e-6)
-        self.register_buffer("noise_variance", noise_variance)
 
     def _predict(
         self, X: Tensor, observation_noise: bool

@@ -151,7 +151,7 @@ class HyperDeepEnsemble(DeepEnsemble):
         self.search_history: list[CandidateRecord] = search.candidates
         self.ensemble_validation_nll = search.ensemble_validation_nll
         self.set_member_weights(search.weights)
-        self._estimate_noise_variance(train_X, train_Y)
+        self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return search.training_result
 
     def search_summary(self) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
 from botorch_nn_uq.models.base import NeuralSurrogateModel
@@ -140,13 +139,7 @@ class MCDropout(NeuralSurrogateModel):
         # Buffers (not a plain list) so that the bank follows the model in .to(...).
         for layer, mask in enumerate(network.sample_masks(hp.num_masks)):
             self.register_buffer(f"dropout_mask_{layer}", mask.detach())
-        if hp.noise_variance is not None:
-            noise_variance = torch.full_like(train_Y[0], hp.noise_variance)
-        else:
-            with torch.no_grad():
-                mc_mean = network(train_X, masks=self.masks).mean(dim=-3)
-            noise_variance = (mc_mean - train_Y).pow(2).mean(dim=0).clamp_min(1e-6)
-        self.register_buffer("noise_variance", noise_variance)
+        self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return result
 
     @property

@@ -334,13 +334,7 @@ class NEON(NeuralSurrogateModel):
         self.register_buffer(
             "epistemic_indices", torch.randn(hp.num_epistemic_samples, hp.index_dim).to(train_X)
         )
-        if hp.noise_variance is not None:
-            noise_variance = torch.full_like(train_Y[0], hp.noise_variance)
-        else:
-            with torch.no_grad():
-                mean = self._predict(train_X.unsqueeze(-2), observation_noise=False).mean
-            noise_variance = (mean.squeeze(-2) - train_Y).pow(2).mean(0).clamp_min(1e-6)
-        self.register_buffer("noise_variance", noise_variance)
+        self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return result
 
     def function_samples(self, X: Tensor) -> Tensor:

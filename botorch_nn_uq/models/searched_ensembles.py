@@ -262,7 +262,7 @@ class SearchedEnsemble(DeepEnsemble):
         )
         self.network = network.to(train_X)
         self.set_member_weights(weights.to(train_X))
-        self._estimate_noise_variance(train_X, train_Y)
+        self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return None
 
     @abstractmethod
