@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.models.validation import check_positive_integers, check_widths
 from botorch_nn_uq.nn.batched_mlp import (
     RESAMPLING_STREAM,
     VALIDATION_STREAM,
@@ -104,16 +105,8 @@ class DeepEnsembleHyperparameters:
     noise_variance: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_widths", tuple(self.hidden_widths))
-        if not isinstance(self.ensemble_size, int) or self.ensemble_size < 1:
-            raise ValueError(f"ensemble_size must be a positive integer; got {self.ensemble_size}.")
-        if not self.hidden_widths or any(
-            not isinstance(w, int) or w < 1 for w in self.hidden_widths
-        ):
-            raise ValueError(
-                f"hidden_widths must be a non-empty sequence of positive integers; got "
-                f"{self.hidden_widths}."
-            )
+        check_positive_integers(self, "ensemble_size")
+        check_widths(self, "hidden_widths")
         if self.activation not in ACTIVATIONS:
             raise ValueError(
                 f"Unknown activation {self.activation!r}; valid: {', '.join(sorted(ACTIVATIONS))}."

@@ -17,6 +17,7 @@ from botorch_nn_uq.ensembles.hyper_deep import (
 )
 from botorch_nn_uq.ensembles.validation import VALIDATION_SCHEMES
 from botorch_nn_uq.models.ensemble import DeepEnsemble, DeepEnsembleHyperparameters
+from botorch_nn_uq.models.validation import check_positive_integers
 from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
 from botorch_nn_uq.training.loop import TrainingResult
 
@@ -63,10 +64,7 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
                 "HyperDeepEnsemble selects members on validation data; bootstrap and "
                 "subset_fraction are not supported."
             )
-        if not isinstance(self.num_candidates, int) or self.num_candidates < 1:
-            raise ValueError(
-                f"num_candidates must be a positive integer; got {self.num_candidates}."
-            )
+        check_positive_integers(self, "num_candidates")
         if self.validation not in VALIDATION_SCHEMES:
             raise ValueError(
                 f"Unknown validation {self.validation!r}; valid: {', '.join(VALIDATION_SCHEMES)}."

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.models.validation import check_widths
 from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
@@ -46,14 +47,7 @@ class MCDropoutHyperparameters:
     noise_variance: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_widths", tuple(self.hidden_widths))
-        if not self.hidden_widths or any(
-            not isinstance(w, int) or w < 1 for w in self.hidden_widths
-        ):
-            raise ValueError(
-                f"hidden_widths must be a non-empty sequence of positive integers; got "
-                f"{self.hidden_widths}."
-            )
+        check_widths(self, "hidden_widths")
         if self.activation not in ACTIVATIONS:
             raise ValueError(
                 f"Unknown activation {self.activation!r}; valid: {', '.join(sorted(ACTIVATIONS))}."

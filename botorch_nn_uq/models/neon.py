@@ -11,6 +11,7 @@ from botorch.models.transforms.outcome import OutcomeTransform
 from torch import Tensor
 
 from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.models.validation import check_positive_integers, check_widths
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.neon import EpiNet, EpistemicOperatorNetwork, OperatorBackbone
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
@@ -109,25 +110,17 @@ class NEONHyperparameters:
     noise_variance: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("encoder_widths", "epinet_widths", "prior_widths"):
-            widths = tuple(getattr(self, name))
-            object.__setattr__(self, name, widths)
-            if not widths or any(not isinstance(w, int) or w < 1 for w in widths):
-                raise ValueError(f"{name} must be positive integers; got {widths}.")
-        positive = (
+        check_widths(self, "encoder_widths", "epinet_widths", "prior_widths")
+        check_positive_integers(
+            self,
             "latent_dim",
+            "decoder_depth",
             "decoder_width",
             "index_dim",
             "num_epistemic_samples",
             "num_training_indices",
             "evaluation_chunk_size",
         )
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
-        if not isinstance(self.decoder_depth, int) or self.decoder_depth < 1:
-            raise ValueError(f"decoder_depth must be a positive integer; got {self.decoder_depth}.")
         for name in ("activation", "output_activation"):
             if getattr(self, name) not in ACTIVATIONS:
                 raise ValueError(

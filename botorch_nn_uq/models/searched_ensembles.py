@@ -43,6 +43,7 @@ from botorch_nn_uq.ensembles.search_space import (
 )
 from botorch_nn_uq.ensembles.selection import SelectionResult
 from botorch_nn_uq.models.ensemble import LIKELIHOODS, DeepEnsemble
+from botorch_nn_uq.models.validation import check_positive_integers
 
 
 def _default_architecture_space() -> ArchitectureSpace:
@@ -91,10 +92,7 @@ class SearchedEnsembleHyperparameters:
     checkpoint_path: str | Path | None = None
 
     def __post_init__(self) -> None:
-        for name in ("ensemble_size", "pool_size", "epochs"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        check_positive_integers(self, "ensemble_size", "pool_size", "epochs")
         if not 0 < self.validation_fraction < 1:
             raise ValueError(
                 f"validation_fraction must be in (0, 1); got {self.validation_fraction}."
@@ -156,10 +154,7 @@ class NESHyperparameters(SearchedEnsembleHyperparameters):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.training_hyperparameters()
-        for name in ("population_size", "num_parents", "children_per_generation"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        check_positive_integers(self, "population_size", "num_parents", "children_per_generation")
 
     def training_hyperparameters(self) -> TrainingHyperparameters:
         r"""The shared training configuration (validated there)."""
@@ -206,16 +201,14 @@ class AutoDEUQHyperparameters(SearchedEnsembleHyperparameters):
         super().__post_init__()
         if not isinstance(self.hyperparameter_space, HyperparameterSpace):
             raise TypeError("hyperparameter_space must be a HyperparameterSpace.")
-        for name in (
+        check_positive_integers(
+            self,
             "population_size",
             "tournament_size",
             "generation_size",
             "num_initial_random",
             "num_acquisition_candidates",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        )
         if not self.kappa >= 0:
             raise ValueError(f"kappa must be non-negative; got {self.kappa}.")
 

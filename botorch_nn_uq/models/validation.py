@@ -93,3 +93,28 @@ def validate_test_inputs(X: Tensor, train_X: Tensor) -> None:
         raise ValueError(f"X is on {X.device} but the model is on {train_X.device}.")
     if not X.isfinite().all():
         raise ValueError("X contains NaN or infinite values.")
+
+
+def _is_positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def check_positive_integers(owner: object, *names: str) -> None:
+    r"""Raise a ``ValueError`` naming the first attribute of ``owner`` among ``names``
+    that is not a positive integer (booleans are rejected)."""
+    for name in names:
+        value = getattr(owner, name)
+        if not _is_positive_int(value):
+            raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+
+
+def check_widths(owner: object, *names: str) -> None:
+    r"""Store the attributes ``names`` of the (frozen dataclass) ``owner`` as tuples and
+    raise a ``ValueError`` unless each is a non-empty sequence of positive integers."""
+    for name in names:
+        widths = tuple(getattr(owner, name))
+        object.__setattr__(owner, name, widths)
+        if not widths or not all(_is_positive_int(width) for width in widths):
+            raise ValueError(
+                f"{name} must be a non-empty sequence of positive integers; got {widths}."
+            )
