@@ -2,7 +2,6 @@
 GP-based hyperparameter sampler and the final Caruana selection."""
 
 import math
-import zlib
 from collections.abc import Callable
 
 import pytest
@@ -18,11 +17,11 @@ from botorch_nn_uq.ensembles.search_space import (
     TrainingHyperparameters,
 )
 from botorch_nn_uq.ensembles.selection import caruana_select
+from tests.ensembles.fakes import FakeTrainer, architecture_row
 
 #: A rich space: two random architectures are never one mutation apart in practice.
 SPACE = ArchitectureSpace(num_nodes=3)
 HP_SPACE = HyperparameterSpace(optimizers=("adam", "sgd"))
-NUM_POINTS = 6
 
 
 @pytest.fixture(autouse=True)
@@ -32,55 +31,6 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
-
-
-def _architecture_row(spec: CandidateSpec) -> torch.Tensor:
-    r"""Log-likelihoods that depend on the architecture alone (a stable hash seeds them)."""
-    generator = torch.Generator().manual_seed(zlib.crc32(str(spec.architecture).encode()))
-    return -1.0 - 3 * torch.rand(NUM_POINTS, generator=generator, dtype=torch.float64)
-
-
-class FakeTrainer:
-    r"""A stand-in for ``CandidateTrainer`` that trains nothing: ``score`` maps a spec to
-    its validation log-likelihood row (``None``: a failed candidate); every call is
-    recorded."""
-
-    def __init__(
-        self, score: Callable[[CandidateSpec], torch.Tensor | None] = _architecture_row
-    ) -> None:
-        self.score = score
-        self.calls: list[list[CandidateSpec]] = []
-        self.candidates: list[TrainedCandidate] = []
-
-    @property
-    def next_id(self) -> int:
-        return len(self.candidates)
-
-    def train(self, specs: list[CandidateSpec]) -> list[TrainedCandidate]:
-        specs = list(specs)
-        assert [s.candidate_id for s in specs] == list(
-            range(self.next_id, self.next_id + len(specs))
-        )
-        self.calls.append(specs)
-        outcomes = []
-        for spec in specs:
-            row = self.score(spec)
-            outcomes.append(
-                TrainedCandidate(
-                    spec=spec,
-                    validation_log_likelihoods=(
-                        torch.full((NUM_POINTS,), -math.inf, dtype=torch.float64)
-                        if row is None
-                        else row
-                    ),
-                    validation_nll=math.inf if row is None else float(-row.mean()),
-                    state=None if row is None else {"weight": torch.zeros(1)},
-                    seconds=0.0,
-                    error="diverged" if row is None else None,
-                )
-            )
-        self.candidates.extend(outcomes)
-        return outcomes
 
 
 def _search(trainer: FakeTrainer, seed: int = 0, **kwargs):
@@ -155,7 +105,7 @@ def test_a_full_tournament_mutates_the_best_member_of_the_aging_population() -> 
     # Candidate 3 is by far the best; with tournament_size >= population_size every
     # tournament holds the whole population, so the winner is its best member.
     def score(spec: CandidateSpec) -> torch.Tensor:
-        row = _architecture_row(spec)
+        row = architecture_row(spec)
         return row + 10 if spec.candidate_id == 3 else row
 
     trainer = FakeTrainer(score)
@@ -177,7 +127,7 @@ def test_a_full_tournament_mutates_the_best_member_of_the_aging_population() -> 
 @pytest.mark.parametrize("tournament_size", [1, 2, 4])
 def test_failed_candidates_never_become_parents(tournament_size: int) -> None:
     def score(spec: CandidateSpec) -> torch.Tensor | None:
-        return None if spec.candidate_id % 2 == 1 else _architecture_row(spec)
+        return None if spec.candidate_id % 2 == 1 else architecture_row(spec)
 
     trainer = FakeTrainer(score)
     usable, selection = _search(trainer, population_size=4, tournament_size=tournament_size)
@@ -190,7 +140,7 @@ def test_failed_candidates_never_become_parents(tournament_size: int) -> None:
 def test_an_entirely_failed_population_samples_at_random() -> None:
     # The first population (candidates 0-3) fails entirely: the next generation samples.
     def score(spec: CandidateSpec) -> torch.Tensor | None:
-        return None if spec.candidate_id < 4 else _architecture_row(spec)
+        return None if spec.candidate_id < 4 else architecture_row(spec)
 
     trainer = FakeTrainer(score)
     _search(trainer, population_size=4, generation_size=2, num_candidates=10)
@@ -236,7 +186,7 @@ def test_the_final_selection_is_caruana_with_replacement_over_the_catalog() -> N
     def score(spec: CandidateSpec) -> torch.Tensor | None:
         if spec.candidate_id == 2:
             return None
-        return rows.get(spec.candidate_id, _architecture_row(spec) - 5)
+        return rows.get(spec.candidate_id, architecture_row(spec) - 5)
 
     trainer = FakeTrainer(score)
     usable, selection = _search(trainer, ensemble_size=3, num_candidates=12)

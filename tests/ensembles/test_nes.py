@@ -2,9 +2,6 @@
 validation log-likelihoods are crafted, so the search mechanics are checked exactly and
 without training a network."""
 
-import zlib
-from collections.abc import Callable
-
 import pytest
 import torch
 
@@ -17,6 +14,7 @@ from botorch_nn_uq.ensembles.search_space import (
     TrainingHyperparameters,
 )
 from botorch_nn_uq.ensembles.selection import forward_select
+from tests.ensembles.fakes import FakeTrainer, architecture_row
 
 SPACE = ArchitectureSpace(num_nodes=3, units=(8, 16, 32), activations=("relu", "tanh"))
 HYPERPARAMETERS = TrainingHyperparameters(
@@ -26,64 +24,6 @@ HYPERPARAMETERS = TrainingHyperparameters(
     lr_reduction_patience=5,
     early_stopping_patience=10,
 )
-NUM_POINTS = 6
-
-
-def _architecture_row(spec: CandidateSpec) -> torch.Tensor:
-    r"""Log-likelihoods that depend on the architecture alone (a stable hash seeds them)."""
-    seed = zlib.crc32(str(spec.architecture).encode())
-    generator = torch.Generator().manual_seed(seed)
-    return -1.0 - torch.rand(NUM_POINTS, generator=generator, dtype=torch.float64) * 3
-
-
-class FakeTrainer:
-    r"""A stand-in for ``CandidateTrainer``: numbers nothing, trains nothing, records
-    every call and returns crafted candidates.
-
-    Args:
-        score: Maps a spec to its validation log-likelihood row, or ``None`` for a
-            failed candidate.
-    """
-
-    def __init__(
-        self, score: Callable[[CandidateSpec], torch.Tensor | None] = _architecture_row
-    ) -> None:
-        self.score = score
-        self.calls: list[list[CandidateSpec]] = []
-        self.candidates: list[TrainedCandidate] = []
-
-    @property
-    def next_id(self) -> int:
-        return len(self.candidates)
-
-    def train(self, specs: list[CandidateSpec]) -> list[TrainedCandidate]:
-        specs = list(specs)
-        assert [spec.candidate_id for spec in specs] == list(
-            range(self.next_id, self.next_id + len(specs))
-        )
-        self.calls.append(specs)
-        outcomes = [_candidate(spec, self.score(spec)) for spec in specs]
-        self.candidates.extend(outcomes)
-        return outcomes
-
-
-def _candidate(spec: CandidateSpec, row: torch.Tensor | None) -> TrainedCandidate:
-    if row is None:
-        return TrainedCandidate(
-            spec=spec,
-            validation_log_likelihoods=torch.full((NUM_POINTS,), -torch.inf, dtype=torch.float64),
-            validation_nll=torch.inf,
-            state=None,
-            seconds=0.0,
-            error="diverged",
-        )
-    return TrainedCandidate(
-        spec=spec,
-        validation_log_likelihoods=row,
-        validation_nll=float(-row.mean()),
-        state={"weight": torch.zeros(1)},
-        seconds=0.0,
-    )
 
 
 def _generator(seed: int = 0) -> torch.Generator:
@@ -139,7 +79,7 @@ def test_nes_rs_trains_pool_size_random_candidates_and_forward_selects() -> None
 
 def test_nes_rs_keeps_failed_candidates_out_of_the_selection() -> None:
     def score(spec: CandidateSpec) -> torch.Tensor | None:
-        return None if spec.candidate_id % 3 == 0 else _architecture_row(spec)
+        return None if spec.candidate_id % 3 == 0 else architecture_row(spec)
 
     trainer = FakeTrainer(score)
     usable, selection = nes_random_search(
@@ -227,7 +167,7 @@ def test_nes_re_children_mutate_forward_selected_members_of_the_aging_population
 def test_nes_re_ages_out_the_oldest_member_even_if_it_is_the_best() -> None:
     # Candidate 2, the youngest of the initial population, is by far the best network.
     def score(spec: CandidateSpec) -> torch.Tensor:
-        row = _architecture_row(spec)
+        row = architecture_row(spec)
         return row + 10 if spec.candidate_id == 2 else row
 
     trainer = FakeTrainer(score)
@@ -244,7 +184,7 @@ def test_nes_re_ages_out_the_oldest_member_even_if_it_is_the_best() -> None:
 
 def test_nes_re_skips_failed_population_members() -> None:
     def score(spec: CandidateSpec) -> torch.Tensor | None:
-        return None if spec.candidate_id in (1, 4, 7) else _architecture_row(spec)
+        return None if spec.candidate_id in (1, 4, 7) else architecture_row(spec)
 
     trainer = FakeTrainer(score)
     usable, selection = _run_re(trainer, pool_size=12, population_size=4, num_parents=2)
@@ -264,7 +204,7 @@ def test_nes_re_selects_over_the_whole_history() -> None:
     }
 
     def score(spec: CandidateSpec) -> torch.Tensor:
-        return good.get(spec.candidate_id, _architecture_row(spec) - 2)
+        return good.get(spec.candidate_id, architecture_row(spec) - 2)
 
     trainer = FakeTrainer(score)
     usable, selection = _run_re(

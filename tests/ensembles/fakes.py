@@ -1,0 +1,69 @@
+"""A fake candidate trainer for testing search loops without training networks."""
+
+import math
+import zlib
+from collections.abc import Callable
+
+import torch
+
+from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
+
+#: Validation points of every crafted candidate.
+NUM_POINTS = 6
+
+
+def architecture_row(spec: CandidateSpec) -> torch.Tensor:
+    r"""Log-likelihoods that depend on the architecture alone (a stable hash seeds them)."""
+    generator = torch.Generator().manual_seed(zlib.crc32(str(spec.architecture).encode()))
+    return -1.0 - 3 * torch.rand(NUM_POINTS, generator=generator, dtype=torch.float64)
+
+
+def crafted_candidate(spec: CandidateSpec, row: torch.Tensor | None) -> TrainedCandidate:
+    r"""A trained candidate with validation log-likelihoods ``row`` (``None``: failed)."""
+    if row is None:
+        return TrainedCandidate(
+            spec=spec,
+            validation_log_likelihoods=torch.full((NUM_POINTS,), -math.inf, dtype=torch.float64),
+            validation_nll=math.inf,
+            state=None,
+            seconds=0.0,
+            error="diverged",
+        )
+    return TrainedCandidate(
+        spec=spec,
+        validation_log_likelihoods=row,
+        validation_nll=float(-row.mean()),
+        state={"weight": torch.zeros(1)},
+        seconds=0.0,
+    )
+
+
+class FakeTrainer:
+    r"""A stand-in for ``CandidateTrainer``: trains nothing, records every call and
+    returns crafted candidates.
+
+    Args:
+        score: Maps a spec to its validation log-likelihood row, or ``None`` for a
+            failed candidate.
+    """
+
+    def __init__(
+        self, score: Callable[[CandidateSpec], torch.Tensor | None] = architecture_row
+    ) -> None:
+        self.score = score
+        self.calls: list[list[CandidateSpec]] = []
+        self.candidates: list[TrainedCandidate] = []
+
+    @property
+    def next_id(self) -> int:
+        return len(self.candidates)
+
+    def train(self, specs: list[CandidateSpec]) -> list[TrainedCandidate]:
+        specs = list(specs)
+        assert [spec.candidate_id for spec in specs] == list(
+            range(self.next_id, self.next_id + len(specs))
+        )
+        self.calls.append(specs)
+        outcomes = [crafted_candidate(spec, self.score(spec)) for spec in specs]
+        self.candidates.extend(outcomes)
+        return outcomes
