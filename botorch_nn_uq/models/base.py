@@ -210,10 +210,12 @@ class NeuralSurrogateModel(Model, ABC):
         (searched ensembles; such models do not support ``warm_start``)."""
 
     @abstractmethod
-    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
+    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult | None:
         r"""Train ``self.network`` (or build and train it, if :meth:`_build_network`
         returned ``None``) on transformed data (``n x d'`` and ``n x m``) under a seeded
-        global RNG, and compute any state the posterior needs."""
+        global RNG, and compute any state the posterior needs. Returns the training
+        result, or ``None`` when the fit trains many networks that keep their own record
+        (searched ensembles: ``search_history``)."""
 
     @abstractmethod
     def _predict(self, X: Tensor, observation_noise: bool) -> Posterior:
