@@ -256,7 +256,6 @@ class SearchedEnsemble(DeepEnsemble):
         self.network = network.to(train_X)
         self.set_member_weights(weights.to(train_X))
         self._set_noise_variance(train_X, train_Y, hp.noise_variance)
-        return None
 
     @abstractmethod
     def _search(
