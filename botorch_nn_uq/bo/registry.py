@@ -150,27 +150,13 @@ def _transforms(bounds: Tensor) -> dict[str, Any]:
     }
 
 
-def _fit_gp(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
-    return fit_model(SingleTaskGP(train_X, train_Y, **_transforms(bounds)), seed=seed)
+def _fitter(model_class: type, **options: Any) -> Callable[[Tensor, Tensor, Tensor, int], Model]:
+    r"""A builder fitting ``model_class(train_X, train_Y, **options)`` with the standard
+    transforms."""
 
-
-def _fit_mc_dropout(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
-    return fit_model(MCDropout(train_X, train_Y, **_transforms(bounds)), seed=seed)
-
-
-def _fit_deep_ensemble(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
-    return fit_model(DeepEnsemble(train_X, train_Y, **_transforms(bounds)), seed=seed)
-
-
-def _fit_hyper_deep_ensemble(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
-    # A search at every BO step: 3 folds and 300 epochs keep a step to seconds.
-    model = HyperDeepEnsemble(train_X, train_Y, num_folds=3, epochs=300, **_transforms(bounds))
-    return fit_model(model, seed=seed)
-
-
-def _fitter(model_class: type) -> Callable[[Tensor, Tensor, Tensor, int], Model]:
     def build(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
-        return fit_model(model_class(train_X, train_Y, **_transforms(bounds)), seed=seed)
+        model = model_class(train_X, train_Y, **options, **_transforms(bounds))
+        return fit_model(model, seed=seed)
 
     return build
 
@@ -191,16 +177,18 @@ def _best_f(context: AcquisitionContext) -> Tensor:
 
 
 register_surrogate(
-    SurrogateSpec("gp", "BoTorch SingleTaskGP (Normalize + Standardize, MLL fit)", _fit_gp)
+    SurrogateSpec(
+        "gp", "BoTorch SingleTaskGP (Normalize + Standardize, MLL fit)", _fitter(SingleTaskGP)
+    )
 )
 register_surrogate(
-    SurrogateSpec("mc-dropout", "MC dropout network with a fixed bank of masks", _fit_mc_dropout)
+    SurrogateSpec("mc-dropout", "MC dropout network with a fixed bank of masks", _fitter(MCDropout))
 )
 register_surrogate(
     SurrogateSpec(
         "deep-ensemble",
         "deep ensemble of 5 Gaussian-head networks trained as one batched computation",
-        _fit_deep_ensemble,
+        _fitter(DeepEnsemble),
     )
 )
 register_surrogate(
@@ -208,7 +196,8 @@ register_surrogate(
         "hyper-deep-ensemble",
         "hyper-deep ensemble (20 random L2/dropout/learning-rate configurations, 3-fold "
         "out-of-fold greedy selection, stratification, 300 epochs)",
-        _fit_hyper_deep_ensemble,
+        # A search at every BO step: 3 folds and 300 epochs keep a step to seconds.
+        _fitter(HyperDeepEnsemble, num_folds=3, epochs=300),
     )
 )
 for _name, _class, _description in (

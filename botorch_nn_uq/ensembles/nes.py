@@ -53,6 +53,24 @@ def select_final(
     return usable, forward_select(stack_log_likelihoods(usable), ensemble_size)
 
 
+def _random_specs(
+    trainer: CandidateTrainer,
+    architecture_space: ArchitectureSpace,
+    hyperparameters: TrainingHyperparameters,
+    count: int,
+    generator: torch.Generator,
+) -> list[CandidateSpec]:
+    return [
+        CandidateSpec(
+            candidate_id=trainer.next_id + index,
+            architecture=architecture_space.sample(generator),
+            hyperparameters=hyperparameters,
+            seed=draw_seed(generator),
+        )
+        for index in range(count)
+    ]
+
+
 def nes_random_search(
     trainer: CandidateTrainer,
     architecture_space: ArchitectureSpace,
@@ -75,15 +93,7 @@ def nes_random_search(
     Returns:
         The usable candidates and the ForwardSelect result (indices into them).
     """
-    specs = [
-        CandidateSpec(
-            candidate_id=trainer.next_id + index,
-            architecture=architecture_space.sample(generator),
-            hyperparameters=hyperparameters,
-            seed=draw_seed(generator),
-        )
-        for index in range(pool_size)
-    ]
+    specs = _random_specs(trainer, architecture_space, hyperparameters, pool_size, generator)
     return select_final(trainer.train(specs), ensemble_size)
 
 
@@ -123,16 +133,9 @@ def nes_regularized_evolution(
         )
     if num_parents < 1 or children_per_generation < 1:
         raise ValueError("num_parents and children_per_generation must be positive.")
-    initial = [
-        CandidateSpec(
-            candidate_id=trainer.next_id + index,
-            architecture=architecture_space.sample(generator),
-            hyperparameters=hyperparameters,
-            seed=draw_seed(generator),
-        )
-        for index in range(population_size)
-    ]
-    pool = trainer.train(initial)
+    pool = trainer.train(
+        _random_specs(trainer, architecture_space, hyperparameters, population_size, generator)
+    )
     population = deque(pool)
     while len(pool) < pool_size:
         usable = _usable(list(population))
