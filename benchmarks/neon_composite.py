@@ -14,11 +14,15 @@ uniformly random initial design:
 Writes ``runs.csv`` (best ``g`` so far per evaluation), ``summary.md`` (median and mean
 ``log10`` of the final best ``g`` with standard errors, seconds per iteration and NEON's
 trainable parameter count) and one best-so-far plot per problem into ``--out``. Finished
-runs are stored in ``--out/runs/`` and loaded again by a repeated command.
+runs are stored in ``--out/runs/`` and loaded again by a repeated command; an unfinished run
+is checkpointed after every iteration and continues from there. ``--device cuda`` trains
+and optimises on a GPU (the problems are evaluated there too); the random initial designs
+and NEON's seeds are drawn on the CPU, so a run proposes from the same data on any device.
 
 Examples:
     python benchmarks/neon_composite.py --problems pollutants --seeds 10 --jobs 2
     python benchmarks/neon_composite.py --problems brusselator --seeds 5 --iterations 30
+    python benchmarks/neon_composite.py --problems pollutants --seeds 10 --device cuda --jobs 4
     python benchmarks/neon_composite.py --smoke
 """
 
@@ -95,7 +99,7 @@ def fit_neon(problem: CompositeProblem, U: Tensor, H: Tensor, steps: int, seed: 
         problem.flatten(H),
         output_grid=problem.grid,
         num_channels=problem.num_channels,
-        input_transform=Normalize(problem.dim, bounds=problem.bounds),
+        input_transform=Normalize(problem.dim, bounds=problem.bounds.to(U)),
         outcome_transform=Standardize(problem.num_outputs),
         preset=problem.name,
         epochs=steps,
@@ -107,7 +111,7 @@ def propose(
     spec: RunSpec, problem: CompositeProblem, U: Tensor, H: Tensor, values: Tensor, it: int
 ) -> tuple[Tensor, int | None]:
     r"""The next point of a model-based method, and NEON's parameter count."""
-    bounds = problem.bounds
+    bounds = problem.bounds.to(U)
     if spec.method == "gp+logei":
         model = fit_model(
             SingleTaskGP(
@@ -141,26 +145,45 @@ def propose(
     return candidate.detach(), parameters
 
 
-def execute(spec: RunSpec, store: Path) -> RunResult:
-    r"""Run one BO run single-threaded, or load it from ``store``; finished runs are
-    saved there."""
+def save_atomically(obj: object, path: Path) -> None:
+    r"""``torch.save`` to a temporary file, then rename, so a killed run leaves no torn file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    torch.save(obj, partial)
+    partial.replace(path)
+
+
+def execute(spec: RunSpec, store: Path, device: str = "cpu") -> RunResult:
+    r"""Run one BO run single-threaded on ``device``, or load it from ``store``.
+
+    Finished runs are saved to ``store``; after every iteration the run's state (data,
+    result so far, random state of the design) is checkpointed there, and a repeated call
+    continues from the checkpoint.
+    """
     path = store / f"{spec.key}.pt"
     if path.exists():
         return torch.load(path, weights_only=False)
+    checkpoint = path.with_suffix(".checkpoint")
     torch.set_num_threads(1)
     problem = PROBLEMS[spec.problem]()
-    bounds = problem.bounds
+    bounds = problem.bounds.to(device)
     generator = torch.Generator().manual_seed(spec.seed)
 
     def uniform(n: int) -> Tensor:
         unit = torch.rand(n, problem.dim, generator=generator, dtype=torch.float64)
-        return bounds[0] + (bounds[1] - bounds[0]) * unit
+        return bounds[0] + (bounds[1] - bounds[0]) * unit.to(device)
 
-    U = uniform(spec.n_initial)
-    H = problem.h(U)
-    values = problem.g(H)
-    result = RunResult(spec, best_so_far=[float(values.min())])
-    for it in range(spec.iterations):
+    if checkpoint.exists():
+        state = torch.load(checkpoint, weights_only=False)
+        U, H, values = (state[name].to(device) for name in ("U", "H", "values"))
+        result = state["result"]
+        generator.set_state(state["generator"])
+    else:
+        U = uniform(spec.n_initial)
+        H = problem.h(U)
+        values = problem.g(H)
+        result = RunResult(spec, best_so_far=[float(values.min())])
+    for it in range(len(result.seconds), spec.iterations):
         start = time.perf_counter()
         if spec.method == "random":
             candidate, parameters = uniform(1), None
@@ -172,10 +195,10 @@ def execute(spec: RunSpec, store: Path) -> RunResult:
         U, H = torch.cat([U, candidate]), torch.cat([H, new_H])
         values = torch.cat([values, problem.g(new_H)])
         result.best_so_far.append(float(values.min()))
-    store.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    torch.save(result, partial)
-    partial.replace(path)
+        state = {"U": U.cpu(), "H": H.cpu(), "values": values.cpu(), "result": result}
+        save_atomically(state | {"generator": generator.get_state()}, checkpoint)
+    save_atomically(result, path)
+    checkpoint.unlink(missing_ok=True)
     return result
 
 
@@ -252,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--num-restarts", type=int, default=10)
     parser.add_argument("--raw-samples", type=int, default=256)
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="torch device for models and problems")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/neon_composite"))
     parser.add_argument("--smoke", action="store_true", help="tiny budget for the test suite")
     args = parser.parse_args(argv)
@@ -277,9 +301,11 @@ def main(argv: Sequence[str] | None = None) -> Path:
     start = time.perf_counter()
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            results = list(pool.map(execute, specs, [store] * len(specs)))
+            results = list(
+                pool.map(execute, specs, [store] * len(specs), [args.device] * len(specs))
+            )
     else:
-        results = [execute(spec, store) for spec in specs]
+        results = [execute(spec, store, args.device) for spec in specs]
     for result in results:
         print(
             f"{result.spec.problem} {result.spec.method} seed {result.spec.seed}: best g "

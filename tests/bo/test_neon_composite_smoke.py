@@ -4,6 +4,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "neon_composite.py"
 
 
@@ -24,3 +26,42 @@ def test_smoke_run_writes_table_plots_and_resumes(tmp_path) -> None:
         module.main(["--smoke", "--out", str(tmp_path)]).read_text().split("\n\n")[2]
         == (text.split("\n\n")[2])
     )
+
+
+def test_interrupted_run_continues_from_its_checkpoint(tmp_path, monkeypatch) -> None:
+    spec = importlib.util.spec_from_file_location("neon_composite", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    run = module.RunSpec("pollutants", "random", 3, 5, 3, 20, 2, 16)
+    uninterrupted = module.execute(run, tmp_path / "uninterrupted")
+
+    class FailingPollutants(module.Pollutants):
+        calls = 0
+
+        def h(self, U):
+            FailingPollutants.calls += 1
+            if FailingPollutants.calls == 3:  # initial design, iteration 0, then fail
+                raise RuntimeError("killed")
+            return super().h(U)
+
+    store = tmp_path / "interrupted"
+    monkeypatch.setitem(module.PROBLEMS, "pollutants", FailingPollutants)
+    with pytest.raises(RuntimeError, match="killed"):
+        module.execute(run, store)
+    assert not (store / f"{run.key}.pt").exists()
+    assert (store / f"{run.key}.checkpoint").exists()
+
+    class CountingPollutants(module.Pollutants):
+        calls = 0
+
+        def h(self, U):
+            CountingPollutants.calls += 1
+            return super().h(U)
+
+    monkeypatch.setitem(module.PROBLEMS, "pollutants", CountingPollutants)
+    resumed = module.execute(run, store)
+    assert CountingPollutants.calls == 2  # iterations 1 and 2 only: no new initial design
+    assert resumed.best_so_far == uninterrupted.best_so_far
+    assert len(resumed.seconds) == 3
+    assert not (store / f"{run.key}.checkpoint").exists()
