@@ -1,0 +1,38 @@
+"""Smoke run of the NOMU paper-loop runner (benchmarks/nomu_paper_variant.py)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "nomu_paper_variant.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("nomu_paper_variant", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_c_is_set_once_from_the_initial_design_and_kept(tmp_path, monkeypatch) -> None:
+    module = _load()
+    constants = []
+    optimize = module.optimize_acqf_with_dynamic_calibration
+
+    def recording(model, *args, **kwargs):
+        constants.append(model.calibration_constant.clone())
+        return optimize(model, *args, **kwargs)
+
+    monkeypatch.setattr(module, "optimize_acqf_with_dynamic_calibration", recording)
+    text = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
+    assert "| levy-2d | 0 |" in text and "| levy-2d | 1 |" in text
+    (result,) = [torch.load(path, weights_only=False) for path in (tmp_path / "runs").glob("*.pt")]
+    assert len(result.regret) == 3 and len(result.doublings) == 2
+    assert result.regret[-1] <= result.regret[0]
+    # Two steps, two fits: both optimise with the constant MW scaling chose after the first.
+    assert len(constants) == 2
+    assert torch.equal(constants[0], constants[1])
+    assert constants[0][0].item() == result.calibration_constant
