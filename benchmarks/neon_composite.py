@@ -44,6 +44,7 @@ from botorch.acquisition import LogExpectedImprovement
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
+from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
@@ -135,13 +136,17 @@ def propose(
             objective=problem.objective(),
         )
         parameters = count_parameters(model.network)
-    candidate, _ = optimize_acqf(
-        acquisition,
-        bounds=bounds,
-        q=1,
-        num_restarts=spec.num_restarts,
-        raw_samples=spec.raw_samples,
-    )
+    # Seeding torch's global generator too fixes optimize_acqf's choice of restarts.
+    seed = spec.seed * 1000 + it
+    with manual_seed(seed):
+        candidate, _ = optimize_acqf(
+            acquisition,
+            bounds=bounds,
+            q=1,
+            num_restarts=spec.num_restarts,
+            raw_samples=spec.raw_samples,
+            options={"seed": seed},
+        )
     return candidate.detach(), parameters
 
 

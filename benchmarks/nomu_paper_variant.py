@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 from botorch.acquisition import UpperConfidenceBound
 from botorch.models.transforms import Normalize, Standardize
+from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
 from botorch_nn_uq.bo.loop import initial_design
@@ -110,16 +111,18 @@ def execute(spec: RunSpec, store: Path) -> RunResult:
             constant = model.calibration_constant.clone()
             result.calibration_constant = float(constant[0])
         model.set_calibration_constant(constant)
-        proposal = optimize_acqf_with_dynamic_calibration(
-            model,
-            lambda calibrated: UpperConfidenceBound(calibrated, beta=1.0),
-            bounds,
-            X,
-            min_distance=dynamic_calibration_threshold(step - 1, spec.iterations),
-            num_restarts=spec.num_restarts,
-            raw_samples=spec.raw_samples,
-            options={"seed": 1000 * spec.seed + step},
-        )
+        # Seeding torch's global generator too fixes optimize_acqf's choice of restarts.
+        with manual_seed(1000 * spec.seed + step):
+            proposal = optimize_acqf_with_dynamic_calibration(
+                model,
+                lambda calibrated: UpperConfidenceBound(calibrated, beta=1.0),
+                bounds,
+                X,
+                min_distance=dynamic_calibration_threshold(step - 1, spec.iterations),
+                num_restarts=spec.num_restarts,
+                raw_samples=spec.raw_samples,
+                options={"seed": 1000 * spec.seed + step},
+            )
         result.seconds.append(time.perf_counter() - start)
         result.doublings.append(proposal.doublings)
         X = torch.cat([X, proposal.candidate])

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 from botorch.optim import optimize_acqf
+from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
 from botorch_nn_uq.bo.registry import (
@@ -135,9 +136,11 @@ def run_bo(
     The surrogate is fitted to ``Y = -f(X)`` (BoTorch maximises) with inputs
     normalised to the problem's bounds and standardised outcomes, refitted from
     scratch every step with seed ``1000 * seed + step``; the acquisition is maximised
-    with ``optimize_acqf``. ``model="random"`` evaluates uniformly random points
-    instead. The initial design depends on ``seed`` only, so all surrogates with the
-    same seed start from the same points.
+    with ``optimize_acqf`` under the same seed (its raw samples and its choice of
+    restarts), so a run is reproducible from ``seed`` whatever the caller's random state.
+    ``model="random"`` evaluates uniformly random points instead. The initial design
+    depends on ``seed`` only, so all surrogates with the same seed start from the same
+    points.
 
     Target-value mode (``target`` given): the best point is the one with the smallest
     squared error ``(f(x) - target)^2``, its regret is ``2 |f(x_best) - target| /
@@ -229,14 +232,18 @@ def run_bo(
                 options=options,
             )
             acquisition_function = acquisition_spec.build(fitted, context)
-            candidate, _ = optimize_acqf(
-                acquisition_function,
-                bounds,
-                q=1,
-                num_restarts=num_restarts,
-                raw_samples=raw_samples,
-                options={"seed": 1000 * seed + step},
-            )
+            # The options' seed fixes the raw samples, but optimize_acqf picks the
+            # restarts among them with torch's global generator (Boltzmann sampling):
+            # without a seeded global state, runs of one seed propose different points.
+            with manual_seed(1000 * seed + step):
+                candidate, _ = optimize_acqf(
+                    acquisition_function,
+                    bounds,
+                    q=1,
+                    num_restarts=num_restarts,
+                    raw_samples=raw_samples,
+                    options={"seed": 1000 * seed + step},
+                )
             candidate = candidate.detach()
         seconds = time.perf_counter() - start
         value = problem.evaluate(candidate)
