@@ -21,8 +21,7 @@ Without observation noise the posterior is the finite set of member means
 
 The model does not set BoTorch's ``_is_ensemble`` flag, which would give the posterior
 an extra member batch dimension and change its shape for every consumer; averaging
-over members is what the MC acquisitions already do. ``benchmarks/README.md`` compares
-the two views (LogEI versus qLogEI) on the protocol-1 suite.
+over members is what the MC acquisitions already do.
 """
 
 from __future__ import annotations
