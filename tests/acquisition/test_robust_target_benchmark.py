@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
-from pathlib import Path
 
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "robust_target.py"
+from tests.benchmark_scripts import load_benchmark as load_script
 
 
 def load_benchmark():
-    spec = importlib.util.spec_from_file_location("robust_target_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    # Registered before execution: dataclasses look their module up in sys.modules.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("robust_target", "robust_target_benchmark")
 
 
 def test_smoke_run_writes_csv_table_and_plot(tmp_path):

@@ -1,19 +1,10 @@
 """Smoke run of the protocol-1 benchmark runner (benchmarks/nomu_bo_suite.py)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "nomu_bo_suite.py"
+from tests.benchmark_scripts import load_benchmark
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("nomu_bo_suite", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    # Dataclasses resolve their module through sys.modules.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("nomu_bo_suite")
 
 
 def test_smoke_run_writes_csv_table_and_plots(tmp_path) -> None:

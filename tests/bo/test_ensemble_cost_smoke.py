@@ -1,17 +1,10 @@
 """Smoke run of the ensemble training-cost benchmark (benchmarks/ensemble_training_cost.py)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "ensemble_training_cost.py"
+from tests.benchmark_scripts import load_benchmark
 
 
 def test_smoke_run_writes_the_ratio_table(tmp_path) -> None:
-    spec = importlib.util.spec_from_file_location("ensemble_training_cost", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_benchmark("ensemble_training_cost")
     out = tmp_path / "cost.md"
     table = module.main(["--smoke", "--out", str(out)])
     assert out.read_text() == table

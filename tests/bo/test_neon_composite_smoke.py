@@ -1,19 +1,12 @@
 """Smoke run of the protocol-3 benchmark runner (benchmarks/neon_composite.py)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "neon_composite.py"
+from tests.benchmark_scripts import load_benchmark
 
 
 def test_smoke_run_writes_table_plots_and_resumes(tmp_path) -> None:
-    spec = importlib.util.spec_from_file_location("neon_composite", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_benchmark("neon_composite")
     text = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
     for method in ("neon+q-leaky-ei", "gp+logei", "random"):
         assert f"| pollutants | {method} | 1 | 7 |" in text
@@ -29,10 +22,7 @@ def test_smoke_run_writes_table_plots_and_resumes(tmp_path) -> None:
 
 
 def test_interrupted_run_continues_from_its_checkpoint(tmp_path, monkeypatch) -> None:
-    spec = importlib.util.spec_from_file_location("neon_composite", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_benchmark("neon_composite")
     run = module.RunSpec("pollutants", "random", 3, 5, 3, 20, 2, 16)
     uninterrupted = module.execute(run, tmp_path / "uninterrupted")
 

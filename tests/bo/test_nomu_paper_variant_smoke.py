@@ -1,24 +1,12 @@
 """Smoke run of the NOMU paper-loop runner (benchmarks/nomu_paper_variant.py)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import torch
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "nomu_paper_variant.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("nomu_paper_variant", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmark_scripts import load_benchmark
 
 
 def test_c_is_set_once_from_the_initial_design_and_kept(tmp_path, monkeypatch) -> None:
-    module = _load()
+    module = load_benchmark("nomu_paper_variant")
     constants = []
     optimize = module.optimize_acqf_with_dynamic_calibration
 

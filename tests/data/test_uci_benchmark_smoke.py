@@ -1,26 +1,18 @@
 """Smoke runs of the protocol-2 benchmark runner (benchmarks/uci_regression.py)."""
 
 import csv
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
 from tests.data import write_fake_uci_dataset
 from tests.data.test_uci import SHARED_UCI
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "uci_regression.py"
-
 
 def _load():
-    spec = importlib.util.spec_from_file_location("uci_regression", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    # Dataclasses resolve their module through sys.modules.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("uci_regression")
 
 
 def _table_row(summary: Path, dataset: str, model: str) -> list[str]:

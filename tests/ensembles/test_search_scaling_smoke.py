@@ -1,12 +1,11 @@
 """Smoke run of the search-scaling benchmark (benchmarks/search_scaling.py)."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "search_scaling.py"
+from tests.benchmark_scripts import load_benchmark
+
 UCI = Path(__file__).resolve().parents[3] / "shared" / "data" / "uci"
 
 
@@ -15,10 +14,7 @@ def test_smoke_run_compares_in_process_and_ray(tmp_path) -> None:
     pytest.importorskip("ray", reason="Ray is an optional extra: pip install botorch-nn-uq[ray]")
     if not (UCI / "yacht").is_dir():
         pytest.skip(f"UCI data not found at {UCI}; it is not shipped with the package")
-    spec = importlib.util.spec_from_file_location("search_scaling", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_benchmark("search_scaling")
     out = tmp_path / "scaling.md"
     table = module.main(
         ["--smoke", "--data-dir", str(UCI), "--dataset", "yacht", "--out", str(out)]
