@@ -48,7 +48,7 @@ from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
-from botorch_nn_uq.bo.loop import write_rows_csv
+from botorch_nn_uq.bo.loop import save_atomically, write_rows_csv
 from botorch_nn_uq.fit import fit_model
 from botorch_nn_uq.models import NEON
 from botorch_nn_uq.nn import count_parameters
@@ -148,14 +148,6 @@ def propose(
             options={"seed": seed},
         )
     return candidate.detach(), parameters
-
-
-def save_atomically(obj: object, path: Path) -> None:
-    r"""``torch.save`` to a temporary file, then rename, so a killed run leaves no torn file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    torch.save(obj, partial)
-    partial.replace(path)
 
 
 def execute(spec: RunSpec, store: Path, device: str = "cpu") -> RunResult:

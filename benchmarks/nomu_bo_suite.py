@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from botorch_nn_uq.bo.loop import BOResult, run_bo, write_rows_csv
+from botorch_nn_uq.bo.loop import BOResult, run_bo, save_atomically, write_rows_csv
 from botorch_nn_uq.bo.registry import RANDOM_SEARCH, SURROGATES
 from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
 
@@ -83,11 +83,7 @@ def execute(spec: RunSpec, store: Path) -> BOResult:
         num_restarts=spec.num_restarts,
         raw_samples=spec.raw_samples,
     )
-    store.mkdir(parents=True, exist_ok=True)
-    # Written under a temporary name and renamed, so an interrupted save is never loaded.
-    partial = path.with_suffix(".partial")
-    torch.save(result, partial)
-    partial.replace(path)
+    save_atomically(result, path)
     return result
 
 

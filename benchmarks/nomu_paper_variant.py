@@ -35,7 +35,7 @@ from botorch.models.transforms import Normalize, Standardize
 from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
-from botorch_nn_uq.bo.loop import initial_design
+from botorch_nn_uq.bo.loop import initial_design, save_atomically
 from botorch_nn_uq.calibration import (
     dynamic_calibration_threshold,
     optimize_acqf_with_dynamic_calibration,
@@ -128,10 +128,7 @@ def execute(spec: RunSpec, store: Path) -> RunResult:
         X = torch.cat([X, proposal.candidate])
         values = torch.cat([values, problem.evaluate(proposal.candidate)])
         result.regret.append(float(problem.normalized_regret(values.min())))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    torch.save(result, partial)
-    partial.replace(path)
+    save_atomically(result, path)
     return result
 
 

@@ -107,6 +107,20 @@ def write_rows_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
         writer.writerows(rows)
 
 
+def save_atomically(obj: object, path: str | Path) -> None:
+    r"""``torch.save`` ``obj`` to ``path`` through a temporary file and a rename, so a
+    process killed while saving never leaves a torn file at ``path``; creates the folder.
+
+    Example:
+        >>> save_atomically({"regret": [0.1, 0.05]}, "results/runs/run0.pt")
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    torch.save(obj, partial)
+    partial.replace(path)
+
+
 def initial_design(problem: BOProblem, n: int, seed: int) -> Tensor:
     r"""``n x d`` uniformly random points in the problem's box, identical for every
     surrogate run with the same ``seed``."""
