@@ -23,6 +23,7 @@ Examples:
     python benchmarks/neon_composite.py --problems pollutants --seeds 10 --jobs 2
     python benchmarks/neon_composite.py --problems brusselator --seeds 5 --iterations 30
     python benchmarks/neon_composite.py --problems pollutants --seeds 10 --device cuda --jobs 4
+    python benchmarks/neon_composite.py --problems pollutants --first-seed 5 --seeds 5
     python benchmarks/neon_composite.py --smoke
 """
 
@@ -266,7 +267,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     )
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--seeds", type=int, default=10, help="number of seeds")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds start here")
     parser.add_argument("--iterations", type=int, help="override the protocol's iterations")
     parser.add_argument("--steps", type=int, default=2000, help="NEON's first-iteration steps")
     parser.add_argument("--num-restarts", type=int, default=10)
@@ -276,6 +278,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/neon_composite"))
     parser.add_argument("--smoke", action="store_true", help="tiny budget for the test suite")
     args = parser.parse_args(argv)
+    if args.seeds < 1 or args.first_seed < 0:
+        parser.error("--seeds must be positive and --first-seed non-negative.")
     if args.smoke:
         args.problems, args.seeds, args.iterations, args.steps = ["pollutants"], 1, 2, 20
         args.num_restarts, args.raw_samples = 2, 16
@@ -290,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
             num_restarts=args.num_restarts,
             raw_samples=args.raw_samples,
         )
-        for seed in range(args.seeds)
+        for seed in range(args.first_seed, args.first_seed + args.seeds)
         for problem in args.problems
         for method in args.methods
     ]

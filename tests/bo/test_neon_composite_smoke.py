@@ -55,3 +55,13 @@ def test_interrupted_run_continues_from_its_checkpoint(tmp_path, monkeypatch) ->
     assert resumed.best_so_far == uninterrupted.best_so_far
     assert len(resumed.seconds) == 3
     assert not (store / f"{run.key}.checkpoint").exists()
+
+
+def test_first_seed_selects_the_seeds_and_bad_counts_are_rejected(tmp_path) -> None:
+    module = load_benchmark("neon_composite")
+    arguments = ["--smoke", "--methods", "random", "--out", str(tmp_path)]
+    module.main([*arguments, "--first-seed", "4"])
+    assert [path.name.split("_")[2] for path in (tmp_path / "runs").glob("*.pt")] == ["seed4"]
+    for bad in (["--seeds", "0"], ["--first-seed", "-1"]):
+        with pytest.raises(SystemExit):
+            module.main([*arguments, *bad])
