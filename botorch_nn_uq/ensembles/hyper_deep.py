@@ -169,6 +169,7 @@ def search_hyper_deep_ensemble(
     num_folds: int = 5,
     validation_fraction: float = 0.2,
     max_selection_iterations: int | None = None,
+    training_dtype: torch.dtype | None = None,
     progress: bool = False,
 ) -> HyperDeepEnsembleSearch:
     r"""Build a hyper-deep ensemble (see the module docstring). All randomness comes
@@ -188,6 +189,10 @@ def search_hyper_deep_ensemble(
         num_folds: Folds of cross-validation.
         validation_fraction: The hold-out fraction.
         max_selection_iterations: Cap on the additions of each greedy selection.
+        training_dtype: Floating dtype in which every candidate and the refit train
+            (e.g. ``torch.float32``, about twice as fast on CPUs as float64 for these
+            stacked networks); the returned members are cast back to ``train_X``'s
+            dtype. ``None`` trains in ``train_X``'s dtype.
         progress: Show progress bars.
 
     Returns:
@@ -195,6 +200,11 @@ def search_hyper_deep_ensemble(
     """
     if num_candidates < 1:
         raise ValueError(f"num_candidates must be positive; got {num_candidates}.")
+    if training_dtype is not None and not training_dtype.is_floating_point:
+        raise ValueError(f"training_dtype must be a floating dtype; got {training_dtype}.")
+    data_dtype = train_X.dtype
+    if training_dtype is not None:
+        train_X, train_Y = train_X.to(training_dtype), train_Y.to(training_dtype)
     search_space = search_space or SearchSpace()
     splits = make_validation_splits(
         train_X.shape[0], validation, num_folds=num_folds, validation_fraction=validation_fraction
@@ -248,8 +258,8 @@ def search_hyper_deep_ensemble(
         description="hyper-deep ensemble refit",
     )
     return HyperDeepEnsembleSearch(
-        members=members,
-        weights=second.selection.weights.to(train_X),
+        members=members.to(dtype=data_dtype),
+        weights=second.selection.weights.to(dtype=data_dtype, device=train_X.device),
         candidates=first.records + second.records,
         ensemble_validation_nll=second.selection.loss,
         training_result=training_result,
@@ -297,7 +307,7 @@ def _score_and_select(
         l2_regularization=configurations["l2_regularization"].to(train_X),
         learning_rates=configurations["learning_rate"].to(train_X),
         progress=progress,
-    )
+    ).to(torch.float64)
     selection = caruana_select(log_likelihoods, ensemble_size, max_selection_iterations)
     weights = torch.zeros(len(seeds), dtype=torch.float64)
     weights[selection.indices] = selection.weights.to(torch.float64)

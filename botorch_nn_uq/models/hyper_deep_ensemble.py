@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from botorch_nn_uq.ensembles.hyper_deep import (
@@ -46,6 +47,10 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
         validation_fraction: The hold-out fraction.
         max_selection_iterations: Cap on the additions of each greedy selection
             (``None``: 10 per member).
+        training_dtype: Floating dtype in which the candidates and the refit train,
+            e.g. ``torch.float32`` (about twice as fast on CPUs for these stacked
+            networks); the fitted members serve in the training data's dtype. ``None``
+            trains in the data's dtype.
     """
 
     num_candidates: int = 20
@@ -56,6 +61,7 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
     num_folds: int = 5
     validation_fraction: float = 0.2
     max_selection_iterations: int | None = None
+    training_dtype: torch.dtype | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -77,6 +83,13 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
             )
         if self.max_selection_iterations is not None and self.max_selection_iterations < 1:
             raise ValueError("max_selection_iterations must be positive or None.")
+        if self.training_dtype is not None and not (
+            isinstance(self.training_dtype, torch.dtype) and self.training_dtype.is_floating_point
+        ):
+            raise ValueError(
+                f"training_dtype must be a floating torch.dtype or None; got "
+                f"{self.training_dtype!r}."
+            )
         self.search_space()
 
     def search_space(self) -> SearchSpace:
@@ -143,6 +156,7 @@ class HyperDeepEnsemble(DeepEnsemble):
             num_folds=hp.num_folds,
             validation_fraction=hp.validation_fraction,
             max_selection_iterations=hp.max_selection_iterations,
+            training_dtype=hp.training_dtype,
             progress=progress,
         )
         self.network = EnsembleNetwork([search.members]).to(train_X)

@@ -225,7 +225,10 @@ class BatchedMLP(nn.Module):
                 hidden = torch.relu(hidden)
             if dropout:
                 keep = (1 - self.dropout_rates).to(hidden)[:, None, None]
-                hidden = hidden * torch.bernoulli(keep.expand_as(hidden)) / keep
+                # Single-precision uniforms compared with the keep rate are Bernoulli
+                # draws at under half the cost of torch.bernoulli with a per-member rate.
+                uniform = torch.rand(hidden.shape, dtype=torch.float32, device=hidden.device)
+                hidden = hidden * ((uniform < keep) / keep)
             outputs.append(hidden)
         hidden = torch.matmul(hidden, self.weights[-1]) + self.biases[-1]
         if not self.gaussian_head:

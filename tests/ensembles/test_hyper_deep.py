@@ -122,6 +122,20 @@ def test_search_is_reproducible_from_the_seed() -> None:
     assert [r.seed for r in first.candidates] != [r.seed for r in other.candidates]
 
 
+def test_single_precision_training_serves_members_in_the_data_dtype() -> None:
+    search = _search(training_dtype=torch.float32)
+    assert all(p.dtype == torch.float64 for p in search.members.parameters())
+    assert search.weights.dtype == torch.float64
+    # The same seed draws the same candidates; only the arithmetic's precision differs.
+    double = _search()
+    assert [r.seed for r in search.candidates[:6]] == [r.seed for r in double.candidates[:6]]
+    single_nll = torch.tensor([r.validation_nll for r in search.candidates[:6]])
+    double_nll = torch.tensor([r.validation_nll for r in double.candidates[:6]])
+    torch.testing.assert_close(single_nll, double_nll, rtol=0.05, atol=0.05)
+    with pytest.raises(ValueError, match="training_dtype"):
+        _search(training_dtype=torch.int32)
+
+
 def test_holdout_validation_scores_only_the_held_out_rows() -> None:
     search = _search(validation="holdout", validation_fraction=0.25)
     assert search.splits.num_splits == 1
@@ -141,6 +155,11 @@ def test_model_serves_the_search_through_the_deep_ensemble_posterior() -> None:
     assert set(model.search_summary()[0]) >= {"stage", "seed", "validation_nll", "dropout"}
     test_X = torch.rand(4, 1, dtype=torch.float64)
     assert isinstance(model.posterior(test_X), FunctionEnsemblePosterior)
+    single = HyperDeepEnsemble(
+        X, Y, hidden_widths=(16,), activation="tanh", epochs=60, num_candidates=5,
+        ensemble_size=3, num_folds=3, training_dtype=torch.float32,
+    ).fit(seed=0)  # fmt: skip
+    assert single.posterior(test_X).mean.dtype == torch.float64
     noisy = model.posterior(test_X, observation_noise=True)
     assert isinstance(noisy, MixtureOfGaussiansPosterior)
     torch.testing.assert_close(noisy.weights, model.member_weights)
@@ -161,6 +180,8 @@ def test_model_rejects_warm_start_and_bad_hyperparameters() -> None:
         ({"dropout_range": (0.1, 1.5)}, "below 1"),
         ({"max_selection_iterations": 0}, "max_selection_iterations"),
         ({"bootstrap": True}, "bootstrap"),
+        ({"training_dtype": "float32"}, "training_dtype"),
+        ({"training_dtype": torch.int64}, "training_dtype"),
     ]:
         with pytest.raises(ValueError, match=message):
             HyperDeepEnsemble(X, Y, **kwargs)
