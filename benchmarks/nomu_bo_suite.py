@@ -8,8 +8,12 @@ stored in ``--out/runs/``; a repeated command with the same budget loads those r
 of running them again, so an interrupted benchmark resumes where it stopped. Runs are
 ordered seed by seed, so a partial results folder covers every problem and method.
 
+A model may name its own acquisition as ``MODEL:ACQUISITION`` (others use
+``--acquisition``), so one table can set two acquisitions of one surrogate side by side.
+
 Examples:
     python benchmarks/nomu_bo_suite.py --models mc-dropout --dims 5 --seeds 5 --jobs 2
+    python benchmarks/nomu_bo_suite.py --models deep-ensemble deep-ensemble:qlogei --dims 5
     python benchmarks/nomu_bo_suite.py --smoke
 """
 
@@ -30,7 +34,7 @@ from pathlib import Path
 import torch
 
 from botorch_nn_uq.bo.loop import BOResult, run_bo, save_atomically, write_rows_csv
-from botorch_nn_uq.bo.registry import RANDOM_SEARCH, SURROGATES
+from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES
 from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
 
 BASELINE = ("gp", "logei")
@@ -174,9 +178,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--models",
         nargs="+",
         default=["mc-dropout"],
-        help=f"surrogates to compare with GP + LogEI and random search ({', '.join(SURROGATES)})",
+        help="surrogates to compare with GP + LogEI and random search, each MODEL or "
+        f"MODEL:ACQUISITION (models: {', '.join(SURROGATES)})",
     )
-    parser.add_argument("--acquisition", default="logei", help="acquisition for those surrogates")
+    parser.add_argument(
+        "--acquisition",
+        default="logei",
+        help=f"acquisition of the models that name none ({', '.join(_usable_acquisitions())})",
+    )
     parser.add_argument("--problems", nargs="+", default=list(BO_PROBLEM_NAMES))
     parser.add_argument("--dims", nargs="+", type=int, default=[5])
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0, 1, ...)")
@@ -193,16 +202,34 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.smoke:
         args.problems, args.dims, args.seeds = ["levy", "g-function"], [2], 1
         args.iterations, args.n_initial, args.num_restarts, args.raw_samples = 2, 4, 2, 32
-    unknown = [model for model in args.models if model not in SURROGATES]
+    args.methods = [_method(entry, args.acquisition) for entry in args.models]
+    unknown = [model for model, _ in args.methods if model not in SURROGATES]
     if unknown:
         parser.error(f"unknown model(s) {unknown}; valid: {', '.join(SURROGATES)}")
+    unusable = [a for _, a in args.methods if a not in _usable_acquisitions()]
+    if unusable:
+        parser.error(
+            f"unknown or target-value acquisition(s) {unusable}; valid: "
+            + ", ".join(_usable_acquisitions())
+        )
     return args
+
+
+def _usable_acquisitions() -> list[str]:
+    r"""The registered acquisitions that need no target value."""
+    return [name for name, spec in ACQUISITIONS.items() if not spec.requires_target]
+
+
+def _method(entry: str, default_acquisition: str) -> tuple[str, str]:
+    r"""``(model, acquisition)`` of a ``MODEL`` or ``MODEL:ACQUISITION`` entry."""
+    model, _, acquisition = entry.partition(":")
+    return model, acquisition or default_acquisition
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the benchmark; returns the path of the markdown summary."""
     args = parse_args(argv)
-    methods_specs = [(model, args.acquisition) for model in args.models if model != "gp"]
+    methods_specs = [method for method in args.methods if method != BASELINE]
     methods_specs += [BASELINE, (RANDOM_SEARCH, "")]
     specs = [
         RunSpec(

@@ -1,5 +1,7 @@
 """Smoke run of the protocol-1 benchmark runner (benchmarks/nomu_bo_suite.py)."""
 
+import pytest
+
 from tests.benchmark_scripts import load_benchmark
 
 
@@ -32,6 +34,25 @@ def test_finished_runs_are_stored_and_loaded_again(tmp_path, monkeypatch) -> Non
     second = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
     table = first.split("Normalised final regret")[1]
     assert table == second.split("Normalised final regret")[1]
+
+
+def test_a_model_can_name_its_own_acquisition(tmp_path) -> None:
+    argv = ["--smoke", "--out", str(tmp_path), "--models", "mc-dropout", "mc-dropout:qlogei"]
+    summary = _load().main(argv).read_text()
+    assert "| problem | mc-dropout+logei | mc-dropout+qlogei | gp+logei | random |" in summary
+    assert len(list((tmp_path / "runs").glob("*_mc-dropout+qlogei_*"))) == 2
+
+
+def test_unknown_models_and_acquisitions_are_rejected(capsys) -> None:
+    module = _load()
+    for models, message in [
+        (["no-such-model"], "unknown model"),
+        (["mc-dropout:no-such-acquisition"], "unknown or target-value acquisition"),
+        (["mc-dropout:robust-ei"], "unknown or target-value acquisition"),
+    ]:
+        with pytest.raises(SystemExit):
+            module.parse_args(["--models", *models])
+        assert message in capsys.readouterr().err
 
 
 def test_mean_and_standard_error() -> None:
