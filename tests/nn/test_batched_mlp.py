@@ -187,6 +187,28 @@ def test_dropout_only_in_train_mode():
     assert not torch.allclose(noisy, network(X).mean)
 
 
+def test_dropout_keeps_units_at_each_members_rate_and_rescales_them():
+    rates = torch.tensor([0.1, 0.5, 0.8])
+    width = 4000
+    network = _network(dropout=rates, hidden_widths=(width,), output_dim=1)
+    with torch.no_grad():
+        # Every hidden unit outputs 1 before dropout; the output averages the units.
+        network.weights[0].zero_()
+        network.biases[0].fill_(1.0)
+        network.weights[1].fill_(1.0 / width)
+        network.biases[1].zero_()
+    network.train()
+    torch.manual_seed(0)
+    averages = network(_inputs((8, 3))).mean.squeeze(-1)  # K x 8
+    keep = 1 - network.dropout_rates
+    # A kept unit contributes 1 / keep, so the average times keep is the kept fraction.
+    kept_fraction = averages * keep[:, None]
+    torch.testing.assert_close(kept_fraction.mean(-1), keep, rtol=0, atol=0.01)
+    # Units are 0 or exactly 1 / keep: the fraction is a whole number of units.
+    units = kept_fraction * width
+    torch.testing.assert_close(units, units.round(), rtol=0, atol=1e-6)
+
+
 def test_per_member_dropout_rates():
     network = _network(dropout=torch.tensor([0.0, 0.5, 0.0]))
     torch.testing.assert_close(
