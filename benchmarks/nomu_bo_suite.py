@@ -14,6 +14,7 @@ A model may name its own acquisition as ``MODEL:ACQUISITION`` (others use
 Examples:
     python benchmarks/nomu_bo_suite.py --models mc-dropout --dims 5 --seeds 5 --jobs 2
     python benchmarks/nomu_bo_suite.py --models deep-ensemble deep-ensemble:qlogei --dims 5
+    python benchmarks/nomu_bo_suite.py --models hyper-deep-ensemble --first-seed 5 --seeds 5
     python benchmarks/nomu_bo_suite.py --smoke
 """
 
@@ -188,7 +189,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--problems", nargs="+", default=list(BO_PROBLEM_NAMES))
     parser.add_argument("--dims", nargs="+", type=int, default=[5])
-    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0, 1, ...)")
+    parser.add_argument("--seeds", type=int, default=5, help="number of seeds")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds start here (so several processes or machines can share the seeds)",
+    )
     parser.add_argument("--iterations", type=int, default=64)
     parser.add_argument("--n-initial", type=int, default=8)
     parser.add_argument("--num-restarts", type=int, default=10)
@@ -202,6 +209,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.smoke:
         args.problems, args.dims, args.seeds = ["levy", "g-function"], [2], 1
         args.iterations, args.n_initial, args.num_restarts, args.raw_samples = 2, 4, 2, 32
+    if args.seeds < 1 or args.first_seed < 0:
+        parser.error("--seeds must be positive and --first-seed non-negative.")
     args.methods = [_method(entry, args.acquisition) for entry in args.models]
     unknown = [model for model, _ in args.methods if model not in SURROGATES]
     if unknown:
@@ -243,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
             num_restarts=args.num_restarts,
             raw_samples=args.raw_samples,
         )
-        for seed in range(args.seeds)
+        for seed in range(args.first_seed, args.first_seed + args.seeds)
         for dim in args.dims
         for problem in args.problems
         for model, acquisition in methods_specs

@@ -43,6 +43,17 @@ def test_a_model_can_name_its_own_acquisition(tmp_path) -> None:
     assert len(list((tmp_path / "runs").glob("*_mc-dropout+qlogei_*"))) == 2
 
 
+def test_first_seed_selects_the_seeds_and_bad_counts_are_rejected(tmp_path, capsys) -> None:
+    module = _load()
+    module.main(["--smoke", "--out", str(tmp_path), "--first-seed", "3"])
+    seeds = {path.name.split("_seed")[1].split("_")[0] for path in (tmp_path / "runs").glob("*.pt")}
+    assert seeds == {"3"}
+    for bad in (["--seeds", "0"], ["--first-seed", "-1"]):
+        with pytest.raises(SystemExit):
+            module.parse_args(bad)
+        assert "--first-seed non-negative" in capsys.readouterr().err
+
+
 def test_unknown_models_and_acquisitions_are_rejected(capsys) -> None:
     module = _load()
     for models, message in [
