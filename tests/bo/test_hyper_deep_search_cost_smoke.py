@@ -1,0 +1,23 @@
+"""Smoke run of the hyper-deep search precision benchmark
+(benchmarks/hyper_deep_search_cost.py)."""
+
+import pytest
+
+from tests.benchmark_scripts import load_benchmark
+
+
+def test_smoke_run_writes_both_precisions_side_by_side(tmp_path) -> None:
+    module = load_benchmark("hyper_deep_search_cost")
+    out = tmp_path / "cost.md"
+    table = module.main(["--smoke", "--out", str(out)])
+    assert out.read_text() == table
+    (row,) = [line for line in table.splitlines() if line.startswith("| 12 ")]
+    cells = [float(cell) for cell in row.strip("|").split("|")]
+    assert len(cells) == 7 and all(value > 0 for value in cells[1:5])
+
+
+def test_too_few_points_are_rejected(capsys) -> None:
+    module = load_benchmark("hyper_deep_search_cost")
+    with pytest.raises(SystemExit):
+        module.main(["--points", "4"])
+    assert "--points must be at least 6" in capsys.readouterr().err
