@@ -196,8 +196,9 @@ register_surrogate(
         "hyper-deep-ensemble",
         "hyper-deep ensemble (20 random L2/dropout/learning-rate configurations, 3-fold "
         "out-of-fold greedy selection, stratification, 300 epochs, single-precision training)",
-        # A search at every BO step: 3 folds, 300 epochs and float32 training (1.7x faster
-        # than float64 on one core) keep a step to seconds.
+        # A search at every BO step: 3 folds, 300 epochs and float32 training (1.6 to 2.0
+        # times faster than float64, benchmarks/hyper_deep_search_cost.py) keep a step to
+        # seconds.
         _fitter(HyperDeepEnsemble, num_folds=3, epochs=300, training_dtype=torch.float32),
     )
 )
