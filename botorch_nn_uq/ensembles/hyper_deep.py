@@ -200,8 +200,10 @@ def search_hyper_deep_ensemble(
     """
     if num_candidates < 1:
         raise ValueError(f"num_candidates must be positive; got {num_candidates}.")
-    if training_dtype is not None and not training_dtype.is_floating_point:
-        raise ValueError(f"training_dtype must be a floating dtype; got {training_dtype}.")
+    if training_dtype is not None and not (
+        isinstance(training_dtype, torch.dtype) and training_dtype.is_floating_point
+    ):
+        raise ValueError(f"training_dtype must be a floating torch.dtype; got {training_dtype!r}.")
     data_dtype = train_X.dtype
     if training_dtype is not None:
         train_X, train_Y = train_X.to(training_dtype), train_Y.to(training_dtype)

@@ -132,8 +132,9 @@ def test_single_precision_training_serves_members_in_the_data_dtype() -> None:
     single_nll = torch.tensor([r.validation_nll for r in search.candidates[:6]])
     double_nll = torch.tensor([r.validation_nll for r in double.candidates[:6]])
     torch.testing.assert_close(single_nll, double_nll, rtol=0.05, atol=0.05)
-    with pytest.raises(ValueError, match="training_dtype"):
-        _search(training_dtype=torch.int32)
+    for invalid in (torch.int32, "float32"):
+        with pytest.raises(ValueError, match="training_dtype"):
+            _search(training_dtype=invalid)
 
 
 def test_holdout_validation_scores_only_the_held_out_rows() -> None:
