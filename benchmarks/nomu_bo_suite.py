@@ -14,7 +14,7 @@ A model may name its own acquisition as ``MODEL:ACQUISITION`` (others use
 Examples:
     python benchmarks/nomu_bo_suite.py --models mc-dropout --dims 5 --seeds 5 --jobs 2
     python benchmarks/nomu_bo_suite.py --models deep-ensemble deep-ensemble:qlogei --dims 5
-    python benchmarks/nomu_bo_suite.py --models hyper-deep-ensemble --first-seed 5 --seeds 5
+    python benchmarks/nomu_bo_suite.py --models hyper-deep-ensemble:qlogei --first-seed 5 --seeds 5
     python benchmarks/nomu_bo_suite.py --smoke
 """
 
