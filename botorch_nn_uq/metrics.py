@@ -11,11 +11,13 @@ posterior is already in original units, so the NLL is too.
   moment matched).
 - :func:`predictive_nll`: the NLL of a posterior of one of the package's families.
 - :func:`rmse`: the root mean squared error of a point prediction.
+- :func:`batch_diversity`: how spread out a batch of BO proposals is.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 from botorch.posteriors import Posterior
@@ -186,3 +188,48 @@ def rmse(mean: Tensor, y: Tensor) -> Tensor:
     """
     _check_same_shape(("mean", "y"), mean, y)
     return (mean - y).pow(2).mean().sqrt()
+
+
+class BatchDiversity(NamedTuple):
+    r"""How spread out a batch of proposals is.
+
+    Attributes:
+        min_distance: The smallest Euclidean distance between two points of the batch,
+            in the unit cube of the bounds (``inf`` for a batch of one point).
+        duplicates: The number of points that lie within ``tolerance`` of an earlier
+            point of the batch (0: all distinct).
+    """
+
+    min_distance: float
+    duplicates: int
+
+
+def batch_diversity(X: Tensor, bounds: Tensor, tolerance: float = 1e-6) -> BatchDiversity:
+    r"""The smallest pairwise distance and the number of duplicates of a batch.
+
+    Args:
+        X: A ``q x d`` tensor of proposals.
+        bounds: A ``2 x d`` tensor of bounds; distances are measured after mapping the
+            box to the unit cube, so every coordinate counts alike.
+        tolerance: Two points closer than this (in the unit cube) are duplicates.
+
+    Returns:
+        A :class:`BatchDiversity`.
+
+    Example:
+        >>> bounds = torch.tensor([[0.0, 0.0], [2.0, 2.0]])
+        >>> batch_diversity(torch.tensor([[0.0, 0.0], [0.0, 0.0], [2.0, 0.0]]), bounds)
+        BatchDiversity(min_distance=0.0, duplicates=1)
+    """
+    if X.ndim != 2 or bounds.shape != (2, X.shape[-1]):
+        raise ValueError(
+            f"X must be q x d and bounds 2 x d; got {tuple(X.shape)} and {tuple(bounds.shape)}."
+        )
+    if X.shape[0] < 2:
+        return BatchDiversity(math.inf, 0)
+    unit = (X - bounds[0]) / (bounds[1] - bounds[0])
+    distances = torch.cdist(unit, unit)
+    earlier = torch.ones_like(distances, dtype=torch.bool).tril(diagonal=-1)
+    pairwise = distances[earlier]
+    duplicates = ((distances <= tolerance) & earlier).any(dim=-1).sum()
+    return BatchDiversity(float(pairwise.min()), int(duplicates))

@@ -4,6 +4,7 @@ the benchmarks and the tutorials."""
 from __future__ import annotations
 
 import csv
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -15,12 +16,16 @@ from botorch.optim import optimize_acqf
 from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
+from botorch_nn_uq.bo.continual import ContinualTraining, ContinualTrainingState
 from botorch_nn_uq.bo.registry import (
     RANDOM_SEARCH,
+    SURROGATES,
     AcquisitionContext,
+    AcquisitionSpec,
     get_acquisition,
     get_surrogate,
 )
+from botorch_nn_uq.metrics import batch_diversity
 from botorch_nn_uq.problems import BOProblem
 
 
@@ -37,6 +42,11 @@ class BOIterationRecord:
         regret: The problem's normalised regret of ``best_value``.
         seconds: Wall-clock seconds of the step that proposed this point (fit +
             acquisition optimisation); 0 for the initial design.
+        fit_seconds: The part of ``seconds`` spent fitting the surrogate.
+        warm_start: Whether the step's fit continued from the previous model's weights.
+        batch_min_distance: The smallest distance between two points of the step's
+            batch in the unit cube (``inf`` for a single point).
+        batch_duplicates: Points of the batch that repeat an earlier point of it.
     """
 
     iteration: int
@@ -45,6 +55,10 @@ class BOIterationRecord:
     best_value: float
     regret: float
     seconds: float
+    fit_seconds: float = 0.0
+    warm_start: bool = False
+    batch_min_distance: float = math.inf
+    batch_duplicates: int = 0
 
 
 @dataclass
@@ -143,18 +157,22 @@ def run_bo(
     acquisition_options: Mapping[str, Any] | None = None,
     target: float | None = None,
     callback: Callable[[BOIterationRecord], None] | None = None,
+    batch_size: int = 1,
+    sequential: bool = False,
+    continual: ContinualTraining | None = None,
 ) -> BOResult:
-    r"""Minimise ``problem`` (or, with ``target``, hit a target value) with sequential
-    (q = 1) Bayesian optimisation.
+    r"""Minimise ``problem`` (or, with ``target``, hit a target value) with Bayesian
+    optimisation, ``batch_size`` evaluations per step.
 
     The surrogate is fitted to ``Y = -f(X)`` (BoTorch maximises) with inputs
-    normalised to the problem's bounds and standardised outcomes, refitted from
-    scratch every step with seed ``1000 * seed + step``; the acquisition is maximised
-    with ``optimize_acqf`` under the same seed (its raw samples and its choice of
-    restarts), so a run is reproducible from ``seed`` whatever the caller's random state.
-    ``model="random"`` evaluates uniformly random points instead. The initial design
-    depends on ``seed`` only, so all surrogates with the same seed start from the same
-    points.
+    normalised to the problem's bounds and standardised outcomes, refitted every step
+    with seed ``1000 * seed + step`` (from scratch, or warm-started with ``continual``);
+    the acquisition is maximised with ``optimize_acqf`` under the same seed (its raw
+    samples and its choice of restarts), so a run is reproducible from ``seed``
+    whatever the caller's random state. A proposing strategy (batch Thompson sampling,
+    ``"ts"``) proposes the batch itself under the same seed. ``model="random"``
+    evaluates uniformly random points instead. The initial design depends on ``seed``
+    only, so all surrogates with the same seed start from the same points.
 
     Target-value mode (``target`` given): the best point is the one with the smallest
     squared error ``(f(x) - target)^2``, its regret is ``2 |f(x_best) - target| /
@@ -174,17 +192,35 @@ def run_bo(
         acquisition_options: Extra options passed to the acquisition builder.
         target: Optional target value of ``f`` (target-value optimisation).
         callback: Called with each :class:`BOIterationRecord` as it is produced.
+        batch_size: Evaluations per BO step (``q``).
+        sequential: Maximise a q-batch acquisition greedily, one point after the other
+            (``optimize_acqf(sequential=True)``) instead of jointly; joint optimisation
+            of large batches on a GP costs O(q^2) to O(q^3) per sample.
+        continual: Warm-start refits from the previous step's model on this schedule
+            (:class:`~botorch_nn_uq.bo.continual.ContinualTraining`); ``None`` fits
+            from scratch at every step. Needs a surrogate that supports warm starts.
 
     Returns:
-        A :class:`BOResult`.
+        A :class:`BOResult` with one record for the initial design and one per step
+        (its ``value`` is the best of the step's batch).
     """
     if iterations < 0 or n_initial < 2:
         raise ValueError(
             f"iterations must be >= 0 and n_initial >= 2; got {iterations} and {n_initial}."
         )
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
     random_search = model == RANDOM_SEARCH
     surrogate = None if random_search else get_surrogate(model)
     acquisition_spec = None if random_search else get_acquisition(acquisition)
+    if continual is not None and not random_search and not surrogate.supports_warm_start:
+        warm = ", ".join(
+            sorted(name for name, spec in SURROGATES.items() if spec.supports_warm_start)
+        )
+        raise ValueError(
+            f"Surrogate {model!r} does not support warm-started refits; continual training "
+            f"needs one of: {warm}."
+        )
     if acquisition_spec is not None and acquisition_spec.requires_target != (target is not None):
         raise ValueError(
             f"Acquisition {acquisition!r} "
@@ -213,7 +249,7 @@ def run_bo(
             return float(problem.normalized_regret(best))
         return 2 * abs(best - target) / (problem.max_value - problem.min_value)
 
-    def record(iteration: int, value: Tensor, seconds: float) -> None:
+    def record(iteration: int, value: Tensor, seconds: float, **details: Any) -> None:
         best = float(result.values[score(result.values).argmin()])
         entry = BOIterationRecord(
             iteration=iteration,
@@ -222,6 +258,7 @@ def run_bo(
             best_value=best,
             regret=regret(best),
             seconds=seconds,
+            **details,
         )
         result.records.append(entry)
         if callback is not None:
@@ -230,38 +267,98 @@ def run_bo(
     best_initial = score(values).argmin()
     record(0, values[best_initial], 0.0)
     random_generator = torch.Generator().manual_seed(seed + 7919)
+    schedule = None if continual is None else ContinualTrainingState(continual)
+    previous_model, new_X = None, X
     for step in range(1, iterations + 1):
         start = time.perf_counter()
+        step_seed = 1000 * seed + step
+        fit_seconds, warm = 0.0, False
         if random_search:
-            unit = torch.rand(1, problem.dim, generator=random_generator, dtype=bounds.dtype)
-            candidate = bounds[0] + (bounds[1] - bounds[0]) * unit
+            unit = torch.rand(
+                batch_size, problem.dim, generator=random_generator, dtype=bounds.dtype
+            )
+            candidates = bounds[0] + (bounds[1] - bounds[0]) * unit
         else:
             train_Y = -result.values.unsqueeze(-1)
-            fitted = surrogate.build(result.X, train_Y, bounds, 1000 * seed + step)
+            if schedule is not None:
+                warm = schedule.next_fit_is_warm(
+                    previous_model, new_X, train_Y[-new_X.shape[0] :], train_Y
+                )
+            if warm:
+                fitted = surrogate.build(
+                    result.X,
+                    train_Y,
+                    bounds,
+                    step_seed,
+                    warm_start=previous_model,
+                    max_steps=continual.warm_start_steps,
+                )
+            else:
+                fitted = surrogate.build(result.X, train_Y, bounds, step_seed)
+            if schedule is not None:
+                schedule.record_fit(warm)
+            fit_seconds = time.perf_counter() - start
             context = AcquisitionContext(
                 train_X=result.X,
                 train_Y=train_Y,
                 bounds=bounds,
-                seed=1000 * seed + step,
+                seed=step_seed,
                 options=options,
             )
-            acquisition_function = acquisition_spec.build(fitted, context)
-            # The options' seed fixes the raw samples, but optimize_acqf picks the
-            # restarts among them with torch's global generator (Boltzmann sampling):
-            # without a seeded global state, runs of one seed propose different points.
-            with manual_seed(1000 * seed + step):
-                candidate, _ = optimize_acqf(
-                    acquisition_function,
-                    bounds,
-                    q=1,
-                    num_restarts=num_restarts,
-                    raw_samples=raw_samples,
-                    options={"seed": 1000 * seed + step},
-                )
-            candidate = candidate.detach()
+            candidates = _propose(
+                acquisition_spec,
+                fitted,
+                context,
+                batch_size,
+                num_restarts=num_restarts,
+                raw_samples=raw_samples,
+                sequential=sequential,
+            )
+            previous_model = fitted
         seconds = time.perf_counter() - start
-        value = problem.evaluate(candidate)
-        result.X = torch.cat([result.X, candidate])
+        value = problem.evaluate(candidates)
+        result.X = torch.cat([result.X, candidates])
         result.values = torch.cat([result.values, value])
-        record(step, value.squeeze(), seconds)
+        new_X = candidates
+        diversity = batch_diversity(candidates, bounds)
+        record(
+            step,
+            value[score(value).argmin()],
+            seconds,
+            fit_seconds=fit_seconds,
+            warm_start=warm,
+            batch_min_distance=diversity.min_distance,
+            batch_duplicates=diversity.duplicates,
+        )
     return result
+
+
+def _propose(
+    spec: AcquisitionSpec,
+    model: Any,
+    context: AcquisitionContext,
+    q: int,
+    *,
+    num_restarts: int,
+    raw_samples: int,
+    sequential: bool,
+) -> Tensor:
+    r"""A ``q x d`` batch from a proposing strategy, or from ``optimize_acqf`` on the
+    spec's acquisition function."""
+    if spec.propose is not None:
+        return spec.propose(model, context, q).detach()
+    acquisition_function = spec.build(model, context)
+    # The options' seed fixes the raw samples, but optimize_acqf picks the restarts
+    # among them with torch's global generator (Boltzmann sampling): without a seeded
+    # global state, runs of one seed propose different points.
+    with manual_seed(context.seed):
+        candidates, _ = optimize_acqf(
+            acquisition_function,
+            context.bounds,
+            q=q,
+            num_restarts=num_restarts,
+            raw_samples=raw_samples,
+            options={"seed": context.seed},
+            sequential=sequential and q > 1,
+        )
+    return candidates.detach()

@@ -36,6 +36,7 @@ from botorch_nn_uq.acquisition import (
     qRobustTargetExpectedImprovement,
 )
 from botorch_nn_uq.fit import fit_model
+from botorch_nn_uq.generation import batch_thompson_sampling
 from botorch_nn_uq.models import (
     NEON,
     NOMU,
@@ -55,15 +56,21 @@ class SurrogateSpec:
     Args:
         name: The registry key (e.g. ``"mc-dropout"``).
         description: One line for ``--help`` and listings.
-        build: ``build(train_X, train_Y, bounds, seed) -> fitted Model`` with ``train_X``
-            ``n x d`` in problem units, ``train_Y`` ``n x 1`` (to maximise), ``bounds``
-            ``2 x d``; the model is expected to normalise inputs to the bounds and
-            standardise outcomes.
+        build: ``build(train_X, train_Y, bounds, seed, warm_start=None, **overrides) ->
+            fitted Model`` with ``train_X`` ``n x d`` in problem units, ``train_Y``
+            ``n x 1`` (to maximise), ``bounds`` ``2 x d``; the model is expected to
+            normalise inputs to the bounds and standardise outcomes. ``warm_start`` (a
+            fitted model this builder returned before) initialises the fit from its
+            weights, and ``overrides`` are hyperparameters for this fit (e.g. a short
+            ``max_steps`` for a warm-started refit).
+        supports_warm_start: Whether ``build`` accepts ``warm_start`` and a ``max_steps``
+            override (the BO loop's continual training needs both).
     """
 
     name: str
     description: str
-    build: Callable[[Tensor, Tensor, Tensor, int], Model]
+    build: Callable[..., Model]
+    supports_warm_start: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,21 +94,32 @@ class AcquisitionContext:
 
 @dataclass(frozen=True)
 class AcquisitionSpec:
-    r"""A named acquisition function.
+    r"""A named acquisition function, or a strategy that proposes a batch directly.
+
+    Exactly one of ``build`` and ``propose`` is given.
 
     Args:
         name: The registry key (e.g. ``"logei"``).
         description: One line for ``--help`` and listings.
-        build: ``build(model, context) -> AcquisitionFunction``.
+        build: ``build(model, context) -> AcquisitionFunction``, maximised with
+            ``optimize_acqf``.
         requires_target: Whether it is a target-value acquisition, which reads
             ``context.options["target"]`` (the target in the model's outcome units) and
             ``context.options.get("aleatoric_variance", 0.0)``.
+        propose: ``propose(model, context, q) -> q x d`` proposals (problem units) for
+            strategies without an acquisition function to maximise (batch Thompson
+            sampling).
     """
 
     name: str
     description: str
-    build: Callable[[Model, AcquisitionContext], AcquisitionFunction]
+    build: Callable[[Model, AcquisitionContext], AcquisitionFunction] | None = None
     requires_target: bool = False
+    propose: Callable[[Model, AcquisitionContext, int], Tensor] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.build is None) == (self.propose is None):
+            raise ValueError(f"Acquisition {self.name!r} needs exactly one of build and propose.")
 
 
 SURROGATES: dict[str, SurrogateSpec] = {}
@@ -150,15 +168,31 @@ def _transforms(bounds: Tensor) -> dict[str, Any]:
     }
 
 
-def _fitter(model_class: type, **options: Any) -> Callable[[Tensor, Tensor, Tensor, int], Model]:
+def _fitter(model_class: type, **options: Any) -> Callable[..., Model]:
     r"""A builder fitting ``model_class(train_X, train_Y, **options)`` with the standard
-    transforms."""
+    transforms (see :class:`SurrogateSpec` for its arguments)."""
 
-    def build(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
+    def build(
+        train_X: Tensor,
+        train_Y: Tensor,
+        bounds: Tensor,
+        seed: int,
+        warm_start: Model | None = None,
+        **overrides: Any,
+    ) -> Model:
         model = model_class(train_X, train_Y, **options, **_transforms(bounds))
-        return fit_model(model, seed=seed)
+        if warm_start is not None:
+            return model.fit(seed=seed, warm_start=warm_start, **overrides)
+        return fit_model(model, seed=seed, **overrides)
 
     return build
+
+
+# Registered networks train on mini-batches of at most this many rows for a budget of
+# optimizer steps, so a fit costs the same at n = 500 and n = 10,000. Up to 256 points
+# a mini-batch is the whole data set and the fit is exactly the full-batch fit of the
+# class defaults (500 epochs = 500 steps), as in every protocol-1 result.
+_SCALABLE_BATCH = {"batch_size": 256}
 
 
 def _fit_nomu(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> Model:
@@ -182,13 +216,20 @@ register_surrogate(
     )
 )
 register_surrogate(
-    SurrogateSpec("mc-dropout", "MC dropout network with a fixed bank of masks", _fitter(MCDropout))
+    SurrogateSpec(
+        "mc-dropout",
+        "MC dropout network with a fixed bank of masks (500 steps on batches of 256)",
+        _fitter(MCDropout, max_steps=500, **_SCALABLE_BATCH),
+        supports_warm_start=True,
+    )
 )
 register_surrogate(
     SurrogateSpec(
         "deep-ensemble",
-        "deep ensemble of 5 Gaussian-head networks trained as one batched computation",
-        _fitter(DeepEnsemble),
+        "deep ensemble of 5 Gaussian-head networks trained as one batched computation "
+        "(500 steps on batches of 256)",
+        _fitter(DeepEnsemble, max_steps=500, **_SCALABLE_BATCH),
+        supports_warm_start=True,
     )
 )
 register_surrogate(
@@ -206,9 +247,17 @@ for _name, _class, _description in (
     ("nes-rs", NESRandomSearch, "Neural Ensemble Search, random search over 20 architectures"),
     ("nes-re", NESRegularizedEvolution, "Neural Ensemble Search, regularised evolution"),
     ("autodeuq", AutoDEUQ, "AutoDEUQ: joint architecture and hyperparameter search"),
-    ("neon", NEON, "NEON epistemic neural network (MLP backbone + EpiNet, 128 fixed indices)"),
 ):
     register_surrogate(SurrogateSpec(_name, _description, _fitter(_class)))
+register_surrogate(
+    SurrogateSpec(
+        "neon",
+        "NEON epistemic neural network (MLP backbone + EpiNet, 128 fixed indices; 2000 steps "
+        "on batches of 256)",
+        _fitter(NEON, max_steps=2000, **_SCALABLE_BATCH),
+        supports_warm_start=True,
+    )
+)
 register_surrogate(
     SurrogateSpec(
         "nomu", "NOMU network (fast default, MW-scaled to a tenth of the data std)", _fit_nomu
@@ -363,5 +412,34 @@ register_acquisition(
             model, sampler=_mc_sampler(model, ctx), **_target_arguments(ctx)
         ),
         requires_target=True,
+    )
+)
+
+
+def _propose_thompson(model: Model, context: AcquisitionContext, q: int) -> Tensor:
+    r"""Batch Thompson sampling (``botorch_nn_uq.generation``) around the five best
+    observations; a model whose function bank can grow gets at least ``2 q`` functions."""
+    if hasattr(model, "resample_function_bank"):
+        bank_size = model.posterior(context.train_X[:1]).values.shape[-3]
+        if bank_size < 2 * q:
+            model.resample_function_bank(2 * q, seed=context.seed)
+    best = context.train_Y.squeeze(-1).topk(min(5, context.train_Y.shape[0])).indices
+    return batch_thompson_sampling(
+        model,
+        context.bounds,
+        q,
+        X_baseline=context.train_X,
+        centers=context.train_X[best],
+        num_candidates=context.options.get("num_candidates", 4096),
+        seed=context.seed,
+    )
+
+
+register_acquisition(
+    AcquisitionSpec(
+        "ts",
+        "batch Thompson sampling over the model's functions, distinct proposals for any q "
+        "(candidates = option 'num_candidates', default 4096)",
+        propose=_propose_thompson,
     )
 )

@@ -70,6 +70,9 @@ class DeepEnsembleHyperparameters:
             epistemic split); ``"mse"``: members predict a mean only (noiseless BO).
         min_std: Floor of a Gaussian member's standard deviation (transformed units).
         epochs: Training epochs.
+        max_steps: A training budget in optimizer steps (whichever of ``epochs`` and
+            ``max_steps`` ends first); with ``batch_size`` it keeps the cost of a fit
+            independent of the number of training points. ``None``: ``epochs`` only.
         learning_rate: The optimizer's learning rate.
         batch_size: Mini-batch size; ``None`` trains full-batch.
         optimizer: One of ``botorch_nn_uq.training.OPTIMIZERS``.
@@ -98,6 +101,7 @@ class DeepEnsembleHyperparameters:
     likelihood: str = "gaussian"
     min_std: float = 1e-3
     epochs: int = 500
+    max_steps: int | None = None
     learning_rate: float = 5e-3
     batch_size: int | None = None
     optimizer: str = "adam"
@@ -145,6 +149,7 @@ class DeepEnsembleHyperparameters:
         r"""The settings of the shared training loop (validated there)."""
         return TrainingConfig(
             epochs=self.epochs,
+            max_steps=self.max_steps,
             learning_rate=self.learning_rate,
             batch_size=self.batch_size,
             optimizer=self.optimizer,

@@ -12,6 +12,7 @@ from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, train_network
+from botorch_nn_uq.training.seeding import seeded
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class MCDropoutHyperparameters:
         num_masks: Size ``s`` of the fixed bank of test-time dropout masks, i.e. the
             number of functions in the posterior.
         epochs: Training epochs.
+        max_steps: A training budget in optimizer steps (whichever of ``epochs`` and
+            ``max_steps`` ends first); with ``batch_size`` it keeps the cost of a fit
+            independent of the number of training points. ``None``: ``epochs`` only.
         learning_rate: Adam's learning rate.
         batch_size: Mini-batch size; ``None`` trains full-batch.
         weight_decay: Adam's weight decay (an L2 penalty ``weight_decay/2 ||w||^2``;
@@ -40,6 +44,7 @@ class MCDropoutHyperparameters:
     dropout: float = 0.1
     num_masks: int = 64
     epochs: int = 500
+    max_steps: int | None = None
     learning_rate: float = 5e-3
     batch_size: int | None = None
     weight_decay: float = 1e-4
@@ -64,6 +69,7 @@ class MCDropoutHyperparameters:
         r"""The settings of the shared training loop (validated there)."""
         return TrainingConfig(
             epochs=self.epochs,
+            max_steps=self.max_steps,
             learning_rate=self.learning_rate,
             batch_size=self.batch_size,
             optimizer="adam",
@@ -130,11 +136,35 @@ class MCDropout(NeuralSurrogateModel):
             progress=progress,
             description="MC dropout",
         )
-        # Buffers (not a plain list) so that the bank follows the model in .to(...).
-        for layer, mask in enumerate(network.sample_masks(hp.num_masks)):
-            self.register_buffer(f"dropout_mask_{layer}", mask.detach())
+        self._set_masks(hp.num_masks)
         self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return result
+
+    def _set_masks(self, num_masks: int) -> None:
+        # Buffers (not a plain list) so that the bank follows the model in .to(...).
+        for layer, mask in enumerate(self.network.sample_masks(num_masks)):
+            self.register_buffer(f"dropout_mask_{layer}", mask.detach())
+
+    def resample_function_bank(self, size: int, seed: int) -> MCDropout:
+        r"""Replace the bank of test-time dropout masks by ``size`` new masks.
+
+        Batch Thompson sampling with ``q`` larger than the bank needs more functions than
+        the fit drew; the trained weights and the noise estimate are kept.
+
+        Args:
+            size: The new number of masks (functions of the posterior), at least 2.
+            seed: Seed of the masks.
+
+        Returns:
+            The model itself.
+        """
+        if not self.is_fitted:
+            raise RuntimeError("MCDropout is not fitted; call .fit() first.")
+        if size < 2:
+            raise ValueError(f"size must be at least 2; got {size}.")
+        with seeded(seed):
+            self._set_masks(size)
+        return self
 
     @property
     def masks(self) -> list[Tensor]:

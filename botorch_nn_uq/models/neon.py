@@ -17,6 +17,7 @@ from botorch_nn_uq.nn.neon import EpiNet, EpistemicOperatorNetwork, OperatorBack
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, train_network
+from botorch_nn_uq.training.seeding import seeded
 
 LOSSES = ("mse", "relative_l2")
 
@@ -73,6 +74,9 @@ class NEONHyperparameters:
         loss: ``"mse"`` (on the transformed targets) or ``"relative_l2"`` (each
             function's squared error over its squared norm).
         epochs: Passes over the training rows (steps, when full-batch).
+        max_steps: A training budget in optimizer steps (whichever of ``epochs`` and
+            ``max_steps`` ends first); with ``batch_size`` it keeps the cost of a fit
+            independent of the number of training points. ``None``: ``epochs`` only.
         learning_rate: Adam's initial learning rate.
         lr_decay_rate: Exponential decay factor of the learning rate per
             ``lr_decay_steps`` steps (``None``: constant).
@@ -101,6 +105,7 @@ class NEONHyperparameters:
     num_training_indices: int = 16
     loss: str = "mse"
     epochs: int = 2000
+    max_steps: int | None = None
     learning_rate: float = 3e-4
     lr_decay_rate: float | None = 0.75
     lr_decay_steps: int = 1000
@@ -141,6 +146,7 @@ class NEONHyperparameters:
         r"""The settings of the shared training loop (validated there)."""
         return TrainingConfig(
             epochs=self.epochs,
+            max_steps=self.max_steps,
             learning_rate=self.learning_rate,
             batch_size=self.batch_size,
             optimizer="adam",
@@ -324,11 +330,35 @@ class NEON(NeuralSurrogateModel):
             progress=progress,
             description="NEON",
         )
-        self.register_buffer(
-            "epistemic_indices", torch.randn(hp.num_epistemic_samples, hp.index_dim).to(train_X)
-        )
+        self._set_epistemic_indices(hp.num_epistemic_samples)
         self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return result
+
+    def _set_epistemic_indices(self, size: int) -> None:
+        reference = self.train_X
+        indices = torch.randn(size, self.hyperparameters.index_dim).to(reference)
+        self.register_buffer("epistemic_indices", indices)
+
+    def resample_function_bank(self, size: int, seed: int) -> NEON:
+        r"""Replace the fixed bank of epistemic indices ``z`` by ``size`` new draws.
+
+        Batch Thompson sampling with ``q`` larger than the bank needs more functions than
+        the fit drew; the trained network and the noise estimate are kept.
+
+        Args:
+            size: The new number of indices (functions of the posterior), at least 1.
+            seed: Seed of the draws.
+
+        Returns:
+            The model itself.
+        """
+        if not self.is_fitted:
+            raise RuntimeError("NEON is not fitted; call .fit() first.")
+        if size < 1:
+            raise ValueError(f"size must be positive; got {size}.")
+        with seeded(seed):
+            self._set_epistemic_indices(size)
+        return self
 
     def function_samples(self, X: Tensor) -> Tensor:
         r"""The bank's function samples at transformed inputs.

@@ -32,7 +32,13 @@ class TrainingConfig:
     r"""Settings of :func:`train_network`.
 
     Args:
-        epochs: Number of passes over the training data.
+        epochs: Number of passes over the training data (an upper bound when
+            ``max_steps`` is given).
+        max_steps: A training budget in optimizer steps: training stops after this many
+            steps even in the middle of an epoch, whichever of ``epochs`` and
+            ``max_steps`` comes first. With mini-batches this makes the cost of a fit
+            independent of the number of training rows (``epochs`` then only caps
+            small data sets); ``None`` trains all ``epochs``.
         learning_rate: The optimizer's learning rate.
         batch_size: Mini-batch size; ``None`` trains full-batch.
         optimizer: One of ``OPTIMIZERS`` (``"adam"``, ``"adamw"``, ``"sgd"``, ...).
@@ -66,6 +72,7 @@ class TrainingConfig:
     """
 
     epochs: int = 1000
+    max_steps: int | None = None
     learning_rate: float = 1e-3
     batch_size: int | None = None
     optimizer: str = "adam"
@@ -82,6 +89,10 @@ class TrainingConfig:
     def __post_init__(self) -> None:
         if self.epochs < 1:
             raise ValueError(f"epochs must be a positive integer; got {self.epochs}.")
+        if self.max_steps is not None and not (
+            isinstance(self.max_steps, int) and self.max_steps >= 1
+        ):
+            raise ValueError(f"max_steps must be a positive integer or None; got {self.max_steps}.")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive; got {self.learning_rate}.")
         if self.batch_size is not None and self.batch_size < 1:
@@ -124,14 +135,17 @@ class TrainingResult:
     Attributes:
         best_loss: The best monitored loss; the module holds the weights that reached it.
         best_epoch: The epoch (0-based) of the best monitored loss.
-        epochs_run: The number of epochs actually run (fewer on early stopping).
+        epochs_run: The number of epochs actually run (fewer on early stopping; the last
+            one may be partial when the step budget ends inside it).
         loss_history: The monitored loss of every epoch.
+        steps_run: The number of optimizer steps taken.
     """
 
     best_loss: float | Tensor
     best_epoch: int | Tensor
     epochs_run: int
     loss_history: list[float] | list[Tensor] = field(default_factory=list)
+    steps_run: int = 0
 
 
 def l2_penalty(module: nn.Module) -> Tensor:
@@ -291,12 +305,14 @@ def _train_single(
     history: list[float] = []
     epochs_without_improvement = epochs_on_plateau = 0
     epoch = -1
+    steps_run = 0
     for epoch in epochs:
         module.train()
         order = None if full_batch else torch.randperm(num_data)
         epoch_loss = 0.0
+        epoch_rows = 0
         pre_step_state = None
-        for batch in range(num_batches):
+        for batch in range(_batches_this_epoch(num_batches, steps_run, config.max_steps)):
             indices = None if full_batch else order[batch * batch_size : (batch + 1) * batch_size]
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(indices)
@@ -313,7 +329,10 @@ def _train_single(
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
-            epoch_loss += loss.item() * (num_data if indices is None else len(indices))
+            steps_run += 1
+            rows = num_data if indices is None else len(indices)
+            epoch_loss += loss.item() * rows
+            epoch_rows += rows
         if validation_loss_fn is not None:
             module.eval()
             with torch.no_grad():
@@ -321,7 +340,7 @@ def _train_single(
         elif full_batch:
             monitored = loss.item()
         else:
-            monitored = epoch_loss / num_data
+            monitored = epoch_loss / epoch_rows
         history.append(monitored)
         if progress:
             epochs.set_postfix(loss=f"{monitored:.4g}")
@@ -342,12 +361,25 @@ def _train_single(
                 for group in optimizer.param_groups:
                     group["lr"] *= config.lr_reduction_factor
                 epochs_on_plateau = 0
+        if config.max_steps is not None and steps_run >= config.max_steps:
+            break
     if best_state is not None:
         module.load_state_dict(best_state)
     module.eval()
     return TrainingResult(
-        best_loss=best_loss, best_epoch=best_epoch, epochs_run=epoch + 1, loss_history=history
+        best_loss=best_loss,
+        best_epoch=best_epoch,
+        epochs_run=epoch + 1,
+        loss_history=history,
+        steps_run=steps_run,
     )
+
+
+def _batches_this_epoch(num_batches: int, steps_run: int, max_steps: int | None) -> int:
+    r"""The number of mini-batches of the next epoch under the step budget."""
+    if max_steps is None:
+        return num_batches
+    return min(num_batches, max_steps - steps_run)
 
 
 def _make_optimizer(
@@ -440,6 +472,7 @@ def _train_members(
     epochs_without_improvement = torch.zeros(num_members, dtype=torch.long)
     history: list[Tensor] = []
     epoch = -1
+    steps_run = 0
     for epoch in epochs:
         module.train()
         order = (
@@ -448,8 +481,9 @@ def _train_members(
             else torch.stack([torch.randperm(num_data, generator=g) for g in generators])
         )
         epoch_loss = torch.zeros(num_members, dtype=torch.float64)
+        epoch_rows = 0
         pre_step_state = None
-        for batch in range(num_batches):
+        for batch in range(_batches_this_epoch(num_batches, steps_run, config.max_steps)):
             indices = (
                 None if full_batch else order[:, batch * batch_size : (batch + 1) * batch_size]
             )
@@ -479,8 +513,10 @@ def _train_members(
                 _rescale_member_updates(parameters, before, update_scale)
             if scheduler is not None:
                 scheduler.step()
+            steps_run += 1
             rows = num_data if indices is None else indices.shape[-1]
             epoch_loss += detached * rows
+            epoch_rows += rows
         if validation_loss_fn is not None:
             module.eval()
             with torch.no_grad():
@@ -488,7 +524,7 @@ def _train_members(
         elif full_batch:
             monitored = detached
         else:
-            monitored = epoch_loss / num_data
+            monitored = epoch_loss / epoch_rows
         history.append(monitored)
         if progress:
             epochs.set_postfix(loss=f"{monitored.mean().item():.4g}")
@@ -509,7 +545,8 @@ def _train_members(
         update_scale = torch.where(reduce, update_scale * config.lr_reduction_factor, update_scale)
         epochs_on_plateau = torch.where(reduce, 0.0, epochs_on_plateau)
         active &= epochs_without_improvement < patience
-        if not active.any():
+        budget_spent = config.max_steps is not None and steps_run >= config.max_steps
+        if budget_spent or not active.any():
             break
     module.load_state_dict(best_state)
     module.eval()
@@ -518,6 +555,7 @@ def _train_members(
         best_epoch=best_epoch,
         epochs_run=epoch + 1,
         loss_history=history,
+        steps_run=steps_run,
     )
 
 
