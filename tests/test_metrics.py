@@ -189,3 +189,16 @@ def test_nll_in_original_units_is_the_standardised_nll_plus_log_scale() -> None:
         predictive_nll(original, y_original),
         predictive_nll(standardised, y_standardised) + transform.stdvs.log().squeeze(),
     )
+
+
+def test_batch_diversity_measures_in_the_unit_cube_and_counts_duplicates():
+    from botorch_nn_uq.metrics import batch_diversity
+
+    bounds = torch.tensor([[0.0, 0.0], [10.0, 1.0]], dtype=torch.float64)
+    X = torch.tensor([[0.0, 0.0], [5.0, 0.0], [5.0, 0.0], [0.0, 0.5]], dtype=torch.float64)
+    diversity = batch_diversity(X, bounds)
+    assert diversity.min_distance == 0.0 and diversity.duplicates == 1
+    assert batch_diversity(X[[0, 1, 3]], bounds).min_distance == pytest.approx(0.5)
+    assert batch_diversity(X[:1], bounds) == (float("inf"), 0)
+    with pytest.raises(ValueError, match="X must be q x d"):
+        batch_diversity(X, bounds[:, :1])

@@ -41,6 +41,12 @@ def test_every_acquisition_builds_and_evaluates(name: str) -> None:
     context = AcquisitionContext(
         train_X=train_X, train_Y=train_Y, bounds=bounds, seed=0, options=options
     )
+    if spec.propose is not None:
+        proposals = spec.propose(model, context, 3)
+        assert proposals.shape == (3, 2)
+        assert ((proposals >= bounds[0]) & (proposals <= bounds[1])).all()
+        assert torch.cdist(proposals, proposals).fill_diagonal_(1.0).min() > 0
+        return
     acquisition = spec.build(model, context)
     assert isinstance(acquisition, AcquisitionFunction)
     values = acquisition(torch.rand(5, 1, 2, dtype=torch.float64))
@@ -61,3 +67,25 @@ def test_names_are_registered_once() -> None:
         register_surrogate(SurrogateSpec("gp", "duplicate", SURROGATES["gp"].build))
     with pytest.raises(ValueError, match="already registered"):
         register_surrogate(SurrogateSpec("random", "reserved", SURROGATES["gp"].build))
+
+
+@pytest.mark.parametrize(("name", "model_class"), [("deep-ensemble", "DeepEnsemble")])
+def test_step_budgets_leave_small_data_fits_exactly_as_full_batch_epochs(name, model_class):
+    from botorch.models.transforms import Normalize, Standardize
+
+    import botorch_nn_uq.models as models
+
+    train_X, train_Y, bounds = _data()
+    registered = get_surrogate(name).build(train_X, train_Y, bounds, 3)
+    plain = getattr(models, model_class)(
+        train_X,
+        train_Y,
+        input_transform=Normalize(2, bounds=bounds),
+        outcome_transform=Standardize(1),
+    ).fit(seed=3)
+    assert registered.hyperparameters.batch_size == 256
+    assert registered.training_result.steps_run == plain.training_result.steps_run == 500
+    test_X = torch.rand(7, 1, 2, dtype=torch.float64)
+    torch.testing.assert_close(
+        registered.posterior(test_X).mean, plain.posterior(test_X).mean, rtol=0, atol=0
+    )

@@ -613,3 +613,50 @@ def test_member_mode_stops_each_member_at_its_own_patience():
             module, lambda indices: module.w.squeeze(-1), 1, config,
             member_generators=generators, member_patience=torch.tensor([2, 0, 3]),
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("num_data", [40, 400, 4000])
+def test_a_step_budget_fixes_the_number_of_steps_whatever_the_data_size(num_data):
+    X, Y = _linear_regression_data(num_data)
+    model = _linear_model()
+    calls = []
+
+    def loss(indices):
+        calls.append(indices)
+        return (model(X[indices]) - Y[indices]).pow(2).mean()
+
+    config = TrainingConfig(epochs=10_000, max_steps=25, batch_size=16, learning_rate=1e-2)
+    result = train_network(model, loss, num_data=num_data, config=config)
+    assert result.steps_run == 25 and len(calls) == 25
+    assert all(len(indices) <= 16 for indices in calls)
+    # The last epoch may be cut by the budget; the epochs counted cover exactly 25 steps.
+    assert result.epochs_run == math.ceil(25 / math.ceil(num_data / 16))
+
+
+def test_epochs_end_training_before_the_step_budget():
+    X, Y = _linear_regression_data(32)
+    model = _linear_model()
+    config = TrainingConfig(epochs=3, max_steps=1000, batch_size=8)
+    result = train_network(
+        model, lambda i: (model(X[i]) - Y[i]).pow(2).mean(), num_data=32, config=config
+    )
+    assert result.epochs_run == 3 and result.steps_run == 12
+
+
+def test_a_full_batch_step_budget_equals_the_same_number_of_epochs():
+    X, Y = _linear_regression_data(32)
+    results = []
+    for config in (
+        TrainingConfig(epochs=50, learning_rate=1e-2),
+        TrainingConfig(epochs=1000, max_steps=50, batch_size=64, learning_rate=1e-2),
+    ):
+        model = _linear_model()
+        train_network(model, lambda i, m=model: (m(X) - Y).pow(2).mean(), 32, config)
+        results.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.equal(results[0], results[1])
+
+
+@pytest.mark.parametrize("max_steps", [0, -3, 2.5])
+def test_invalid_step_budgets_are_rejected(max_steps):
+    with pytest.raises(ValueError, match="max_steps must be a positive integer"):
+        TrainingConfig(max_steps=max_steps)

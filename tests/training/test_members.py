@@ -362,3 +362,15 @@ def test_bad_row_weights(name):
     empty[2] = 0.0
     with pytest.raises(ValueError, match=f"at least one row with positive {name}"):
         fit_members(network, X, Y, config, **{name: empty})
+
+
+def test_member_mode_keeps_the_step_budget_whatever_the_data_size():
+    steps = []
+    for n in (64, 2048):
+        X, Y = _data(n=n)
+        network = _network()
+        config = TrainingConfig(epochs=10_000, max_steps=30, batch_size=32, learning_rate=1e-2)
+        result = fit_members(network, X, Y, config)
+        steps.append(result.steps_run)
+        assert torch.isfinite(result.best_loss).all()
+    assert steps == [30, 30]
