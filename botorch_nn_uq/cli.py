@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.loop import BOIterationRecord, BOResult, run_bo
 from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES
 from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
@@ -41,10 +42,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "optimize",
         help="run a Bayesian-optimisation loop on a built-in problem",
         description=(
-            "Minimise a built-in test problem with sequential (q = 1) Bayesian optimisation: "
-            "uniform random initial points, then one surrogate fit and one optimize_acqf call "
-            "per iteration. Prints one line per iteration (best value so far, normalised "
-            "regret, seconds) and a summary."
+            "Minimise a built-in test problem with Bayesian optimisation: uniform random "
+            "initial points, then per iteration one surrogate fit and a batch of --batch-size "
+            "proposals (optimize_acqf, or Thompson sampling with ts). Prints one line per "
+            "iteration (best value so far, normalised regret, seconds) and a summary."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -95,6 +96,43 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     optimize.add_argument(
         "--quantile", type=float, default=0.1, help="quantile q of robust-lcb (small = optimistic)"
+    )
+    optimize.add_argument(
+        "--batch-size",
+        type=int,
+        default=1,
+        help="evaluations per iteration (q); with ts the batch comes from Thompson sampling, "
+        "with a q-acquisition (qlogei, ...) from optimize_acqf",
+    )
+    optimize.add_argument(
+        "--sequential",
+        action="store_true",
+        help="optimise a q-acquisition greedily point by point instead of jointly",
+    )
+    optimize.add_argument(
+        "--num-candidates",
+        type=int,
+        default=4096,
+        help="candidates scored by every function of the bank for ts",
+    )
+    optimize.add_argument(
+        "--continual",
+        action="store_true",
+        help="warm-start each refit from the previous iteration's network (mc-dropout, "
+        "deep-ensemble, neon), with a cold refit every --cold-refit-every iterations or when "
+        "the error on the newest points doubles",
+    )
+    optimize.add_argument(
+        "--warm-start-steps",
+        type=int,
+        default=100,
+        help="optimizer steps of a warm-started refit (with --continual)",
+    )
+    optimize.add_argument(
+        "--cold-refit-every",
+        type=int,
+        default=10,
+        help="a refit from scratch every this many iterations (with --continual)",
     )
     optimize.add_argument("--csv", type=Path, help="write one row per evaluation to this CSV")
     optimize.add_argument(
@@ -175,9 +213,19 @@ def _optimize(args: argparse.Namespace) -> int:
             "negative_slope": args.negative_slope,
             "aleatoric_variance": args.aleatoric_variance,
             "quantile": args.quantile,
+            "num_candidates": args.num_candidates,
         },
         target=args.target,
         callback=None if args.quiet else _print_record,
+        batch_size=args.batch_size,
+        sequential=args.sequential,
+        continual=(
+            ContinualTraining(
+                warm_start_steps=args.warm_start_steps, cold_refit_every=args.cold_refit_every
+            )
+            if args.continual
+            else None
+        ),
     )
     total = time.perf_counter() - start
     print(
@@ -219,6 +267,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.iterations < 0 or args.n_initial < 2:
         print("error: --iterations must be >= 0 and --n-initial >= 2", file=sys.stderr)
+        return 2
+    for option in ("batch_size", "num_candidates", "warm_start_steps", "cold_refit_every"):
+        if getattr(args, option) < 1:
+            name = "--" + option.replace("_", "-")
+            print(f"error: {name} must be at least 1; got {getattr(args, option)}", file=sys.stderr)
+            return 2
+    if (
+        args.continual
+        and args.model in SURROGATES
+        and not SURROGATES[args.model].supports_warm_start
+    ):
+        warm = ", ".join(name for name, spec in SURROGATES.items() if spec.supports_warm_start)
+        print(f"error: --continual needs a warm-startable model ({warm})", file=sys.stderr)
         return 2
     if args.model != RANDOM_SEARCH:
         requires_target = ACQUISITIONS[args.acquisition].requires_target

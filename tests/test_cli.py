@@ -75,3 +75,36 @@ def test_leaky_and_target_value_acquisitions_are_registered(capsys) -> None:
     assert "needs --target" in capsys.readouterr().err
     assert main(["optimize", "--acquisition", "logei", "--target", "1"]) == 2
     assert "robust-ei" in capsys.readouterr().err
+
+
+def test_batches_thompson_sampling_and_continual_training_from_the_command_line(
+    tmp_path, capsys
+) -> None:
+    csv_path = tmp_path / "batch.csv"
+    code = main(
+        [
+            "optimize", "--problem", "levy", "--dim", "3", "--model", "deep-ensemble",
+            "--acquisition", "ts", "--batch-size", "12", "--num-candidates", "256",
+            "--continual", "--warm-start-steps", "10", "--cold-refit-every", "2",
+            "--iterations", "3", "--n-initial", "6", "--csv", str(csv_path),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    assert "| 42 evaluations |" in capsys.readouterr().out
+    rows = csv_path.read_text().splitlines()
+    header = rows[0].split(",")
+    warm = [row.split(",")[header.index("warm_start")] for row in rows[1:]]
+    duplicates = [row.split(",")[header.index("batch_duplicates")] for row in rows[1:]]
+    assert warm == ["False", "False", "True", "False"] and set(duplicates) == {"0"}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--batch-size", "0"], "--batch-size must be at least 1"),
+        (["--model", "gp", "--continual"], "--continual needs a warm-startable model"),
+    ],
+)
+def test_invalid_batch_options_are_rejected(arguments, message, capsys) -> None:
+    assert main(["optimize", *arguments]) == 2
+    assert message in capsys.readouterr().err
