@@ -36,7 +36,7 @@ import torch
 
 from botorch_nn_uq.bo.loop import BOResult, run_bo, save_atomically, write_rows_csv
 from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES
-from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
+from botorch_nn_uq.problems import NOMU_SUITE_NAMES, get_bo_problem
 
 BASELINE = ("gp", "logei")
 
@@ -187,7 +187,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="logei",
         help=f"acquisition of the models that name none ({', '.join(_usable_acquisitions())})",
     )
-    parser.add_argument("--problems", nargs="+", default=list(BO_PROBLEM_NAMES))
+    parser.add_argument("--problems", nargs="+", default=list(NOMU_SUITE_NAMES))
     parser.add_argument("--dims", nargs="+", type=int, default=[5])
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds")
     parser.add_argument(

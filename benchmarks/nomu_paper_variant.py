@@ -42,7 +42,7 @@ from botorch_nn_uq.calibration import (
 )
 from botorch_nn_uq.fit import fit_model
 from botorch_nn_uq.models import NOMU
-from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
+from botorch_nn_uq.problems import BO_PROBLEM_NAMES, NOMU_SUITE_NAMES, get_bo_problem
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--problems", nargs="+", default=list(BO_PROBLEM_NAMES))
+    parser.add_argument("--problems", nargs="+", default=list(NOMU_SUITE_NAMES))
     parser.add_argument("--dims", nargs="+", type=int, default=[5])
     parser.add_argument("--seeds", type=int, default=2, help="number of seeds (0, 1, ...)")
     parser.add_argument("--iterations", type=int, default=64)

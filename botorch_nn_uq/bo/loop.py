@@ -15,6 +15,7 @@ import torch
 from botorch.optim import optimize_acqf
 from botorch.utils.sampling import manual_seed
 from torch import Tensor
+from torch.quasirandom import SobolEngine
 
 from botorch_nn_uq.bo.continual import ContinualTraining, ContinualTrainingState
 from botorch_nn_uq.bo.registry import (
@@ -135,12 +136,28 @@ def save_atomically(obj: object, path: str | Path) -> None:
     partial.replace(path)
 
 
-def initial_design(problem: BOProblem, n: int, seed: int) -> Tensor:
-    r"""``n x d`` uniformly random points in the problem's box, identical for every
-    surrogate run with the same ``seed``."""
-    generator = torch.Generator().manual_seed(seed)
+INITIAL_DESIGNS = ("uniform", "sobol")
+
+
+def initial_design(problem: BOProblem, n: int, seed: int, design: str = "uniform") -> Tensor:
+    r"""``n x d`` initial points in the problem's box, identical for every surrogate run
+    with the same ``seed``.
+
+    Args:
+        problem: The problem (its ``bounds`` and ``dim``).
+        n: The number of points.
+        seed: Seed of the draw (or of the Sobol scrambling).
+        design: ``"uniform"`` (independent uniform points) or ``"sobol"`` (the first
+            ``n`` points of a scrambled Sobol sequence, which cover the box evenly).
+    """
+    if design not in INITIAL_DESIGNS:
+        raise ValueError(f"Unknown design {design!r}; valid: {', '.join(INITIAL_DESIGNS)}.")
     bounds = problem.bounds
-    unit = torch.rand(n, problem.dim, generator=generator, dtype=bounds.dtype)
+    if design == "sobol":
+        unit = SobolEngine(problem.dim, scramble=True, seed=seed).draw(n, dtype=bounds.dtype)
+    else:
+        generator = torch.Generator().manual_seed(seed)
+        unit = torch.rand(n, problem.dim, generator=generator, dtype=bounds.dtype)
     return bounds[0] + (bounds[1] - bounds[0]) * unit
 
 
@@ -160,6 +177,8 @@ def run_bo(
     batch_size: int = 1,
     sequential: bool = False,
     continual: ContinualTraining | None = None,
+    design: str = "uniform",
+    time_budget: float | None = None,
 ) -> BOResult:
     r"""Minimise ``problem`` (or, with ``target``, hit a target value) with Bayesian
     optimisation, ``batch_size`` evaluations per step.
@@ -199,6 +218,11 @@ def run_bo(
         continual: Warm-start refits from the previous step's model on this schedule
             (:class:`~botorch_nn_uq.bo.continual.ContinualTraining`); ``None`` fits
             from scratch at every step. Needs a surrogate that supports warm starts.
+        design: The initial design, ``"uniform"`` or ``"sobol"`` (see
+            :func:`initial_design`).
+        time_budget: Stop after the step at which the BO steps' cumulative wall-clock
+            seconds pass this budget (a cap for slow surrogates; the result then has
+            fewer steps); ``None`` runs all ``iterations``.
 
     Returns:
         A :class:`BOResult` with one record for the initial design and one per step
@@ -229,8 +253,10 @@ def run_bo(
     options = dict(acquisition_options or {})
     if target is not None:
         options["target"] = -float(target)
+    if time_budget is not None and not time_budget > 0:
+        raise ValueError(f"time_budget must be positive or None; got {time_budget}.")
     bounds = problem.bounds
-    X = initial_design(problem, n_initial, seed)
+    X = initial_design(problem, n_initial, seed, design)
     values = problem.evaluate(X)
     result = BOResult(
         problem=f"{problem.name}-{problem.dim}d",
@@ -330,6 +356,9 @@ def run_bo(
             batch_min_distance=diversity.min_distance,
             batch_duplicates=diversity.duplicates,
         )
+        spent = sum(entry.seconds for entry in result.records)
+        if time_budget is not None and spent > time_budget:
+            break
     return result
 
 

@@ -1,16 +1,33 @@
-"""Benchmark problems: BO test functions, their regret metrics and composite problems."""
+"""Benchmark problems: BO test functions (the NOMU suite and the large-scale problems),
+their regret metrics and composite problems."""
 
 from botorch_nn_uq.problems.composite import Brusselator, CompositeProblem, Pollutants
-from botorch_nn_uq.problems.suite import BO_PROBLEM_NAMES, BOProblem, get_bo_problem
+from botorch_nn_uq.problems.scale import (
+    RandomTanhNetwork,
+    ackley_maximizer,
+    rastrigin_maximizer,
+)
+from botorch_nn_uq.problems.suite import (
+    BO_PROBLEM_NAMES,
+    NOMU_SUITE_NAMES,
+    SCALE_PROBLEM_NAMES,
+    BOProblem,
+    get_bo_problem,
+)
 from botorch_nn_uq.problems.synthetic import GFunction, Perm
 
 __all__ = [
     "BO_PROBLEM_NAMES",
+    "NOMU_SUITE_NAMES",
+    "SCALE_PROBLEM_NAMES",
     "BOProblem",
     "Brusselator",
     "CompositeProblem",
     "GFunction",
     "Perm",
     "Pollutants",
+    "RandomTanhNetwork",
+    "ackley_maximizer",
     "get_bo_problem",
+    "rastrigin_maximizer",
 ]

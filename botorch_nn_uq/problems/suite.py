@@ -1,20 +1,30 @@
-r"""The NOMU BO suite: test problems with known minimum and maximum over the box.
+r"""BO test problems with their minimum and maximum over the box, and the problem registry.
 
-Four minimisation problems in any dimension ``d >= 2`` (the NOMU paper uses
-``d = 5`` and ``d = 10``):
+Minimisation problems in any dimension ``d >= 2``: the four of the NOMU BO suite
+(``NOMU_SUITE_NAMES``; the NOMU paper uses ``d = 5`` and ``d = 10``) and the three
+large-scale problems of :mod:`botorch_nn_uq.problems.scale` (``SCALE_PROBLEM_NAMES``,
+"protocol 6"). ``BO_PROBLEM_NAMES`` lists all seven.
 
-============  ==================  ================================================
-name          domain              maximiser (proofs in the ``_*_maximizer`` docs)
-============  ==================  ================================================
-levy          ``[-10, 10]^d``     ``(-10, ..., -10)``
-rosenbrock    ``[-5, 10]^d``      ``(10, ..., 10, -5)``
-g-function    ``[0, 1]^d``        ``(1, ..., 1)`` (any vertex)
-perm          ``[-d, d]^d``       ``(-d, ..., -d)``
-============  ==================  ================================================
+============  =========================  ===========================================
+name          domain                     maximiser
+============  =========================  ===========================================
+levy          ``[-10, 10]^d``            ``(-10, ..., -10)``
+rosenbrock    ``[-5, 10]^d``             ``(10, ..., 10, -5)``
+g-function    ``[0, 1]^d``               ``(1, ..., 1)`` (any vertex)
+perm          ``[-d, d]^d``              ``(-d, ..., -d)``
+nn-draw       ``[0, 1]^d``               estimated by multi-start search
+ackley        ``[-32.768, 32.768]^d``    ``(32.500414..., ...)``, 1-D Brent search
+rastrigin     ``[-5.12, 5.12]^d``        ``(4.52299366..., ...)``, 1-D Brent search
+============  =========================  ===========================================
 
-Every maximum is proven analytically (no numerical search), so it is exact for
-every ``d``; ``tests/problems/test_suite.py`` cross-checks it with random search
-plus local optimisation. The regret metric is the normalised regret
+The NOMU-suite maxima are proven analytically (proofs in the ``_*_maximizer``
+docs), so they are exact for every ``d``. The Ackley and Rastrigin maxima are proven
+up to a one-dimensional bounded optimisation on an interval where it is unimodal
+(:func:`~botorch_nn_uq.problems.scale.ackley_maximizer`,
+:func:`~botorch_nn_uq.problems.scale.rastrigin_maximizer`). ``nn-draw``, a random tanh
+network, has unknown extrema: both are estimates (``BOProblem.optimum_known`` is
+False). The tests cross-check every maximum with random search plus local
+optimisation. The regret metric is the normalised regret
 ``2 (f(x_best) - f_min) / (f_max - f_min)``, which is ``0`` at the minimum and
 ``2`` at the maximum.
 
@@ -32,23 +42,39 @@ from collections.abc import Callable
 from numbers import Integral
 
 import torch
-from botorch.test_functions.synthetic import Levy, Rosenbrock, SyntheticTestFunction
+from botorch.test_functions.synthetic import (
+    Ackley,
+    Levy,
+    Rastrigin,
+    Rosenbrock,
+    SyntheticTestFunction,
+)
 from torch import Tensor
 
+from botorch_nn_uq.problems.scale import (
+    RandomTanhNetwork,
+    ackley_maximizer,
+    rastrigin_maximizer,
+)
 from botorch_nn_uq.problems.synthetic import GFunction, Perm
 
-BO_PROBLEM_NAMES: tuple[str, ...] = ("levy", "rosenbrock", "g-function", "perm")
+NOMU_SUITE_NAMES: tuple[str, ...] = ("levy", "rosenbrock", "g-function", "perm")
+SCALE_PROBLEM_NAMES: tuple[str, ...] = ("nn-draw", "ackley", "rastrigin")
+BO_PROBLEM_NAMES: tuple[str, ...] = NOMU_SUITE_NAMES + SCALE_PROBLEM_NAMES
 
 
 class BOProblem:
-    r"""A minimisation problem with known minimum and maximum over its box.
+    r"""A minimisation problem with the minimum and maximum of ``f`` over its box.
 
     Args:
-        name: Name of the problem (one of ``BO_PROBLEM_NAMES`` for the suite).
+        name: Name of the problem (one of ``BO_PROBLEM_NAMES`` for the registry).
         test_function: The BoTorch test function ``f`` to minimise (``negate=False``).
         min_value: ``min f`` over the box.
         max_value: ``max f`` over the box.
         maximizer: A ``d``-tensor with ``f(maximizer) == max_value``.
+        optimum_known: False if ``min_value`` and ``max_value`` are only the best values
+            a numerical search found (``nn-draw``); the normalised regret is then
+            relative to that search and can leave ``[0, 2]``.
 
     Example:
         >>> problem = get_bo_problem("rosenbrock", 5)
@@ -63,6 +89,7 @@ class BOProblem:
         min_value: float,
         max_value: float,
         maximizer: Tensor,
+        optimum_known: bool = True,
     ) -> None:
         if test_function.negate:
             raise ValueError("BOProblem expects a test function with negate=False.")
@@ -78,6 +105,7 @@ class BOProblem:
         self._min_value = float(min_value)
         self._max_value = float(max_value)
         self._maximizer = maximizer
+        self.optimum_known = optimum_known
 
     @property
     def bounds(self) -> Tensor:
@@ -86,12 +114,12 @@ class BOProblem:
 
     @property
     def min_value(self) -> float:
-        r"""The minimum of ``f`` over the box."""
+        r"""The minimum of ``f`` over the box (an estimate unless ``optimum_known``)."""
         return self._min_value
 
     @property
     def max_value(self) -> float:
-        r"""The maximum of ``f`` over the box."""
+        r"""The maximum of ``f`` over the box (an estimate unless ``optimum_known``)."""
         return self._max_value
 
     @property
@@ -132,7 +160,9 @@ class BOProblem:
 
         Returns:
             A float for a float input, else a tensor of the shape of ``best_value``;
-            ``0`` at the minimum and ``2`` at the maximum.
+            ``0`` at the minimum and ``2`` at the maximum. If ``optimum_known`` is False
+            the extrema are estimates: a value below the estimated minimum gives a
+            negative regret, which is kept (not clamped) as evidence of beating the search.
         """
         return 2.0 * (best_value - self.min_value) / (self.max_value - self.min_value)
 
@@ -230,46 +260,67 @@ def _perm_maximizer(dim: int) -> list[float]:
     return [-float(dim)] * dim
 
 
-# name -> (test function constructor, closed-form maximiser for a given d)
+# name -> (test function constructor, maximiser for a given d); nn-draw, whose
+# maximiser comes from a search on the built function, is handled separately.
 _PROBLEMS: dict[str, tuple[Callable[..., SyntheticTestFunction], Callable[[int], list[float]]]] = {
     "levy": (Levy, _levy_maximizer),
     "rosenbrock": (Rosenbrock, _rosenbrock_maximizer),
     "g-function": (GFunction, _g_function_maximizer),
     "perm": (Perm, _perm_maximizer),
+    "ackley": (Ackley, ackley_maximizer),
+    "rastrigin": (Rastrigin, rastrigin_maximizer),
 }
 
 
-def get_bo_problem(name: str, dim: int, *, dtype: torch.dtype = torch.float64) -> BOProblem:
-    r"""Build a problem of the NOMU BO suite.
+def get_bo_problem(
+    name: str,
+    dim: int,
+    *,
+    dtype: torch.dtype = torch.float64,
+    problem_seed: int | None = None,
+) -> BOProblem:
+    r"""Build a registered BO problem.
 
-    ``min_value`` is the function's known optimal value, ``max_value`` is ``f`` at
-    the analytically proven maximiser (see the module docstring), evaluated in
-    ``float64``.
+    ``min_value`` is the function's optimal value, ``max_value`` is ``f`` at the
+    maximiser (see the module docstring), evaluated in ``float64``. For ``nn-draw``
+    both are estimates of a seeded multi-start search and ``optimum_known`` is False.
 
     Args:
         name: One of ``BO_PROBLEM_NAMES``: ``"levy"``, ``"rosenbrock"``,
-            ``"g-function"``, ``"perm"``.
+            ``"g-function"``, ``"perm"``, ``"nn-draw"``, ``"ackley"``, ``"rastrigin"``.
         dim: The input dimension ``d >= 2``.
         dtype: dtype of ``bounds`` and ``maximizer``.
+        problem_seed: Seed of the random network of ``nn-draw`` (default ``0``); only
+            ``nn-draw`` accepts it.
 
     Returns:
         The ``BOProblem`` with a minimisation test function (``negate=False``).
 
     Raises:
-        ValueError: For an unknown ``name`` or ``dim < 2``.
+        ValueError: For an unknown ``name``, ``dim < 2``, or a ``problem_seed`` for a
+            problem other than ``nn-draw``.
 
     Example:
         >>> problem = get_bo_problem("perm", 5)
         >>> problem.min_value, problem.max_value
+        >>> network = get_bo_problem("nn-draw", 200, problem_seed=1)
     """
-    if name not in _PROBLEMS:
+    if name not in BO_PROBLEM_NAMES:
         raise ValueError(f"Unknown BO problem {name!r}; valid names are {BO_PROBLEM_NAMES}.")
     if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 2:
         raise ValueError(f"BO problem {name!r} requires an integer dim >= 2, got {dim!r}.")
     dim = int(dim)
-    make_function, maximizer_of = _PROBLEMS[name]
-    test_function = make_function(dim=dim, dtype=dtype)
-    maximizer = torch.tensor(maximizer_of(dim), dtype=torch.float64)
+    if name == "nn-draw":
+        test_function = RandomTanhNetwork(
+            dim=dim, problem_seed=0 if problem_seed is None else problem_seed, dtype=dtype
+        )
+        maximizer = test_function.maximizer
+    elif problem_seed is not None:
+        raise ValueError(f"Only 'nn-draw' takes a problem_seed; {name!r} is deterministic.")
+    else:
+        make_function, maximizer_of = _PROBLEMS[name]
+        test_function = make_function(dim=dim, dtype=dtype)
+        maximizer = torch.tensor(maximizer_of(dim), dtype=torch.float64)
     max_value = test_function.evaluate_true(maximizer).item()
     return BOProblem(
         name=name,
@@ -277,4 +328,5 @@ def get_bo_problem(name: str, dim: int, *, dtype: torch.dtype = torch.float64) -
         min_value=test_function.optimal_value,
         max_value=max_value,
         maximizer=maximizer.to(dtype),
+        optimum_known=name != "nn-draw",
     )

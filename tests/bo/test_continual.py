@@ -104,3 +104,18 @@ def test_batches_of_q_points_are_recorded_per_step(problem) -> None:
     assert all(0 < record.batch_min_distance < 2 for record in result.records[1:])
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         run_bo(problem, "random", iterations=1, batch_size=0)
+
+
+def test_sobol_designs_and_time_budgets(problem) -> None:
+    from botorch_nn_uq.bo.loop import initial_design
+
+    sobol = initial_design(problem, 16, seed=2, design="sobol")
+    assert torch.equal(sobol, initial_design(problem, 16, seed=2, design="sobol"))
+    unit = (sobol - problem.bounds[0]) / (problem.bounds[1] - problem.bounds[0])
+    # A Sobol design puts exactly one point in each of the 4 x 4 cells of the square.
+    cells = (unit * 4).floor().to(torch.long)
+    assert len({tuple(cell) for cell in cells.tolist()}) == 16
+    with pytest.raises(ValueError, match="Unknown design 'grid'"):
+        initial_design(problem, 4, seed=0, design="grid")
+    capped = run_bo(problem, "gp", "logei", iterations=50, n_initial=4, time_budget=1e-9)
+    assert len(capped.records) == 2
