@@ -96,9 +96,14 @@ def thompson_candidates(
 
 
 def function_bank_scores(
-    model: Model, candidates: Tensor, num_draws: int, seed: int
+    model: Model, candidates: Tensor, num_draws: int, seed: int, chunk_size: int = 512
 ) -> tuple[Tensor, Tensor]:
-    r"""Scores of the candidates under the model's functions, in one posterior call.
+    r"""Scores of the candidates under the model's functions.
+
+    A finite set of functions is deterministic, so it is evaluated ``chunk_size``
+    candidates at a time (one batched forward pass per chunk over the whole bank), which
+    bounds the memory of large banks; any other posterior is sampled jointly over all
+    candidates at once.
 
     Args:
         model: A single-output BoTorch model.
@@ -106,16 +111,22 @@ def function_bank_scores(
         num_draws: For posteriors that are not a finite set of functions, the number of
             joint posterior samples to draw.
         seed: Seed of those samples.
+        chunk_size: Candidates per forward pass of a finite set of functions.
 
     Returns:
         A pair ``(scores, weights)``: an ``s x N`` tensor (one row per function of the
         bank, or per joint sample) and the ``s`` function weights (summing to one).
     """
     with torch.no_grad():
-        posterior = model.posterior(candidates)
+        posterior = model.posterior(candidates[:chunk_size])
         if isinstance(posterior, EnsemblePosterior):
-            values, weights = posterior.values, posterior.weights
+            chunks = [posterior.values] + [
+                model.posterior(candidates[start : start + chunk_size]).values
+                for start in range(chunk_size, candidates.shape[0], chunk_size)
+            ]
+            values, weights = torch.cat(chunks, dim=-2), posterior.weights
         else:
+            posterior = model.posterior(candidates)
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
                 values = posterior.rsample(torch.Size([num_draws]))

@@ -137,3 +137,10 @@ def test_too_few_separated_candidates_is_a_clear_error(ensemble):
         batch_thompson_sampling(ensemble, BOUNDS, 0)
     with pytest.raises(ValueError, match="bounds must be a 2 x d tensor"):
         thompson_candidates(BOUNDS.flip(0), 10)
+
+
+def test_chunked_scores_equal_one_pass_over_all_candidates(ensemble):
+    candidates = thompson_candidates(BOUNDS, 300, seed=4)
+    whole, _ = function_bank_scores(ensemble, candidates, 1, seed=0, chunk_size=300)
+    chunked, _ = function_bank_scores(ensemble, candidates, 1, seed=0, chunk_size=64)
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-12)

@@ -1,0 +1,289 @@
+"""Protocol 6, cost part: seconds and memory of one BO step as the data grow.
+
+For every n (default 500, 1,000, 2,000, 5,000, 10,000) and every method, on ``n``
+uniform points of Ackley-20 (the large-n problem of protocol 6), it measures:
+
+- ``fit``: one fit from scratch (the registered surrogate; the GP maximises its exact
+  marginal likelihood);
+- ``warm``: one refit after adding 100 points, warm-started from the fit (the package's
+  networks continue for ``--warm-start-steps`` steps; VBLL from its parameters with the
+  same step cap; the GP starts its marginal-likelihood optimisation from the previous
+  hyperparameters);
+- ``q1``: one ``optimize_acqf`` call for q = 1 (LogEI on the GP, qLogEI on the networks,
+  10 restarts, 512 raw samples; VBLL: one ``BLLMaxPosteriorSampling`` draw);
+- ``q100``: one batch of q = 100 (batch Thompson sampling over 4,096 candidates for the
+  GP and the package's networks; ``BLLMaxPosteriorSampling`` for VBLL);
+- ``peak MB``: the growth of the process's peak resident memory over the whole
+  measurement.
+
+Every (method, n) is measured in a fresh process with one torch thread (the same thread
+setting for all methods), so peak memory belongs to that measurement alone. A measurement
+that runs past ``--timeout`` seconds is reported as such, with the n it could not reach.
+Results are stored per measurement in ``--out/runs/`` (an interrupted benchmark resumes),
+and ``--out`` receives ``cost.csv``, ``cost.md`` and ``cost.png`` (seconds against n,
+log-log).
+
+Examples:
+    python benchmarks/scale_cost.py
+    python benchmarks/scale_cost.py --methods gp deep-ensemble --points 500 5000
+    python benchmarks/scale_cost.py --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import resource
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+METHODS = ("gp", "deep-ensemble", "mc-dropout", "neon", "vbll")
+# What proposes the q = 1 point and the q = 100 batch for each method.
+Q1_ACQUISITION = {"gp": "logei", "vbll": "vbll-ts"}
+Q100_ACQUISITION = {"vbll": "vbll-ts"}
+PHASES = ("fit", "warm", "q1", "q100")
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int) -> dict:
+    r"""Time one method at one n, in the calling process (see the module docstring).
+
+    Args:
+        method: A registered surrogate (``vbll`` included).
+        n: The number of training points.
+        dim: The input dimension of Ackley.
+        seed: Seed of the data, the fits and the proposals.
+        warm_start_steps: Optimizer steps of the warm-started refit.
+
+    Returns:
+        A dict with the seconds of every phase and the peak-memory growth in MB.
+    """
+    import vbll_peer  # noqa: F401  (registers the VBLL peer)
+    from botorch.optim import optimize_acqf
+    from botorch.utils.sampling import manual_seed
+
+    from botorch_nn_uq.bo.registry import AcquisitionContext, get_acquisition, get_surrogate
+    from botorch_nn_uq.problems import get_bo_problem
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
+    problem = get_bo_problem("ackley", dim)
+    bounds = problem.bounds
+    generator = torch.Generator().manual_seed(seed)
+    unit = torch.rand(n + 100, dim, generator=generator, dtype=torch.float64)
+    X = bounds[0] + (bounds[1] - bounds[0]) * unit
+    Y = -problem.evaluate(X).unsqueeze(-1)
+    baseline_mb = _peak_rss_mb()
+    surrogate = get_surrogate(method)
+    seconds = {}
+
+    start = time.perf_counter()
+    model = surrogate.build(X[:n], Y[:n], bounds, seed)
+    seconds["fit"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    if method == "gp":
+        _refit_gp_from(model, X, Y, bounds, seed)
+    else:
+        surrogate.build(X, Y, bounds, seed, warm_start=model, max_steps=warm_start_steps)
+    seconds["warm"] = time.perf_counter() - start
+
+    context = AcquisitionContext(train_X=X[:n], train_Y=Y[:n], bounds=bounds, seed=seed)
+    for phase, q, acquisition in (
+        ("q1", 1, Q1_ACQUISITION.get(method, "qlogei")),
+        ("q100", 100, Q100_ACQUISITION.get(method, "ts")),
+    ):
+        spec = get_acquisition(acquisition)
+        start = time.perf_counter()
+        if spec.propose is not None:
+            spec.propose(model, context, q)
+        else:
+            with manual_seed(seed):
+                optimize_acqf(
+                    spec.build(model, context),
+                    bounds,
+                    q=q,
+                    num_restarts=10,
+                    raw_samples=512,
+                    options={"seed": seed},
+                )
+        seconds[phase] = time.perf_counter() - start
+    return {**seconds, "peak_mb": _peak_rss_mb() - baseline_mb}
+
+
+def _refit_gp_from(model, X, Y, bounds, seed) -> None:
+    r"""Refit a ``SingleTaskGP`` on ``X, Y`` starting from ``model``'s hyperparameters."""
+    from botorch.models import SingleTaskGP
+    from botorch.models.transforms import Normalize, Standardize
+
+    from botorch_nn_uq.fit import fit_model
+
+    refit = SingleTaskGP(
+        X,
+        Y,
+        input_transform=Normalize(X.shape[-1], bounds=bounds),
+        outcome_transform=Standardize(1),
+    )
+    hyperparameters = {
+        name: value for name, value in model.state_dict().items() if "transform" not in name
+    }
+    refit.load_state_dict(hyperparameters, strict=False)
+    fit_model(refit, seed=seed)
+
+
+def _worker(arguments: tuple, queue: multiprocessing.Queue) -> None:
+    queue.put(measure(*arguments))
+
+
+def run_isolated(arguments: tuple, timeout: float) -> dict | None:
+    r"""``measure(*arguments)`` in a fresh process; ``None`` past ``timeout`` seconds."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_worker, args=(arguments, queue))
+    process.start()
+    process.join(timeout)
+    if process.is_alive():
+        process.kill()
+        process.join()
+        return None
+    if process.exitcode != 0:
+        raise RuntimeError(f"measurement {arguments} failed with exit code {process.exitcode}")
+    return queue.get()
+
+
+def table(rows: Sequence[dict], methods: Sequence[str], points: Sequence[int]) -> str:
+    r"""A markdown table: one row per (n, method), the seconds of each phase."""
+    lines = [
+        "| n | method | fit s | warm refit s | q = 1 s | q = 100 s | step s (fit + q = 100) "
+        "| peak MB |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    lookup = {(row["method"], row["n"]): row for row in rows}
+    for n in points:
+        for method in methods:
+            row = lookup.get((method, n))
+            if row is None:
+                continue
+            if row["timed_out"]:
+                lines.append(f"| {n} | {method} | past {row['timeout']:.0f} s | | | | | |")
+                continue
+            cells = [f"{row[phase]:.2f}" for phase in PHASES]
+            step = row["fit"] + row["q100"]
+            lines.append(
+                f"| {n} | {method} | " + " | ".join(cells) + f" | {step:.2f} | "
+                f"{row['peak_mb']:.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: Sequence[dict], methods: Sequence[str], path: Path) -> None:
+    r"""Seconds of a fit and of a whole q = 100 step against n, log-log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for method in methods:
+        done = sorted(
+            (row for row in rows if row["method"] == method and not row["timed_out"]),
+            key=lambda row: row["n"],
+        )
+        if not done:
+            continue
+        n = [row["n"] for row in done]
+        axes[0].plot(n, [row["fit"] for row in done], marker="o", label=method)
+        axes[1].plot(n, [row["fit"] + row["q100"] for row in done], marker="o", label=method)
+    for axis, title in zip(axes, ("fit from scratch", "step: fit + batch of 100"), strict=True):
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("training points n")
+        axis.set_title(title)
+    axes[0].set_ylabel("seconds (one thread)")
+    axes[1].legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--points", nargs="+", type=int, default=[500, 1000, 2000, 5000, 10000])
+    parser.add_argument("--dim", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warm-start-steps", type=int, default=100)
+    parser.add_argument(
+        "--timeout", type=float, default=1200.0, help="seconds allowed per (method, n)"
+    )
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale_cost"))
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes (for the test suite): n = 40, GP and deep ensemble",
+    )
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.points, args.dim, args.methods = [40], 3, ["gp", "deep-ensemble"]
+    if min(args.points) < 2 or args.dim < 2:
+        parser.error("--points must be at least 2 and --dim at least 2.")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    r"""Run the benchmark; returns the path of the markdown table."""
+    args = parse_args(argv)
+    store = args.out / "runs"
+    store.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in args.points:
+        for method in args.methods:
+            path = (
+                store / f"{method}_n{n}_d{args.dim}_seed{args.seed}_w{args.warm_start_steps}.json"
+            )
+            if path.exists():
+                rows.append(json.loads(path.read_text()))
+                continue
+            arguments = (method, n, args.dim, args.seed, args.warm_start_steps)
+            result = run_isolated(arguments, args.timeout)
+            row = {"method": method, "n": n, "timed_out": result is None, "timeout": args.timeout}
+            row.update(result or {})
+            partial = path.with_suffix(".partial")
+            partial.write_text(json.dumps(row))
+            partial.replace(path)
+            rows.append(row)
+            shown = (
+                "timed out"
+                if result is None
+                else ", ".join(f"{key} {value:.2f}" for key, value in result.items())
+            )
+            print(f"n {n:6d} {method:14s} {shown}", flush=True)
+    from botorch_nn_uq.bo.loop import write_rows_csv
+
+    write_rows_csv(rows, args.out / "cost.csv")
+    command = "python benchmarks/scale_cost.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    markdown = args.out / "cost.md"
+    markdown.write_text(
+        f"Command: `{command.strip()}`\n\nAckley-{args.dim}, one torch thread, one fresh "
+        "process per row.\n\n" + table(rows, args.methods, args.points)
+    )
+    plot(rows, args.methods, args.out / "cost.png")
+    print(markdown.read_text())
+    return markdown
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,398 @@
+"""Protocol 6: where a GP is not enough (many points, many dimensions, big batches).
+
+Three problems, each with its own budget (``../shared``-free: all problems are built in):
+
+========================  ===========  ================  ======================
+problem                   dimension    initial (Sobol)   steps x batch size q
+========================  ===========  ================  ======================
+nn-draw (random network)  200          100               50 x 10
+ackley                    20           200               48 x 100
+rastrigin                 10           20                40 x 5
+========================  ===========  ================  ======================
+
+Methods, side by side on the same seeds and the same Sobol initial designs:
+``gp:qlogei`` (BoTorch ``SingleTaskGP`` + qLogEI; the q-batch is optimised
+sequentially, one greedy point after the other, since joint optimisation of 10 to 100
+points is O(q^2) to O(q^3) per sample), the package's networks with batch Thompson
+sampling (``MODEL:ts``), with warm-started refits when a method ends in ``+continual``,
+BoTorch's community ``VBLLModel`` with its own Thompson sampling (``vbll:vbll-ts``,
+see ``vbll_peer.py``) and random search. A method is ``MODEL:ACQUISITION`` with an
+optional ``+continual``.
+
+Per problem the markdown summary gives the best value found (the objective is
+minimised) and the normalised regret, mean ± standard error over seeds, each method's
+mean rank among the methods on the same seed, its wins against the GP and against VBLL
+paired by seed, seconds per step and the evaluations reached (a GP run may stop at
+``--gp-time-budget`` seconds of BO). The nn-draw optimum is not known: its regret is
+relative to the best value a gradient search on the network found, and the best value
+and the ranks are what count. Plots: best value against evaluations and against
+cumulative seconds. Finished runs are stored in ``--out/runs/`` and loaded again, so an
+interrupted benchmark resumes.
+
+Examples:
+    python benchmarks/scale_suite.py --problems rastrigin --seeds 5 --jobs 2
+    python benchmarks/scale_suite.py --problems ackley --methods deep-ensemble:ts gp:qlogei
+    python benchmarks/scale_suite.py --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import vbll_peer  # noqa: E402,F401  (registers the VBLL peer)
+from nomu_bo_suite import mean_and_standard_error  # noqa: E402
+
+from botorch_nn_uq.bo.continual import ContinualTraining  # noqa: E402
+from botorch_nn_uq.bo.loop import BOResult, run_bo, save_atomically, write_rows_csv  # noqa: E402
+from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES  # noqa: E402
+from botorch_nn_uq.problems import get_bo_problem  # noqa: E402
+
+
+@dataclass(frozen=True)
+class ProblemBudget:
+    r"""A protocol-6 problem and its budget."""
+
+    dim: int
+    n_initial: int
+    iterations: int
+    batch_size: int
+
+
+BUDGETS = {
+    "nn-draw": ProblemBudget(dim=200, n_initial=100, iterations=50, batch_size=10),
+    "ackley": ProblemBudget(dim=20, n_initial=200, iterations=48, batch_size=100),
+    "rastrigin": ProblemBudget(dim=10, n_initial=20, iterations=40, batch_size=5),
+}
+SMOKE_BUDGETS = {
+    "nn-draw": ProblemBudget(dim=6, n_initial=8, iterations=2, batch_size=3),
+    "rastrigin": ProblemBudget(dim=3, n_initial=6, iterations=2, batch_size=4),
+}
+DEFAULT_METHODS = (
+    "gp:qlogei",
+    "deep-ensemble:ts",
+    "deep-ensemble:ts+continual",
+    "mc-dropout:ts",
+    "neon:ts+continual",
+    "vbll:vbll-ts",
+    RANDOM_SEARCH,
+)
+SMOKE_METHODS = ("gp:qlogei", "deep-ensemble:ts+continual", "vbll:vbll-ts", RANDOM_SEARCH)
+CONTINUAL = ContinualTraining(warm_start_steps=100, cold_refit_every=10)
+GP_METHOD, VBLL_METHOD = "gp:qlogei", "vbll:vbll-ts"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    r"""One BO run of the benchmark."""
+
+    problem: str
+    method: str
+    seed: int
+    budget: ProblemBudget
+    num_restarts: int
+    raw_samples: int
+    gp_time_budget: float | None
+
+    @property
+    def model(self) -> str:
+        return self.method.partition(":")[0]
+
+    @property
+    def acquisition(self) -> str:
+        return self.method.partition(":")[2].removesuffix("+continual") or "ts"
+
+    @property
+    def continual(self) -> bool:
+        return self.method.endswith("+continual")
+
+    @property
+    def key(self) -> str:
+        r"""A file-name-safe identifier of the run and its budget."""
+        b = self.budget
+        cap = (
+            ""
+            if self.model != "gp" or self.gp_time_budget is None
+            else f"_cap{self.gp_time_budget:g}"
+        )
+        return (
+            f"{self.problem}-{b.dim}d_{self.method.replace(':', '+')}_seed{self.seed}"
+            f"_init{b.n_initial}_it{b.iterations}_q{b.batch_size}"
+            f"_r{self.num_restarts}_raw{self.raw_samples}{cap}"
+        )
+
+
+def execute(spec: RunSpec, store: Path) -> BOResult:
+    r"""Run one BO run on one thread, or load it from ``store`` if an earlier invocation
+    finished it; finished runs are saved there."""
+    path = store / f"{spec.key}.pt"
+    if path.exists():
+        return torch.load(path, weights_only=False)
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
+    budget = spec.budget
+    result = run_bo(
+        get_bo_problem(spec.problem, budget.dim),
+        spec.model,
+        spec.acquisition,
+        iterations=budget.iterations,
+        n_initial=budget.n_initial,
+        seed=spec.seed,
+        num_restarts=spec.num_restarts,
+        raw_samples=spec.raw_samples,
+        batch_size=budget.batch_size,
+        sequential=spec.model == "gp",
+        continual=CONTINUAL if spec.continual else None,
+        design="sobol",
+        time_budget=spec.gp_time_budget if spec.model == "gp" else None,
+    )
+    save_atomically(result, path)
+    return result
+
+
+def _ranks(values: dict[str, float]) -> dict[str, float]:
+    r"""Rank of every method's value (1 = smallest; ties share the mean rank)."""
+    ordered = sorted(values.values())
+    return {
+        method: statistics.fmean(
+            [index + 1 for index, other in enumerate(ordered) if other == value]
+        )
+        for method, value in values.items()
+    }
+
+
+def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence[str]) -> str:
+    r"""One markdown table per problem (see the module docstring)."""
+    by_problem: dict[str, dict[tuple[str, int], BOResult]] = defaultdict(dict)
+    for spec, result in results:
+        by_problem[spec.problem][(spec.method, spec.seed)] = result
+    sections = []
+    for runs in by_problem.values():
+        seeds = sorted({seed for _, seed in runs})
+        ranks: dict[str, list[float]] = defaultdict(list)
+        for seed in seeds:
+            best = {m: runs[(m, seed)].records[-1].best_value for m in methods if (m, seed) in runs}
+            for method, rank in _ranks(best).items():
+                ranks[method].append(rank)
+        name = next(iter(runs.values())).problem
+        lines = [
+            f"**{name}** ({len(seeds)} seeds)",
+            "",
+            "| method | best value | normalised regret | mean rank | better than GP | "
+            "better than VBLL | s per step | evaluations |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for method in methods:
+            own = [runs[(method, seed)] for seed in seeds if (method, seed) in runs]
+            if not own:
+                continue
+            best, best_error = mean_and_standard_error([r.records[-1].best_value for r in own])
+            regret, regret_error = mean_and_standard_error([r.final_regret for r in own])
+            cells = [
+                f"{best:.4g} ± {best_error:.2g}",
+                f"{regret:.3e} ± {regret_error:.1e}",
+                f"{statistics.fmean(ranks[method]):.2f}",
+                _wins(runs, method, GP_METHOD, seeds),
+                _wins(runs, method, VBLL_METHOD, seeds),
+                "-" if method == RANDOM_SEARCH else f"{_seconds_per_step(own):.2f}",
+                _evaluations(own),
+            ]
+            lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        sections.append("\n".join(lines))
+    return "\n\n".join(sections) + "\n"
+
+
+def _wins(runs: dict, method: str, reference: str, seeds: Sequence[int]) -> str:
+    r"""``wins/pairs``: of the seeds both methods ran, those on which ``method`` ended
+    with a smaller best value than ``reference``."""
+    if method == reference:
+        return "-"
+    paired = [s for s in seeds if (method, s) in runs and (reference, s) in runs]
+    if not paired:
+        return "n/a"
+    wins = sum(
+        runs[(method, s)].records[-1].best_value < runs[(reference, s)].records[-1].best_value
+        for s in paired
+    )
+    return f"{wins}/{len(paired)}"
+
+
+def _seconds_per_step(runs: Sequence[BOResult]) -> float:
+    return statistics.fmean(run.seconds_per_iteration for run in runs)
+
+
+def _evaluations(runs: Sequence[BOResult]) -> str:
+    counts = sorted({run.values.numel() for run in runs})
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+
+
+def plot_curves(
+    results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence[str], out: Path
+) -> list[Path]:
+    r"""Per problem: mean best value against evaluations and against cumulative seconds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for problem in dict.fromkeys(spec.problem for spec, _ in results):
+        figure, (by_evaluations, by_seconds) = plt.subplots(1, 2, figsize=(11, 4))
+        for method in methods:
+            runs = [r for s, r in results if s.problem == problem and s.method == method]
+            if not runs:
+                continue
+            length = min(len(run.records) for run in runs)
+            best = torch.tensor([[r.best_value for r in run.records[:length]] for run in runs])
+            evaluations = [record.num_evaluations for record in runs[0].records[:length]]
+            seconds = torch.tensor(
+                [[r.seconds for r in run.records[:length]] for run in runs]
+            ).cumsum(-1)
+            by_evaluations.plot(evaluations, best.mean(0), label=method)
+            if method != RANDOM_SEARCH:
+                by_seconds.plot(seconds.mean(0).clamp_min(1e-2), best.mean(0), label=method)
+        by_evaluations.set_xlabel("evaluations")
+        by_seconds.set_xlabel("cumulative seconds of BO (fit + proposals)")
+        by_seconds.set_xscale("log")
+        for axis in (by_evaluations, by_seconds):
+            axis.set_ylabel("best value found (mean over seeds; lower is better)")
+        by_evaluations.set_title(results[[s.problem for s, _ in results].index(problem)][1].problem)
+        by_seconds.legend(fontsize=7)
+        figure.tight_layout()
+        path = out / f"best_value_{problem}.png"
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        paths.append(path)
+    return paths
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--problems", nargs="+", default=list(BUDGETS), choices=list(BUDGETS))
+    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
+    parser.add_argument("--seeds", type=int, default=5, help="number of seeds")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--num-restarts", type=int, default=10, help="GP optimize_acqf restarts")
+    parser.add_argument("--raw-samples", type=int, default=512, help="GP raw samples")
+    parser.add_argument(
+        "--gp-time-budget",
+        type=float,
+        default=1800.0,
+        help="seconds of BO after which a GP run stops (it reports the evaluations reached)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale_suite"))
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny budgets (for the test suite): 1 seed"
+    )
+    args = parser.parse_args(argv)
+    args.budgets = SMOKE_BUDGETS if args.smoke else BUDGETS
+    if args.smoke:
+        args.problems, args.seeds, args.methods = list(SMOKE_BUDGETS), 1, list(SMOKE_METHODS)
+        args.num_restarts, args.raw_samples = 2, 32
+    if args.seeds < 1 or args.first_seed < 0:
+        parser.error("--seeds must be positive and --first-seed non-negative.")
+    for method in args.methods:
+        model, _, acquisition = method.partition(":")
+        acquisition = acquisition.removesuffix("+continual")
+        if model != RANDOM_SEARCH and (model not in SURROGATES or acquisition not in ACQUISITIONS):
+            parser.error(
+                f"unknown method {method!r}: MODEL:ACQUISITION[+continual] with a model of "
+                f"{', '.join(SURROGATES)} and an acquisition of {', '.join(ACQUISITIONS)}"
+            )
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    r"""Run the benchmark; returns the path of the markdown summary."""
+    args = parse_args(argv)
+    specs = [
+        RunSpec(
+            problem=problem,
+            method=method,
+            seed=seed,
+            budget=args.budgets[problem],
+            num_restarts=args.num_restarts,
+            raw_samples=args.raw_samples,
+            gp_time_budget=args.gp_time_budget,
+        )
+        for seed in range(args.first_seed, args.first_seed + args.seeds)
+        for problem in args.problems
+        for method in args.methods
+    ]
+    store = args.out / "runs"
+    start = time.perf_counter()
+
+    def report(index: int, spec: RunSpec, result: BOResult) -> None:
+        print(
+            f"[{index}/{len(specs)}] {result.problem} {spec.method} seed {spec.seed}: best "
+            f"{result.records[-1].best_value:.4g}, regret {result.final_regret:.3e}, "
+            f"{result.values.numel()} evaluations, {result.seconds_per_iteration:.2f} s/step "
+            f"({time.perf_counter() - start:.0f} s elapsed)",
+            flush=True,
+        )
+
+    outcomes = []
+    if args.jobs > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            mapped = pool.map(execute, specs, [store] * len(specs))
+            for index, (spec, result) in enumerate(zip(specs, mapped, strict=True), start=1):
+                report(index, spec, result)
+                outcomes.append(result)
+    else:
+        for index, spec in enumerate(specs, start=1):
+            outcomes.append(execute(spec, store))
+            report(index, spec, outcomes[-1])
+    results = list(zip(specs, outcomes, strict=True))
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_rows_csv(
+        [{**row, "method": spec.method} for spec, result in results for row in result.rows()],
+        args.out / "runs.csv",
+    )
+    write_rows_csv(
+        [
+            {
+                "problem": result.problem,
+                "method": spec.method,
+                "seed": spec.seed,
+                "best_value": result.records[-1].best_value,
+                "final_regret": result.final_regret,
+                "evaluations": result.values.numel(),
+                "seconds_per_step": result.seconds_per_iteration,
+                "total_seconds": sum(record.seconds for record in result.records),
+                "min_batch_distance": min(r.batch_min_distance for r in result.records),
+                "duplicates": sum(r.batch_duplicates for r in result.records),
+            }
+            for spec, result in results
+        ],
+        args.out / "summary.csv",
+    )
+    command = "python benchmarks/scale_suite.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    summary = args.out / "summary.md"
+    summary.write_text(
+        f"Command: `{command.strip()}`\n\n{len(specs)} runs, "
+        f"{time.perf_counter() - start:.0f} s wall-clock in this invocation (stored runs "
+        "are loaded, not timed again). Best value: the smallest objective value found "
+        "(mean ± s.e. over seeds).\n\n" + summary_table(results, args.methods)
+    )
+    plot_curves(results, args.methods, args.out)
+    print(summary.read_text())
+    return summary
+
+
+if __name__ == "__main__":
+    main()
