@@ -218,7 +218,7 @@ def batch_thompson_sampling(
     available = torch.ones(candidates.shape[0], dtype=torch.bool)
     if X_baseline is not None and X_baseline.numel() > 0:
         evaluated = (X_baseline.to(candidates) - bounds[0]) / scale
-        available &= torch.cdist(unit, evaluated).min(dim=-1).values > radius
+        available &= _distance_to_nearest(unit, evaluated) > radius
     scores = scores.to(torch.float64)
     chosen = []
     # q greedy picks over a precomputed s x N score matrix: no model call inside.
@@ -233,3 +233,14 @@ def batch_thompson_sampling(
         chosen.append(best)
         available &= (unit - unit[best]).norm(dim=-1) > radius
     return candidates[chosen]
+
+
+def _distance_to_nearest(points: Tensor, others: Tensor, chunk_size: int = 1024) -> Tensor:
+    r"""Each of the ``N`` points' distance to its nearest of the ``n`` others, ``chunk_size``
+    others at a time, so memory stays ``O(N chunk_size)`` however many points were
+    evaluated."""
+    nearest = torch.full(points.shape[:1], math.inf, dtype=points.dtype)
+    for start in range(0, others.shape[0], chunk_size):
+        chunk = torch.cdist(points, others[start : start + chunk_size]).min(dim=-1).values
+        nearest = torch.minimum(nearest, chunk)
+    return nearest
