@@ -144,3 +144,11 @@ def test_chunked_scores_equal_one_pass_over_all_candidates(ensemble):
     whole, _ = function_bank_scores(ensemble, candidates, 1, seed=0, chunk_size=300)
     chunked, _ = function_bank_scores(ensemble, candidates, 1, seed=0, chunk_size=64)
     torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-12)
+
+
+def test_distances_to_evaluated_points_are_exact_across_chunks():
+    from botorch_nn_uq.generation.thompson import _distance_to_nearest
+
+    points, others = torch.rand(50, 4, dtype=DTYPE), torch.rand(33, 4, dtype=DTYPE)
+    expected = torch.cdist(points, others).min(dim=-1).values
+    torch.testing.assert_close(_distance_to_nearest(points, others, chunk_size=7), expected)
