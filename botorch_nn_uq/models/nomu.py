@@ -140,6 +140,9 @@ class NOMUHyperparameters:
             linear continuation of the exponential in (c) for negative ``r_hat``;
             identical to the plain loss for ``|r_hat| <= 1`` (b) and ``r_hat >= 0`` (c).
         epochs: Training epochs (gradient steps when full-batch).
+        max_steps: A training budget in optimizer steps (whichever of ``epochs`` and
+            ``max_steps`` ends first); with ``batch_size`` it keeps the cost of a fit
+            independent of the number of training points. ``None``: ``epochs`` only.
         learning_rate: Adam's learning rate.
         batch_size: Mini-batch size; ``None`` trains full-batch.
         learn_noise: Learn a data-noise output ``sigma_hat_n(x)`` (App. C.1): the mean and
@@ -169,6 +172,7 @@ class NOMUHyperparameters:
     box_enlargement: float = 0.0
     stable_loss: bool = True
     epochs: int = 1024
+    max_steps: int | None = None
     learning_rate: float = 1e-2
     batch_size: int | None = None
     learn_noise: bool = False
@@ -230,6 +234,7 @@ class NOMUHyperparameters:
         is part of the loss (Keras semantics), so the optimizer has no weight decay."""
         return TrainingConfig(
             epochs=self.epochs,
+            max_steps=self.max_steps,
             learning_rate=self.learning_rate,
             batch_size=self.batch_size,
             optimizer="adam",

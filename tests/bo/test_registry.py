@@ -69,7 +69,9 @@ def test_names_are_registered_once() -> None:
         register_surrogate(SurrogateSpec("random", "reserved", SURROGATES["gp"].build))
 
 
-@pytest.mark.parametrize(("name", "model_class"), [("deep-ensemble", "DeepEnsemble")])
+@pytest.mark.parametrize(
+    ("name", "model_class"), [("deep-ensemble", "DeepEnsemble"), ("mc-dropout", "MCDropout")]
+)
 def test_step_budgets_leave_small_data_fits_exactly_as_full_batch_epochs(name, model_class):
     from botorch.models.transforms import Normalize, Standardize
 
