@@ -5,6 +5,7 @@ acquisition function works with its models.
 """
 
 from botorch_nn_uq.fit import fit_model
+from botorch_nn_uq.generation import batch_thompson_sampling
 from botorch_nn_uq.models import (
     NOMU,
     DeepEnsemble,
@@ -31,5 +32,6 @@ __all__ = [
     "NOMU",
     "NOMUHyperparameters",
     "NeuralSurrogateModel",
+    "batch_thompson_sampling",
     "fit_model",
 ]

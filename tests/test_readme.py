@@ -33,3 +33,15 @@ def test_readme_names_the_two_commands_and_they_exist() -> None:
         assert f"bash {script}" in text
         assert (root / script).exists()
     assert "torch==2.13.0" in (root / "scripts" / "setup_env.sh").read_text()
+
+
+def test_large_batch_example_runs() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    example = next(block for block in blocks if "batch_thompson_sampling" in block)
+    namespace: dict = {}
+    exec(compile(example, str(README), "exec"), namespace)
+    proposals, bounds = namespace["X_next"], namespace["bounds"]
+    assert proposals.shape == (100, 20)
+    assert ((proposals >= bounds[0]) & (proposals <= bounds[1])).all()
+    assert torch.cdist(proposals, proposals).fill_diagonal_(1.0).min() > 0
+    assert namespace["warm"].training_result.steps_run == 100
