@@ -22,12 +22,13 @@ optional ``+continual``.
 Per problem the markdown summary gives the best value found (the objective is
 minimised) and the normalised regret, mean ± standard error over seeds, each method's
 mean rank among the methods on the same seed, its wins against the GP and against VBLL
-paired by seed, seconds per step and the evaluations reached (a GP run may stop at
-``--gp-time-budget`` seconds of BO). The nn-draw optimum is not known: its regret is
-relative to the best value a gradient search on the network found, and the best value
-and the ranks are what count. Plots: best value against evaluations and against
-cumulative seconds. Finished runs are stored in ``--out/runs/`` and loaded again, so an
-interrupted benchmark resumes.
+paired by seed, seconds per step, the evaluations reached (a GP run may stop at
+``--gp-time-budget`` seconds of BO), and the batches' diversity: the closest pair of
+points within any batch (Euclidean, unit cube) and the number of repeated points. The
+nn-draw optimum is not known: its regret is relative to the best value a gradient search
+on the network found, and the best value and the ranks are what count. Plots: best value
+against evaluations and against cumulative seconds. Finished runs are stored in
+``--out/runs/`` and loaded again, so an interrupted benchmark resumes.
 
 Examples:
     python benchmarks/scale_suite.py --problems rastrigin --seeds 5 --jobs 2
@@ -191,8 +192,9 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
             f"**{name}** ({len(seeds)} seeds)",
             "",
             "| method | best value | normalised regret | mean rank | better than GP | "
-            "better than VBLL | s per step | evaluations |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            "better than VBLL | s per step | evaluations | closest pair in a batch | "
+            "repeated points |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for method in methods:
             own = [runs[(method, seed)] for seed in seeds if (method, seed) in runs]
@@ -208,6 +210,8 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
                 _wins(runs, method, VBLL_METHOD, seeds),
                 "-" if method == RANDOM_SEARCH else f"{_seconds_per_step(own):.2f}",
                 _evaluations(own),
+                f"{min(r.batch_min_distance for run in own for r in run.records):.3g}",
+                str(sum(r.batch_duplicates for run in own for r in run.records)),
             ]
             lines.append(f"| {method} | " + " | ".join(cells) + " |")
         sections.append("\n".join(lines))
