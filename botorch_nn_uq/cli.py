@@ -57,6 +57,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     optimize.add_argument("--dim", type=int, default=5, help="input dimension of the problem")
     optimize.add_argument(
+        "--problem-seed",
+        type=int,
+        help="seed of the random network of nn-draw (default 0; other problems take none)",
+    )
+    optimize.add_argument(
         "--model",
         type=_choice(models, "model"),
         default="mc-dropout",
@@ -190,7 +195,7 @@ def _optimize(args: argparse.Namespace) -> int:
     # L-BFGS-B often stops "abnormally" on the piecewise-linear acquisition surfaces of
     # ReLU networks; optimize_acqf then retries by itself, so the warning is only noise here.
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
-    problem = get_bo_problem(args.problem, args.dim)
+    problem = get_bo_problem(args.problem, args.dim, problem_seed=args.problem_seed)
     goal = "minimise" if args.target is None else f"target {args.target:g}"
     print(
         f"{problem.name}-{problem.dim}d ({goal}) | model {args.model} | acquisition "
@@ -267,6 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.iterations < 0 or args.n_initial < 2:
         print("error: --iterations must be >= 0 and --n-initial >= 2", file=sys.stderr)
+        return 2
+    if args.problem_seed is not None and args.problem != "nn-draw":
+        print("error: --problem-seed applies to nn-draw only", file=sys.stderr)
         return 2
     for option in ("batch_size", "num_candidates", "warm_start_steps", "cold_refit_every"):
         if getattr(args, option) < 1:

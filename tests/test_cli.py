@@ -108,3 +108,13 @@ def test_batches_thompson_sampling_and_continual_training_from_the_command_line(
 def test_invalid_batch_options_are_rejected(arguments, message, capsys) -> None:
     assert main(["optimize", *arguments]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_nn_draw_takes_a_problem_seed(capsys) -> None:
+    argv = ["optimize", "--problem", "nn-draw", "--dim", "3", "--model", "random"]
+    assert main([*argv, "--iterations", "1", "--n-initial", "3", "--problem-seed", "2"]) == 0
+    seeded_out = capsys.readouterr().out
+    assert main([*argv, "--iterations", "1", "--n-initial", "3"]) == 0
+    assert seeded_out.split("summary")[1] != capsys.readouterr().out.split("summary")[1]
+    assert main(["optimize", "--problem", "levy", "--problem-seed", "1"]) == 2
+    assert "--problem-seed applies to nn-draw only" in capsys.readouterr().err

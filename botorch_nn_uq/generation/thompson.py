@@ -18,7 +18,8 @@ random candidate set stops finding anything better than the incumbent.
 
 Models outside the finite-set family (a GP, say) are served by joint posterior samples
 at the candidates (``q`` independent draws), which is exact but costs a joint sample
-over all candidates.
+over all candidates. A posterior of independent marginals (NOMU's) has no joint
+function samples at all and is refused with a clear error.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from botorch.models.model import Model
 from botorch.posteriors.ensemble import EnsemblePosterior
 from torch import Tensor
 from torch.quasirandom import SobolEngine
+
+from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
 
 
 def thompson_candidates(
@@ -125,6 +128,12 @@ def function_bank_scores(
                 for start in range(chunk_size, candidates.shape[0], chunk_size)
             ]
             values, weights = torch.cat(chunks, dim=-2), posterior.weights
+        elif isinstance(posterior, GaussianMarginalPosterior):
+            raise ValueError(
+                f"{type(model).__name__}'s posterior is a set of independent marginals with no "
+                "joint function samples to maximise; propose its batches with a q-acquisition "
+                "(e.g. qLogExpectedImprovement optimised sequentially)."
+            )
         else:
             posterior = model.posterior(candidates)
             with torch.random.fork_rng():

@@ -152,3 +152,14 @@ def test_distances_to_evaluated_points_are_exact_across_chunks():
     points, others = torch.rand(50, 4, dtype=DTYPE), torch.rand(33, 4, dtype=DTYPE)
     expected = torch.cdist(points, others).min(dim=-1).values
     torch.testing.assert_close(_distance_to_nearest(points, others, chunk_size=7), expected)
+
+
+def test_independent_marginals_are_refused_with_a_clear_error():
+    from botorch_nn_uq.models import NOMU
+
+    X, Y = _data()
+    nomu = NOMU(X, Y, bounds=BOUNDS, epochs=5, num_artificial_points=8, **_transforms()).fit(
+        seed=0
+    )
+    with pytest.raises(ValueError, match="independent marginals.*q-acquisition"):
+        batch_thompson_sampling(nomu, BOUNDS, 3, num_candidates=16)
