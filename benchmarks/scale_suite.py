@@ -14,10 +14,11 @@ Methods, side by side on the same seeds and the same Sobol initial designs:
 ``gp:qlogei`` (BoTorch ``SingleTaskGP`` + qLogEI; the q-batch is optimised
 sequentially, one greedy point after the other, since joint optimisation of 10 to 100
 points is O(q^2) to O(q^3) per sample), the package's networks with batch Thompson
-sampling (``MODEL:ts``), with warm-started refits when a method ends in ``+continual``,
-BoTorch's community ``VBLLModel`` with its own Thompson sampling (``vbll:vbll-ts``,
-see ``vbll_peer.py``) and random search. A method is ``MODEL:ACQUISITION`` with an
-optional ``+continual``.
+sampling (``MODEL:ts``), with warm-started refits when a method has ``+continual`` and
+proposals inside a TuRBO-style trust region when it has ``+tr``, BoTorch's community
+``VBLLModel`` with its own Thompson sampling (``vbll:vbll-ts``, see ``vbll_peer.py``)
+and random search. A method is ``MODEL:ACQUISITION`` with optional ``+continual`` and
+``+tr``.
 
 Per problem the markdown summary gives the best value found (the objective is
 minimised) and the normalised regret, mean ± standard error over seeds, each method's
@@ -90,7 +91,7 @@ DEFAULT_METHODS = (
     "vbll:vbll-ts",
     RANDOM_SEARCH,
 )
-SMOKE_METHODS = ("gp:qlogei", "deep-ensemble:ts+continual", "vbll:vbll-ts", RANDOM_SEARCH)
+SMOKE_METHODS = ("gp:qlogei", "deep-ensemble:ts+continual+tr", "vbll:vbll-ts", RANDOM_SEARCH)
 CONTINUAL = ContinualTraining(warm_start_steps=100, cold_refit_every=10)
 GP_METHOD, VBLL_METHOD = "gp:qlogei", "vbll:vbll-ts"
 
@@ -113,11 +114,15 @@ class RunSpec:
 
     @property
     def acquisition(self) -> str:
-        return self.method.partition(":")[2].removesuffix("+continual") or "ts"
+        return self.method.partition(":")[2].split("+")[0] or "ts"
 
     @property
     def continual(self) -> bool:
-        return self.method.endswith("+continual")
+        return "continual" in method_options(self.method)
+
+    @property
+    def trust_region(self) -> bool:
+        return "tr" in method_options(self.method)
 
     @property
     def key(self) -> str:
@@ -133,6 +138,11 @@ class RunSpec:
             f"_init{b.n_initial}_it{b.iterations}_q{b.batch_size}"
             f"_r{self.num_restarts}_raw{self.raw_samples}{cap}"
         )
+
+
+def method_options(method: str) -> set[str]:
+    r"""The ``+option`` suffixes of a method (``continual``, ``tr``)."""
+    return set(method.split("+")[1:])
 
 
 def execute(spec: RunSpec, store: Path) -> BOResult:
@@ -158,6 +168,7 @@ def execute(spec: RunSpec, store: Path) -> BOResult:
         continual=CONTINUAL if spec.continual else None,
         design="sobol",
         time_budget=spec.gp_time_budget if spec.model == "gp" else None,
+        trust_region=spec.trust_region,
     )
     save_atomically(result, path)
     return result
@@ -312,11 +323,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--seeds must be positive and --first-seed non-negative.")
     for method in args.methods:
         model, _, acquisition = method.partition(":")
-        acquisition = acquisition.removesuffix("+continual")
-        if model != RANDOM_SEARCH and (model not in SURROGATES or acquisition not in ACQUISITIONS):
+        acquisition = acquisition.split("+")[0]
+        known = model in SURROGATES and acquisition in ACQUISITIONS
+        if model != RANDOM_SEARCH and (not known or method_options(method) - {"continual", "tr"}):
             parser.error(
-                f"unknown method {method!r}: MODEL:ACQUISITION[+continual] with a model of "
-                f"{', '.join(SURROGATES)} and an acquisition of {', '.join(ACQUISITIONS)}"
+                f"unknown method {method!r}: MODEL:ACQUISITION[+continual][+tr] with a model "
+                f"of {', '.join(SURROGATES)} and an acquisition of {', '.join(ACQUISITIONS)}"
             )
     return args
 

@@ -139,6 +139,11 @@ def _build_parser() -> argparse.ArgumentParser:
         default=10,
         help="a refit from scratch every this many iterations (with --continual)",
     )
+    optimize.add_argument(
+        "--trust-region",
+        action="store_true",
+        help="propose inside a TuRBO-style trust region around the best point (any model)",
+    )
     optimize.add_argument("--csv", type=Path, help="write one row per evaluation to this CSV")
     optimize.add_argument(
         "--plot", type=Path, help="save a best-so-far plot (needs matplotlib) to this file"
@@ -231,6 +236,7 @@ def _optimize(args: argparse.Namespace) -> int:
             if args.continual
             else None
         ),
+        trust_region=args.trust_region,
     )
     total = time.perf_counter() - start
     print(
@@ -272,6 +278,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.iterations < 0 or args.n_initial < 2:
         print("error: --iterations must be >= 0 and --n-initial >= 2", file=sys.stderr)
+        return 2
+    if args.trust_region and args.model == RANDOM_SEARCH:
+        print("error: --trust-region needs a surrogate (not random search)", file=sys.stderr)
         return 2
     if args.problem_seed is not None and args.problem != "nn-draw":
         print("error: --problem-seed applies to nn-draw only", file=sys.stderr)

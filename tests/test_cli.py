@@ -85,7 +85,7 @@ def test_batches_thompson_sampling_and_continual_training_from_the_command_line(
         [
             "optimize", "--problem", "levy", "--dim", "3", "--model", "deep-ensemble",
             "--acquisition", "ts", "--batch-size", "12", "--num-candidates", "256",
-            "--continual", "--warm-start-steps", "10", "--cold-refit-every", "2",
+            "--continual", "--warm-start-steps", "10", "--cold-refit-every", "2", "--trust-region",
             "--iterations", "3", "--n-initial", "6", "--csv", str(csv_path),
         ]
     )  # fmt: skip
@@ -103,6 +103,7 @@ def test_batches_thompson_sampling_and_continual_training_from_the_command_line(
     [
         (["--batch-size", "0"], "--batch-size must be at least 1"),
         (["--model", "gp", "--continual"], "--continual needs a warm-startable model"),
+        (["--model", "random", "--trust-region"], "--trust-region needs a surrogate"),
     ],
 )
 def test_invalid_batch_options_are_rejected(arguments, message, capsys) -> None:

@@ -26,6 +26,7 @@ from botorch_nn_uq.bo.registry import (
     get_acquisition,
     get_surrogate,
 )
+from botorch_nn_uq.bo.trust_region import TrustRegion
 from botorch_nn_uq.metrics import batch_diversity
 from botorch_nn_uq.problems import BOProblem
 
@@ -48,6 +49,8 @@ class BOIterationRecord:
         batch_min_distance: The smallest distance between two points of the step's
             batch in the unit cube (``inf`` for a single point).
         batch_duplicates: Points of the batch that repeat an earlier point of it.
+        trust_region_length: The side length (fraction of the box) of the trust region
+            the step proposed in; ``nan`` without one.
     """
 
     iteration: int
@@ -60,6 +63,7 @@ class BOIterationRecord:
     warm_start: bool = False
     batch_min_distance: float = math.inf
     batch_duplicates: int = 0
+    trust_region_length: float = math.nan
 
 
 @dataclass
@@ -179,6 +183,7 @@ def run_bo(
     continual: ContinualTraining | None = None,
     design: str = "uniform",
     time_budget: float | None = None,
+    trust_region: bool = False,
 ) -> BOResult:
     r"""Minimise ``problem`` (or, with ``target``, hit a target value) with Bayesian
     optimisation, ``batch_size`` evaluations per step.
@@ -223,6 +228,9 @@ def run_bo(
         time_budget: Stop after the step at which the BO steps' cumulative wall-clock
             seconds pass this budget (a cap for slow surrogates; the result then has
             fewer steps); ``None`` runs all ``iterations``.
+        trust_region: Propose inside a TuRBO-style trust region around the best point
+            (:class:`~botorch_nn_uq.bo.trust_region.TrustRegion`), resized after every
+            batch; the surrogate is still fitted on all data.
 
     Returns:
         A :class:`BOResult` with one record for the initial design and one per step
@@ -253,6 +261,8 @@ def run_bo(
     options = dict(acquisition_options or {})
     if target is not None:
         options["target"] = -float(target)
+    if trust_region and random_search:
+        raise ValueError("Random search proposes in the whole box; it takes no trust region.")
     if time_budget is not None and not time_budget > 0:
         raise ValueError(f"time_budget must be positive or None; got {time_budget}.")
     bounds = problem.bounds
@@ -294,6 +304,9 @@ def run_bo(
     record(0, values[best_initial], 0.0)
     random_generator = torch.Generator().manual_seed(seed + 7919)
     schedule = None if continual is None else ContinualTrainingState(continual)
+    region = TrustRegion(problem.dim, batch_size) if trust_region else None
+    if region is not None:
+        region.update(-score(values))
     previous_model, new_X = None, X
     for step in range(1, iterations + 1):
         start = time.perf_counter()
@@ -324,12 +337,15 @@ def run_bo(
             if schedule is not None:
                 schedule.record_fit(warm)
             fit_seconds = time.perf_counter() - start
+            center = result.X[score(result.values).argmin()]
             context = AcquisitionContext(
                 train_X=result.X,
                 train_Y=train_Y,
                 bounds=bounds,
                 seed=step_seed,
                 options=options,
+                search_bounds=None if region is None else region.box(center, bounds),
+                center=center,
             )
             candidates = _propose(
                 acquisition_spec,
@@ -355,7 +371,10 @@ def run_bo(
             warm_start=warm,
             batch_min_distance=diversity.min_distance,
             batch_duplicates=diversity.duplicates,
+            trust_region_length=math.nan if region is None else region.length,
         )
+        if region is not None:
+            region.update(-score(value))
         spent = sum(entry.seconds for entry in result.records)
         if time_budget is not None and spent > time_budget:
             break
@@ -383,7 +402,7 @@ def _propose(
     with manual_seed(context.seed):
         candidates, _ = optimize_acqf(
             acquisition_function,
-            context.bounds,
+            context.proposal_bounds,
             q=q,
             num_restarts=num_restarts,
             raw_samples=raw_samples,

@@ -83,6 +83,9 @@ class AcquisitionContext:
         bounds: ``2 x d`` search box.
         seed: Seed for MC samplers.
         options: Extra named options from the caller (e.g. a target value).
+        search_bounds: The ``2 x d`` box where this step's proposals go (a trust region
+            around ``center``); ``None``: the whole ``bounds``.
+        center: The ``d``-vector around which a trust region is drawn (the best point).
     """
 
     train_X: Tensor
@@ -90,6 +93,13 @@ class AcquisitionContext:
     bounds: Tensor
     seed: int
     options: Mapping[str, Any] = field(default_factory=dict)
+    search_bounds: Tensor | None = None
+    center: Tensor | None = None
+
+    @property
+    def proposal_bounds(self) -> Tensor:
+        r"""``search_bounds`` if given, else ``bounds``."""
+        return self.bounds if self.search_bounds is None else self.search_bounds
 
 
 @dataclass(frozen=True)
@@ -431,19 +441,27 @@ register_acquisition(
 
 def _propose_thompson(model: Model, context: AcquisitionContext, q: int) -> Tensor:
     r"""Batch Thompson sampling (``botorch_nn_uq.generation``) around the five best
-    observations; a model whose function bank can grow gets at least ``2 q`` functions."""
+    observations, or inside the trust region; a model whose function bank can grow gets
+    at least ``2 q`` functions."""
     if hasattr(model, "resample_function_bank"):
         bank_size = model.posterior(context.train_X[:1]).values.shape[-3]
         if bank_size < 2 * q:
             model.resample_function_bank(2 * q, seed=context.seed)
-    best = context.train_Y.squeeze(-1).topk(min(5, context.train_Y.shape[0])).indices
+    if context.search_bounds is None:
+        best = context.train_Y.squeeze(-1).topk(min(5, context.train_Y.shape[0])).indices
+        centers, local = context.train_X[best], {}
+    else:
+        # All candidates inside the trust region, spread over its whole extent.
+        centers, local = context.center.unsqueeze(0), {"local_fraction": 1.0, "scale": 0.5}
     return batch_thompson_sampling(
         model,
-        context.bounds,
+        context.proposal_bounds,
         q,
         X_baseline=context.train_X,
-        centers=context.train_X[best],
+        centers=centers,
         num_candidates=context.options.get("num_candidates", 4096),
+        local_fraction=local.get("local_fraction", 0.5),
+        perturbation_scale=local.get("scale", 0.2),
         seed=context.seed,
     )
 

@@ -76,8 +76,10 @@ def thompson_candidates(
     dim = bounds.shape[-1]
     generator = torch.Generator().manual_seed(seed)
     num_local = 0 if centers is None else round(local_fraction * num_candidates)
-    sobol = SobolEngine(dim, scramble=True, seed=seed).draw(num_candidates - num_local)
-    unit = sobol.to(torch.float64)
+    num_global = num_candidates - num_local
+    unit = torch.empty(0, dim, dtype=torch.float64)
+    if num_global > 0:
+        unit = SobolEngine(dim, scramble=True, seed=seed).draw(num_global, dtype=torch.float64)
     if num_local > 0:
         if centers.ndim != 2 or centers.shape[-1] != dim or centers.shape[0] < 1:
             raise ValueError(f"centers must be a c x {dim} tensor; got {tuple(centers.shape)}.")
@@ -181,6 +183,8 @@ def batch_thompson_sampling(
     X_baseline: Tensor | None = None,
     centers: Tensor | None = None,
     num_candidates: int = 2048,
+    local_fraction: float = 0.5,
+    perturbation_scale: float = 0.2,
     exclusion_radius: float | None = None,
     seed: int = 0,
 ) -> Tensor:
@@ -199,9 +203,13 @@ def batch_thompson_sampling(
         q: The batch size.
         X_baseline: An optional ``n x d`` tensor of evaluated points, never proposed
             again.
-        centers: An optional ``c x d`` tensor of points around which half of the
-            candidates are drawn (see :func:`thompson_candidates`).
+        centers: An optional ``c x d`` tensor of points around which
+            ``local_fraction`` of the candidates are drawn (see
+            :func:`thompson_candidates`).
         num_candidates: Candidates scored by every function.
+        local_fraction: The share of candidates drawn around ``centers``.
+        perturbation_scale: Half-width of a local perturbation, as a fraction of the
+            side of ``bounds`` (see :func:`thompson_candidates`).
         exclusion_radius: The smallest distance between two proposals in the unit cube;
             ``None`` uses ``0.01 sqrt(d)`` (one percent of the cube's diagonal).
         seed: Seed of the candidates, the slot assignment and joint samples.
@@ -219,7 +227,14 @@ def batch_thompson_sampling(
     radius = 0.01 * math.sqrt(dim) if exclusion_radius is None else exclusion_radius
     if not radius >= 0:
         raise ValueError(f"exclusion_radius must be non-negative; got {exclusion_radius}.")
-    candidates = thompson_candidates(bounds, num_candidates, centers=centers, seed=seed)
+    candidates = thompson_candidates(
+        bounds,
+        num_candidates,
+        centers=centers,
+        local_fraction=local_fraction,
+        perturbation_scale=perturbation_scale,
+        seed=seed,
+    )
     scores, weights = function_bank_scores(model, candidates, num_draws=q, seed=seed)
     functions = slot_functions(weights, q, seed)
     scale = bounds[1] - bounds[0]

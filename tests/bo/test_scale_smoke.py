@@ -10,7 +10,7 @@ def test_scale_suite_smoke_writes_tables_curves_and_stored_runs(tmp_path, monkey
     text = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
     for heading in ("**nn-draw-6d** (1 seeds)", "**rastrigin-3d** (1 seeds)"):
         assert heading in text
-    for method in ("gp:qlogei", "deep-ensemble:ts+continual", "vbll:vbll-ts", "random"):
+    for method in ("gp:qlogei", "deep-ensemble:ts+continual+tr", "vbll:vbll-ts", "random"):
         assert f"| {method} |" in text
     assert "better than GP" in text and "better than VBLL" in text
     runs = (tmp_path / "runs.csv").read_text().splitlines()
@@ -24,7 +24,7 @@ def test_scale_suite_smoke_writes_tables_curves_and_stored_runs(tmp_path, monkey
         method = cells[header.index("method")]
         duplicates[method] = duplicates.get(method, 0) + int(cells[header.index("duplicates")])
     # The package's proposals never repeat a point; VBLL's own sampler may (it is measured).
-    assert duplicates["deep-ensemble:ts+continual"] == duplicates["random"] == 0
+    assert duplicates["deep-ensemble:ts+continual+tr"] == duplicates["random"] == 0
     assert (tmp_path / "best_value_nn-draw.png").stat().st_size > 1000
 
     def fail(*args, **kwargs):

@@ -158,8 +158,6 @@ def test_independent_marginals_are_refused_with_a_clear_error():
     from botorch_nn_uq.models import NOMU
 
     X, Y = _data()
-    nomu = NOMU(X, Y, bounds=BOUNDS, epochs=5, num_artificial_points=8, **_transforms()).fit(
-        seed=0
-    )
+    nomu = NOMU(X, Y, bounds=BOUNDS, epochs=5, num_artificial_points=8, **_transforms()).fit(seed=0)
     with pytest.raises(ValueError, match="independent marginals.*q-acquisition"):
         batch_thompson_sampling(nomu, BOUNDS, 3, num_candidates=16)
