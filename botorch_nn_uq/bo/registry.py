@@ -47,6 +47,7 @@ from botorch_nn_uq.models import (
     NESRandomSearch,
     NESRegularizedEvolution,
 )
+from botorch_nn_uq.models.base import ResizableFunctionBank
 
 
 @dataclass(frozen=True)
@@ -443,7 +444,7 @@ def _propose_thompson(model: Model, context: AcquisitionContext, q: int) -> Tens
     r"""Batch Thompson sampling (``botorch_nn_uq.generation``) around the five best
     observations, or inside the trust region; a model whose function bank can grow gets
     at least ``2 q`` functions."""
-    if hasattr(model, "resample_function_bank"):
+    if isinstance(model, ResizableFunctionBank):
         bank_size = model.posterior(context.train_X[:1]).values.shape[-3]
         if bank_size < 2 * q:
             model.resample_function_bank(2 * q, seed=context.seed)

@@ -298,3 +298,38 @@ class NeuralSurrogateModel(Model, ABC):
         if posterior_transform is not None:
             posterior = apply_posterior_transform(posterior, posterior_transform, X=transformed_X)
         return posterior
+
+
+class ResizableFunctionBank(ABC):
+    r"""Mixin of the models whose posterior is a fixed bank of functions drawn after
+    training (dropout masks, epistemic indices), so the bank can be redrawn at any size.
+
+    Batch Thompson sampling with ``q`` larger than the bank needs more functions than the
+    fit drew; :meth:`resample_function_bank` draws a new bank and keeps the trained
+    weights and the noise estimate.
+    """
+
+    #: The smallest bank a model accepts.
+    min_function_bank_size: ClassVar[int] = 1
+
+    @abstractmethod
+    def _set_function_bank(self, size: int) -> None:
+        r"""Draw a bank of ``size`` functions from torch's global RNG and store it."""
+
+    def resample_function_bank(self, size: int, seed: int) -> Self:
+        r"""Replace the posterior's bank of functions by ``size`` new draws.
+
+        Args:
+            size: The new number of functions, at least ``min_function_bank_size``.
+            seed: Seed of the draws (the same seed gives the same bank).
+
+        Returns:
+            The model itself.
+        """
+        if not self.is_fitted:
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
+        if size < self.min_function_bank_size:
+            raise ValueError(f"size must be at least {self.min_function_bank_size}; got {size}.")
+        with seeded(seed):
+            self._set_function_bank(size)
+        return self

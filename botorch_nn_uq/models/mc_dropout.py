@@ -6,13 +6,12 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBank
 from botorch_nn_uq.models.validation import check_widths
 from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, train_network
-from botorch_nn_uq.training.seeding import seeded
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ class MCDropoutHyperparameters:
         )
 
 
-class MCDropout(NeuralSurrogateModel):
+class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
     r"""Monte Carlo dropout surrogate.
 
     An MLP trained with dropout (MSE loss); at test time dropout stays on, with a
@@ -109,6 +108,7 @@ class MCDropout(NeuralSurrogateModel):
     """
 
     hyperparameter_class = MCDropoutHyperparameters
+    min_function_bank_size = 2
 
     def _build_network(self, input_dim: int, output_dim: int) -> DropoutMLP:
         hp = self.hyperparameters
@@ -136,35 +136,14 @@ class MCDropout(NeuralSurrogateModel):
             progress=progress,
             description="MC dropout",
         )
-        self._set_masks(hp.num_masks)
+        self._set_function_bank(hp.num_masks)
         self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return result
 
-    def _set_masks(self, num_masks: int) -> None:
+    def _set_function_bank(self, size: int) -> None:
         # Buffers (not a plain list) so that the bank follows the model in .to(...).
-        for layer, mask in enumerate(self.network.sample_masks(num_masks)):
+        for layer, mask in enumerate(self.network.sample_masks(size)):
             self.register_buffer(f"dropout_mask_{layer}", mask.detach())
-
-    def resample_function_bank(self, size: int, seed: int) -> MCDropout:
-        r"""Replace the bank of test-time dropout masks by ``size`` new masks.
-
-        Batch Thompson sampling with ``q`` larger than the bank needs more functions than
-        the fit drew; the trained weights and the noise estimate are kept.
-
-        Args:
-            size: The new number of masks (functions of the posterior), at least 2.
-            seed: Seed of the masks.
-
-        Returns:
-            The model itself.
-        """
-        if not self.is_fitted:
-            raise RuntimeError("MCDropout is not fitted; call .fit() first.")
-        if size < 2:
-            raise ValueError(f"size must be at least 2; got {size}.")
-        with seeded(seed):
-            self._set_masks(size)
-        return self
 
     @property
     def masks(self) -> list[Tensor]:

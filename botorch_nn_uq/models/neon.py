@@ -10,14 +10,13 @@ from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from torch import Tensor
 
-from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBank
 from botorch_nn_uq.models.validation import check_positive_integers, check_widths
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.neon import EpiNet, EpistemicOperatorNetwork, OperatorBackbone
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, train_network
-from botorch_nn_uq.training.seeding import seeded
 
 LOSSES = ("mse", "relative_l2")
 
@@ -168,7 +167,7 @@ class NEONHyperparameters:
         return cls(**{**PRESETS[name], **overrides})
 
 
-class NEON(NeuralSurrogateModel):
+class NEON(ResizableFunctionBank, NeuralSurrogateModel):
     r"""NEON: an operator-network backbone with an EpiNet (epistemic neural network).
 
     Two uses with one class:
@@ -330,35 +329,13 @@ class NEON(NeuralSurrogateModel):
             progress=progress,
             description="NEON",
         )
-        self._set_epistemic_indices(hp.num_epistemic_samples)
+        self._set_function_bank(hp.num_epistemic_samples)
         self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return result
 
-    def _set_epistemic_indices(self, size: int) -> None:
-        reference = self.train_X
-        indices = torch.randn(size, self.hyperparameters.index_dim).to(reference)
+    def _set_function_bank(self, size: int) -> None:
+        indices = torch.randn(size, self.hyperparameters.index_dim).to(self.train_X)
         self.register_buffer("epistemic_indices", indices)
-
-    def resample_function_bank(self, size: int, seed: int) -> NEON:
-        r"""Replace the fixed bank of epistemic indices ``z`` by ``size`` new draws.
-
-        Batch Thompson sampling with ``q`` larger than the bank needs more functions than
-        the fit drew; the trained network and the noise estimate are kept.
-
-        Args:
-            size: The new number of indices (functions of the posterior), at least 1.
-            seed: Seed of the draws.
-
-        Returns:
-            The model itself.
-        """
-        if not self.is_fitted:
-            raise RuntimeError("NEON is not fitted; call .fit() first.")
-        if size < 1:
-            raise ValueError(f"size must be positive; got {size}.")
-        with seeded(seed):
-            self._set_epistemic_indices(size)
-        return self
 
     def function_samples(self, X: Tensor) -> Tensor:
         r"""The bank's function samples at transformed inputs.

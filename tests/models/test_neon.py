@@ -431,3 +431,16 @@ def test_preset_argument_starts_from_the_authors_setting():
     assert model.hyperparameters == expected
     with pytest.raises(ValueError, match="Unknown NEON preset"):
         NEON(train_X, torch.rand(6, 12, dtype=DTYPE), output_grid=grid, preset="nope")
+
+
+def test_the_index_bank_can_be_redrawn_at_any_size_from_a_seed():
+    X = torch.rand(12, 2, dtype=torch.float64)
+    model = NEON(X, X.sin().sum(-1, keepdim=True), epochs=5).fit(seed=0)
+    model.resample_function_bank(300, seed=4)
+    assert model.posterior(X[:3]).values.shape[-3] == 300
+    first = model.epistemic_indices.clone()
+    assert torch.equal(model.resample_function_bank(300, seed=4).epistemic_indices, first)
+    with pytest.raises(ValueError, match="size must be at least 1"):
+        model.resample_function_bank(0, seed=0)
+    with pytest.raises(RuntimeError, match="NEON is not fitted"):
+        NEON(X, X.sum(-1, keepdim=True)).resample_function_bank(5, seed=0)
