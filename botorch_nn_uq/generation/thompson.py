@@ -97,7 +97,9 @@ def thompson_candidates(
         )
         local = torch.where(perturbed, base + steps, base).clamp(0, 1)
         unit = torch.cat([unit, local])
-    return (bounds[0] + (bounds[1] - bounds[0]) * unit.to(bounds)).contiguous()
+    candidates = bounds[0] + (bounds[1] - bounds[0]) * unit.to(bounds)
+    # Rounding can put a point of the upper face one ulp outside the box.
+    return torch.minimum(torch.maximum(candidates, bounds[0]), bounds[1]).contiguous()
 
 
 def function_bank_scores(

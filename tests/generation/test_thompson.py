@@ -161,3 +161,13 @@ def test_independent_marginals_are_refused_with_a_clear_error():
     nomu = NOMU(X, Y, bounds=BOUNDS, epochs=5, num_artificial_points=8, **_transforms()).fit(seed=0)
     with pytest.raises(ValueError, match="independent marginals.*q-acquisition"):
         batch_thompson_sampling(nomu, BOUNDS, 3, num_candidates=16)
+
+
+def test_candidates_on_the_upper_face_stay_inside_an_inexact_box():
+    # lower + (upper - lower) * 1 rounds to 5.120000000000001 for this lower bound.
+    bounds = torch.tensor([[-3.9362445906816426] * 5, [5.12] * 5], dtype=DTYPE)
+    assert bounds[0, 0] + (bounds[1, 0] - bounds[0, 0]) > bounds[1, 0]
+    centers = bounds[1:].clone()
+    candidates = thompson_candidates(bounds, 200, centers=centers, local_fraction=1.0, seed=0)
+    assert ((candidates >= bounds[0]) & (candidates <= bounds[1])).all()
+    assert (candidates == bounds[1]).any()
