@@ -210,7 +210,11 @@ class BatchedMLP(nn.Module):
                 f"per_member inputs must be `K x n x d` with K = {self.num_members}; got "
                 f"{tuple(X.shape)}."
             )
-        hidden = X if per_member else X.unsqueeze(-3)
+        # Shared inputs are flattened to one row set, `1 x (batch n) x d`, so every layer
+        # is one `K`-batched matmul; broadcasting `batch x K x n x d` against the `K x d x
+        # h` weights would copy the weights once per batch element (gigabytes at a few
+        # thousand training points).
+        hidden = X if per_member else X.reshape(1, -1, X.shape[-1])
         # outputs[source + 1] is the output of layer `source` (-1: the input).
         outputs = [hidden]
         projections = iter(self.projections)
@@ -231,6 +235,8 @@ class BatchedMLP(nn.Module):
                 hidden = hidden * ((uniform < keep) / keep)
             outputs.append(hidden)
         hidden = torch.matmul(hidden, self.weights[-1]) + self.biases[-1]
+        if not per_member:
+            hidden = hidden.reshape(self.num_members, *X.shape[:-1], -1).movedim(0, -3)
         if not self.gaussian_head:
             return MemberOutput(hidden, None)
         mean, raw_std = hidden.split(self.output_dim, dim=-1)
