@@ -17,7 +17,9 @@ uniform points of Ackley-20 (the large-n problem of protocol 6), it measures:
   measurement.
 
 Every (method, n) is measured in a fresh process with one torch thread (the same thread
-setting for all methods), so peak memory belongs to that measurement alone. A measurement
+setting for all methods), so peak memory belongs to that measurement alone. Times are the
+process's CPU seconds: with one thread they equal the wall-clock seconds on an idle core,
+and unlike wall-clock they do not grow when other jobs share the machine. A measurement
 that runs past ``--timeout`` seconds is reported as such, with the n it could not reach.
 Results are stored per measurement in ``--out/runs/`` (an interrupted benchmark resumes),
 and ``--out`` receives ``cost.csv``, ``cost.md`` and ``cost.png`` (seconds against n,
@@ -88,16 +90,16 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int) -> 
     surrogate = get_surrogate(method)
     seconds = {}
 
-    start = time.perf_counter()
+    start = time.process_time()
     model = surrogate.build(X[:n], Y[:n], bounds, seed)
-    seconds["fit"] = time.perf_counter() - start
+    seconds["fit"] = time.process_time() - start
 
-    start = time.perf_counter()
+    start = time.process_time()
     if method == "gp":
         _refit_gp_from(model, X, Y, bounds, seed)
     else:
         surrogate.build(X, Y, bounds, seed, warm_start=model, max_steps=warm_start_steps)
-    seconds["warm"] = time.perf_counter() - start
+    seconds["warm"] = time.process_time() - start
 
     context = AcquisitionContext(train_X=X[:n], train_Y=Y[:n], bounds=bounds, seed=seed)
     for phase, q, acquisition in (
@@ -105,7 +107,7 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int) -> 
         ("q100", 100, Q100_ACQUISITION.get(method, "ts")),
     ):
         spec = get_acquisition(acquisition)
-        start = time.perf_counter()
+        start = time.process_time()
         if spec.propose is not None:
             spec.propose(model, context, q)
         else:
@@ -118,7 +120,7 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int) -> 
                     raw_samples=512,
                     options={"seed": seed},
                 )
-        seconds[phase] = time.perf_counter() - start
+        seconds[phase] = time.process_time() - start
     return {**seconds, "peak_mb": _peak_rss_mb() - baseline_mb}
 
 
@@ -210,7 +212,7 @@ def plot(rows: Sequence[dict], methods: Sequence[str], path: Path) -> None:
         axis.set_yscale("log")
         axis.set_xlabel("training points n")
         axis.set_title(title)
-    axes[0].set_ylabel("seconds (one thread)")
+    axes[0].set_ylabel("CPU seconds (one thread)")
     axes[1].legend()
     figure.tight_layout()
     figure.savefig(path, dpi=110)
@@ -278,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     markdown = args.out / "cost.md"
     markdown.write_text(
         f"Command: `{command.strip()}`\n\nAckley-{args.dim}, one torch thread, one fresh "
-        "process per row.\n\n" + table(rows, args.methods, args.points)
+        "process per row, CPU seconds.\n\n" + table(rows, args.methods, args.points)
     )
     plot(rows, args.methods, args.out / "cost.png")
     print(markdown.read_text())
