@@ -23,8 +23,9 @@ and random search. A method is ``MODEL:ACQUISITION`` with optional ``+continual`
 Per problem the markdown summary gives the best value found (the objective is
 minimised) and the normalised regret, mean ± standard error over seeds, each method's
 mean rank among the methods on the same seed, its wins against the GP and against VBLL
-paired by seed, seconds per step, the evaluations reached (a GP run may stop at
-``--gp-time-budget`` seconds of BO), and the batches' diversity: the closest pair of
+paired by seed, seconds per step, the evaluations reached (a run of the models in
+``--capped-models``, the GP and VBLL by default, stops after the step at which its BO
+passes ``--time-budget`` seconds), and the batches' diversity: the closest pair of
 points within any batch (Euclidean, unit cube) and the number of repeated points. The
 nn-draw optimum is not known: its regret is relative to the best value a gradient search
 on the network found, and the best value and the ranks are what count. Plots: best value
@@ -106,7 +107,7 @@ class RunSpec:
     budget: ProblemBudget
     num_restarts: int
     raw_samples: int
-    gp_time_budget: float | None
+    time_budget: float | None
 
     @property
     def model(self) -> str:
@@ -128,11 +129,7 @@ class RunSpec:
     def key(self) -> str:
         r"""A file-name-safe identifier of the run and its budget."""
         b = self.budget
-        cap = (
-            ""
-            if self.model != "gp" or self.gp_time_budget is None
-            else f"_cap{self.gp_time_budget:g}"
-        )
+        cap = "" if self.time_budget is None else f"_cap{self.time_budget:g}"
         return (
             f"{self.problem}-{b.dim}d_{self.method.replace(':', '+')}_seed{self.seed}"
             f"_init{b.n_initial}_it{b.iterations}_q{b.batch_size}"
@@ -167,7 +164,7 @@ def execute(spec: RunSpec, store: Path) -> BOResult:
         sequential=spec.model == "gp",
         continual=CONTINUAL if spec.continual else None,
         design="sobol",
-        time_budget=spec.gp_time_budget if spec.model == "gp" else None,
+        time_budget=spec.time_budget,
         trust_region=spec.trust_region,
     )
     save_atomically(result, path)
@@ -304,10 +301,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--num-restarts", type=int, default=10, help="GP optimize_acqf restarts")
     parser.add_argument("--raw-samples", type=int, default=512, help="GP raw samples")
     parser.add_argument(
-        "--gp-time-budget",
+        "--time-budget",
         type=float,
         default=1800.0,
-        help="seconds of BO after which a GP run stops (it reports the evaluations reached)",
+        help="seconds of BO after which a run of a capped model stops (it reports the "
+        "evaluations reached)",
+    )
+    parser.add_argument(
+        "--capped-models",
+        nargs="*",
+        default=["gp", "vbll"],
+        help="models whose runs stop at --time-budget",
     )
     parser.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale_suite"))
@@ -344,7 +348,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
             budget=args.budgets[problem],
             num_restarts=args.num_restarts,
             raw_samples=args.raw_samples,
-            gp_time_budget=args.gp_time_budget,
+            time_budget=args.time_budget
+            if method.partition(":")[0] in args.capped_models
+            else None,
         )
         for seed in range(args.first_seed, args.first_seed + args.seeds)
         for problem in args.problems
