@@ -197,9 +197,14 @@ class NeuralSurrogateModel(Model, ABC):
         if fixed is not None:
             noise_variance = torch.full_like(train_Y[0], fixed)
         else:
+            # In chunks of rows: a bank of functions at all n points at once holds
+            # `functions x n x width` activations (over a gigabyte at n = 10,000).
             with torch.no_grad():
-                posterior = self._predict(train_X.unsqueeze(-2), observation_noise=False)
-            residuals = posterior.mean.squeeze(-2) - train_Y
+                means = [
+                    self._predict(rows.unsqueeze(-2), observation_noise=False).mean.squeeze(-2)
+                    for rows in train_X.split(1024)
+                ]
+            residuals = torch.cat(means) - train_Y
             noise_variance = residuals.pow(2).mean(dim=0).clamp_min(1e-6)
         self.register_buffer("noise_variance", noise_variance)
 
