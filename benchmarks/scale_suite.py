@@ -295,8 +295,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--problems", nargs="+", default=list(BUDGETS), choices=list(BUDGETS))
-    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
-    parser.add_argument("--seeds", type=int, default=5, help="number of seeds")
+    parser.add_argument("--methods", nargs="+", help=f"default: {' '.join(DEFAULT_METHODS)}")
+    parser.add_argument("--seeds", type=int, help="number of seeds (default 5; 1 with --smoke)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--num-restarts", type=int, default=10, help="GP optimize_acqf restarts")
     parser.add_argument("--raw-samples", type=int, default=512, help="GP raw samples")
@@ -316,13 +316,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale_suite"))
     parser.add_argument(
+        "--runs",
+        type=Path,
+        help="folder of stored runs (default: OUT/runs), e.g. shared by several summaries",
+    )
+    parser.add_argument(
+        "--stored-only",
+        action="store_true",
+        help="summarise the stored runs only; runs not stored yet are left out, not run",
+    )
+    parser.add_argument(
         "--smoke", action="store_true", help="tiny budgets (for the test suite): 1 seed"
     )
     args = parser.parse_args(argv)
     args.budgets = SMOKE_BUDGETS if args.smoke else BUDGETS
     if args.smoke:
-        args.problems, args.seeds, args.methods = list(SMOKE_BUDGETS), 1, list(SMOKE_METHODS)
+        args.problems = list(SMOKE_BUDGETS)
         args.num_restarts, args.raw_samples = 2, 32
+    args.methods = args.methods or list(SMOKE_METHODS if args.smoke else DEFAULT_METHODS)
+    if args.seeds is None:
+        args.seeds = 1 if args.smoke else 5
     if args.seeds < 1 or args.first_seed < 0:
         parser.error("--seeds must be positive and --first-seed non-negative.")
     for method in args.methods:
@@ -356,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
         for problem in args.problems
         for method in args.methods
     ]
-    store = args.out / "runs"
+    store = args.runs or args.out / "runs"
     start = time.perf_counter()
 
     def report(index: int, spec: RunSpec, result: BOResult) -> None:
@@ -368,6 +381,13 @@ def main(argv: Sequence[str] | None = None) -> Path:
             flush=True,
         )
 
+    if args.stored_only:
+        missing = [spec.key for spec in specs if not (store / f"{spec.key}.pt").exists()]
+        specs = [spec for spec in specs if (store / f"{spec.key}.pt").exists()]
+        if missing:
+            print(f"{len(missing)} runs not stored yet (left out): {', '.join(missing)}")
+        if not specs:
+            raise SystemExit(f"No stored runs in {store} match the arguments.")
     outcomes = []
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:

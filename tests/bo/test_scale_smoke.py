@@ -46,3 +46,14 @@ def test_scale_cost_smoke_measures_every_phase_in_its_own_process(tmp_path) -> N
         assert all(row[phase] > 0 for phase in ("fit", "warm", "q1", "q100"))
         assert row["peak_mb"] >= 0
     assert (tmp_path / "cost.png").stat().st_size > 1000
+
+
+def test_stored_only_summaries_leave_out_missing_runs(tmp_path, capsys) -> None:
+    module = load_benchmark("scale_suite")
+    argv = ["--smoke", "--runs", str(tmp_path / "store"), "--methods", "random"]
+    module.main([*argv, "--out", str(tmp_path / "first")])
+    text = module.main(
+        [*argv, "--out", str(tmp_path / "second"), "--stored-only", "--seeds", "2"]
+    ).read_text()
+    assert "| random |" in text
+    assert "runs not stored yet (left out)" in capsys.readouterr().out
