@@ -94,7 +94,6 @@ DEFAULT_METHODS = (
 )
 SMOKE_METHODS = ("gp:qlogei", "deep-ensemble:ts+continual+tr", "vbll:vbll-ts", RANDOM_SEARCH)
 CONTINUAL = ContinualTraining(warm_start_steps=100, cold_refit_every=10)
-GP_METHOD, VBLL_METHOD = "gp:qlogei", "vbll:vbll-ts"
 
 
 @dataclass(frozen=True)
@@ -214,8 +213,8 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
                 f"{best:.4g} ± {best_error:.2g}",
                 f"{regret:.3e} ± {regret_error:.1e}",
                 f"{statistics.fmean(ranks[method]):.2f}",
-                _wins(runs, method, GP_METHOD, seeds),
-                _wins(runs, method, VBLL_METHOD, seeds),
+                _wins(runs, method, _reference(methods, "gp"), seeds),
+                _wins(runs, method, _reference(methods, "vbll"), seeds),
                 "-" if method == RANDOM_SEARCH else f"{_seconds_per_step(own):.2f}",
                 _evaluations(own),
                 f"{min(r.batch_min_distance for run in own for r in run.records):.3g}",
@@ -226,11 +225,18 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
     return "\n\n".join(sections) + "\n"
 
 
-def _wins(runs: dict, method: str, reference: str, seeds: Sequence[int]) -> str:
+def _reference(methods: Sequence[str], model: str) -> str | None:
+    r"""The first method of ``model`` (the GP or VBLL column's reference)."""
+    return next((method for method in methods if method.partition(":")[0] == model), None)
+
+
+def _wins(runs: dict, method: str, reference: str | None, seeds: Sequence[int]) -> str:
     r"""``wins/pairs``: of the seeds both methods ran, those on which ``method`` ended
     with a smaller best value than ``reference``."""
     if method == reference:
         return "-"
+    if reference is None:
+        return "n/a"
     paired = [s for s in seeds if (method, s) in runs and (reference, s) in runs]
     if not paired:
         return "n/a"
