@@ -287,7 +287,7 @@ def plot_curves(
         for axis in (by_evaluations, by_seconds):
             axis.set_ylabel("best value found (mean over seeds; lower is better)")
         by_evaluations.set_title(results[[s.problem for s, _ in results].index(problem)][1].problem)
-        by_seconds.legend(fontsize=7)
+        by_evaluations.legend(fontsize=7)
         figure.tight_layout()
         path = out / f"best_value_{problem}.png"
         figure.savefig(path, dpi=110)
