@@ -286,7 +286,7 @@ def plot_curves(
         by_seconds.set_xscale("log")
         for axis in (by_evaluations, by_seconds):
             axis.set_ylabel("best value found (mean over seeds; lower is better)")
-        by_evaluations.set_title(results[[s.problem for s, _ in results].index(problem)][1].problem)
+        by_evaluations.set_title(next(r.problem for s, r in results if s.problem == problem))
         by_evaluations.legend(fontsize=7)
         figure.tight_layout()
         path = out / f"best_value_{problem}.png"
