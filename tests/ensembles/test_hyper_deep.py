@@ -186,3 +186,19 @@ def test_model_rejects_warm_start_and_bad_hyperparameters() -> None:
     ]:
         with pytest.raises(ValueError, match=message):
             HyperDeepEnsemble(X, Y, **kwargs)
+
+
+def test_a_step_budget_bounds_the_refit_whatever_the_data_size():
+    for num_data in (100, 600):
+        X = torch.rand(num_data, 3, dtype=torch.float64)
+        model = HyperDeepEnsemble(
+            X,
+            X.sin().sum(-1, keepdim=True),
+            num_candidates=3,
+            ensemble_size=2,
+            num_folds=2,
+            epochs=100_000,
+            batch_size=64,
+            max_steps=20,
+        ).fit(seed=0)
+        assert model.training_result.steps_run == 20
