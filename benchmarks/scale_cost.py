@@ -8,7 +8,7 @@ uniform points of Ackley-20 (the large-n problem of protocol 6), it measures:
 - ``warm``: one refit after adding 100 points, warm-started from the fit (the package's
   networks continue for ``--warm-start-steps`` steps; VBLL from its parameters with the
   same step cap; the GP starts its marginal-likelihood optimisation from the previous
-  hyperparameters);
+  hyperparameters; the searched ensembles, which search anew at every fit, have none);
 - ``q1``: one ``optimize_acqf`` call for q = 1 (LogEI on the GP, qLogEI on the networks,
   10 restarts, 512 raw samples; VBLL: one ``BLLMaxPosteriorSampling`` draw);
 - ``q100``: one batch of q = 100 (batch Thompson sampling over 4,096 candidates for the
@@ -28,6 +28,8 @@ log-log).
 Examples:
     python benchmarks/scale_cost.py
     python benchmarks/scale_cost.py --methods gp deep-ensemble --points 500 5000
+    python benchmarks/scale_cost.py --methods hyper-deep-ensemble nes-rs autodeuq \
+        --points 500 5000
     python benchmarks/scale_cost.py --smoke
 """
 
@@ -48,6 +50,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 METHODS = ("gp", "deep-ensemble", "mc-dropout", "neon", "vbll")
+# Searched ensembles: a whole search per fit, measured on request.
+SEARCHED_METHODS = ("hyper-deep-ensemble", "nes-rs", "nes-re", "autodeuq")
 # What proposes the q = 1 point and the q = 100 batch for each method.
 Q1_ACQUISITION = {"gp": "logei", "vbll": "vbll-ts"}
 Q100_ACQUISITION = {"vbll": "vbll-ts"}
@@ -94,12 +98,14 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int) -> 
     model = surrogate.build(X[:n], Y[:n], bounds, seed)
     seconds["fit"] = time.process_time() - start
 
-    start = time.process_time()
-    if method == "gp":
-        _refit_gp_from(model, X, Y, bounds, seed)
-    else:
-        surrogate.build(X, Y, bounds, seed, warm_start=model, max_steps=warm_start_steps)
-    seconds["warm"] = time.process_time() - start
+    seconds["warm"] = None
+    if method == "gp" or surrogate.supports_warm_start:
+        start = time.process_time()
+        if method == "gp":
+            _refit_gp_from(model, X, Y, bounds, seed)
+        else:
+            surrogate.build(X, Y, bounds, seed, warm_start=model, max_steps=warm_start_steps)
+        seconds["warm"] = time.process_time() - start
 
     context = AcquisitionContext(train_X=X[:n], train_Y=Y[:n], bounds=bounds, seed=seed)
     for phase, q, acquisition in (
@@ -180,7 +186,7 @@ def table(rows: Sequence[dict], methods: Sequence[str], points: Sequence[int]) -
             if row["timed_out"]:
                 lines.append(f"| {n} | {method} | past {row['timeout']:.0f} s | | | | | |")
                 continue
-            cells = [f"{row[phase]:.2f}" for phase in PHASES]
+            cells = ["n/a" if row[phase] is None else f"{row[phase]:.2f}" for phase in PHASES]
             step = row["fit"] + row["q100"]
             lines.append(
                 f"| {n} | {method} | " + " | ".join(cells) + f" | {step:.2f} | "
@@ -223,7 +229,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument(
+        "--methods", nargs="+", default=list(METHODS), choices=METHODS + SEARCHED_METHODS
+    )
     parser.add_argument("--points", nargs="+", type=int, default=[500, 1000, 2000, 5000, 10000])
     parser.add_argument("--dim", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
@@ -279,7 +287,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
             shown = (
                 "timed out"
                 if result is None
-                else ", ".join(f"{key} {value:.2f}" for key, value in result.items())
+                else ", ".join(
+                    f"{key} {value:.2f}" for key, value in result.items() if value is not None
+                )
             )
             print(f"n {n:6d} {method:14s} {shown}", flush=True)
     from botorch_nn_uq.bo.loop import write_rows_csv

@@ -92,6 +92,7 @@ class SearchHistory:
                 "seed": candidate.spec.seed,
                 "validation_nll": candidate.validation_nll,
                 "seconds": candidate.seconds,
+                "steps": candidate.steps,
                 "error": candidate.error,
                 "selection_weight": weights.get(candidate.spec.candidate_id, 0.0),
                 "architecture_dict": candidate.spec.architecture.to_dict(),
@@ -112,6 +113,7 @@ class SearchHistory:
                         "validation_nll": candidate.validation_nll,
                         "state": candidate.state,
                         "seconds": candidate.seconds,
+                        "steps": candidate.steps,
                         "error": candidate.error,
                     }
                     for candidate in self.candidates
@@ -135,6 +137,7 @@ class SearchHistory:
                 state=item["state"],
                 seconds=item["seconds"],
                 error=item["error"],
+                steps=item.get("steps", 0),
             )
             for item in data["candidates"]
         ]

@@ -83,6 +83,9 @@ class PoolSettings:
 
     Attributes:
         epochs: The maximum number of epochs (early stopping may end training sooner).
+        max_steps: A budget in optimizer steps (whichever of ``epochs`` and
+            ``max_steps`` ends first), so a candidate costs the same whatever the number
+            of training rows; ``None``: ``epochs`` only.
         gaussian_head: Whether members predict a standard deviation.
         min_std: Floor of the predicted standard deviation.
         l2_regularization: Keras-style L2 ``lambda``.
@@ -90,6 +93,7 @@ class PoolSettings:
     """
 
     epochs: int = 100
+    max_steps: int | None = None
     gaussian_head: bool = True
     min_std: float = 1e-3
     l2_regularization: float = 0.0
@@ -125,6 +129,7 @@ class TrainedCandidate:
         state: The member's weights (CPU tensors, keyed like a one-member
             ``BatchedMLP``'s state dict), ``None`` if training failed.
         seconds: Its share of its group's training time.
+        steps: The optimizer steps its group's training took (0 if unknown).
         error: Why training failed, if it did.
     """
 
@@ -134,6 +139,7 @@ class TrainedCandidate:
     state: dict[str, Tensor] | None
     seconds: float
     error: str | None = None
+    steps: int = 0
 
     @property
     def failed(self) -> bool:
@@ -233,6 +239,7 @@ def train_candidate_group(
     hyperparameters = [spec.hyperparameters for spec in specs]
     config = TrainingConfig(
         epochs=settings.epochs,
+        max_steps=settings.max_steps,
         # The largest rate as the reference keeps every member's rescale factor <= 1, so
         # no member's update drowns in rounding against the reference step.
         learning_rate=max(h.learning_rate for h in hyperparameters),
@@ -241,6 +248,7 @@ def train_candidate_group(
         lr_reduction_factor=settings.lr_reduction_factor,
     )
     error = None
+    steps = 0
     try:
         result = fit_members(
             network,
@@ -255,6 +263,7 @@ def train_candidate_group(
             lr_reduction_patience=torch.tensor([h.lr_reduction_patience for h in hyperparameters]),
             description="candidates",
         )
+        steps = result.steps_run
         trained = torch.isfinite(result.best_loss)
         log_likelihoods = member_log_likelihoods(network, data.validation_X, data.validation_Y)
         trained &= torch.isfinite(log_likelihoods).all(-1).cpu()
@@ -277,6 +286,7 @@ def train_candidate_group(
                         name: tensor[member : member + 1].clone() for name, tensor in state.items()
                     },
                     seconds=seconds,
+                    steps=steps,
                 )
             )
         else:
@@ -289,6 +299,7 @@ def train_candidate_group(
                     validation_nll=math.inf,
                     state=None,
                     seconds=seconds,
+                    steps=steps,
                     error=error or "non-finite training loss or validation prediction",
                 )
             )

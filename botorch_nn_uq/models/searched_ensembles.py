@@ -58,6 +58,9 @@ class SearchedEnsembleHyperparameters:
         ensemble_size: The most distinct members of the final ensemble.
         pool_size: Candidates trained in total.
         epochs: The most epochs per candidate (early stopping may end sooner).
+        max_steps: A budget in optimizer steps per candidate (whichever of ``epochs``
+            and ``max_steps`` ends first), so a search costs the same whatever the
+            number of training points; ``None``: ``epochs`` only.
         validation_fraction: Rows held out for checkpointing and selection.
         likelihood: ``"gaussian"`` (members predict mean and standard deviation) or
             ``"mse"`` (means only; selection then scores each candidate with its own
@@ -80,6 +83,7 @@ class SearchedEnsembleHyperparameters:
     ensemble_size: int = 5
     pool_size: int = 20
     epochs: int = 300
+    max_steps: int | None = None
     validation_fraction: float = 0.2
     likelihood: str = "gaussian"
     min_std: float = 1e-3
@@ -93,6 +97,8 @@ class SearchedEnsembleHyperparameters:
 
     def __post_init__(self) -> None:
         check_positive_integers(self, "ensemble_size", "pool_size", "epochs")
+        if self.max_steps is not None:
+            check_positive_integers(self, "max_steps")
         if not 0 < self.validation_fraction < 1:
             raise ValueError(
                 f"validation_fraction must be in (0, 1); got {self.validation_fraction}."
@@ -118,6 +124,7 @@ class SearchedEnsembleHyperparameters:
         r"""The settings every candidate trains with."""
         return PoolSettings(
             epochs=self.epochs,
+            max_steps=self.max_steps,
             gaussian_head=self.likelihood == "gaussian",
             min_std=self.min_std,
             l2_regularization=self.l2_regularization,

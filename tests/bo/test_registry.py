@@ -91,3 +91,39 @@ def test_step_budgets_leave_small_data_fits_exactly_as_full_batch_epochs(name, m
     torch.testing.assert_close(
         registered.posterior(test_X).mean, plain.posterior(test_X).mean, rtol=0, atol=0
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "full_batch"),
+    [
+        ("hyper-deep-ensemble", {"num_candidates": 3, "ensemble_size": 2}, {"batch_size": None}),
+        ("nes-rs", {"pool_size": 3, "ensemble_size": 2}, {}),
+        ("autodeuq", {"pool_size": 3, "ensemble_size": 2}, {}),
+    ],
+)
+def test_searches_with_step_budgets_are_unchanged_on_small_data(name, options, full_batch):
+    from dataclasses import fields
+
+    generator = torch.Generator().manual_seed(1)
+    # 80 points: the most for which the registered budgets equal the registered epochs.
+    train_X = torch.rand(80, 2, generator=generator, dtype=torch.float64)
+    train_Y = (3 * train_X).sin().sum(-1, keepdim=True)
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    registered = get_surrogate(name).build(train_X, train_Y, bounds, 3, **options)
+    hyperparameters = registered.hyperparameters
+    assert hyperparameters.max_steps is not None
+    without_budget = {
+        field.name: getattr(hyperparameters, field.name) for field in fields(hyperparameters)
+    }
+    without_budget.update(max_steps=None, **full_batch)
+    plain = type(registered)(
+        train_X,
+        train_Y,
+        input_transform=registered.input_transform,
+        outcome_transform=type(registered.outcome_transform)(1),
+        **without_budget,
+    ).fit(seed=3)
+    test_X = torch.rand(7, 1, 2, dtype=torch.float64)
+    torch.testing.assert_close(
+        registered.posterior(test_X).mean, plain.posterior(test_X).mean, rtol=0, atol=0
+    )

@@ -114,6 +114,7 @@ def test_records_have_one_row_per_candidate_with_its_selection_weight() -> None:
         "seed",
         "validation_nll",
         "seconds",
+        "steps",
         "error",
         "selection_weight",
         "architecture_dict",

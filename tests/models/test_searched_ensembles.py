@@ -285,6 +285,8 @@ def test_warm_start_is_not_supported(fitted, name: str) -> None:
         (AutoDEUQ, {"generation_size": 0}, ValueError, "generation_size"),
         (AutoDEUQ, {"num_initial_random": 0}, ValueError, "num_initial_random"),
         (AutoDEUQ, {"kappa": -0.1}, ValueError, "kappa"),
+        (NESRandomSearch, {"max_steps": 0}, ValueError, "max_steps"),
+        (AutoDEUQ, {"max_steps": 2.5}, ValueError, "max_steps"),
         (AutoDEUQ, {"kappa": math.nan}, ValueError, "kappa"),
         (AutoDEUQ, {"hyperparameter_space": {"learning_rate": (1e-3, 1e-2)}}, TypeError,
          "HyperparameterSpace"),
@@ -367,3 +369,15 @@ def test_checkpoint_resumes_an_interrupted_search(tmp_path, monkeypatch) -> None
     assert resumed.search_history.selected_ids == complete.search_history.selected_ids
     test_X = torch.rand(5, X.shape[-1], dtype=X.dtype)
     torch.testing.assert_close(resumed.posterior(test_X).mean, complete.posterior(test_X).mean)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_step_budget_bounds_every_candidate_whatever_the_data_size(name: str) -> None:
+    model_class, options = MODELS[name]
+    for num_data in (40, 400):
+        X, Y = _data(num_data)
+        model = model_class(X, Y, **{**options, "epochs": 10_000, "max_steps": 15}).fit(seed=0)
+        steps = [record["steps"] for record in model.search_history.records()]
+        assert all(0 < count <= 15 for count in steps)
+        # Early stopping may end a group sooner; the budget ends the others.
+        assert max(steps) == 15
