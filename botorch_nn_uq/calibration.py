@@ -30,6 +30,8 @@ from botorch.optim import optimize_acqf
 from scipy.optimize import minimize_scalar
 from torch import Tensor
 
+from botorch_nn_uq.checks import POSITIVE, check_finite_tensor
+
 #: The number of uniform points of the box used by MW scaling (App. B.3.2).
 MEAN_WIDTH_POINTS = 20_000
 
@@ -86,6 +88,8 @@ def nll_calibration_factor(
             f"X and Y must be `n x d` and `n x m` tensors with the same n >= 1; got "
             f"{tuple(X.shape)} and {tuple(Y.shape)}."
         )
+    # A NaN target would turn the factor, and so the calibration constant, into NaN.
+    check_finite_tensor("Y", Y)
     mean, variance, noise = _latent_and_noise_variance(model, X, observation_noise)
     if mean.shape != Y.shape:
         raise ValueError(f"Y has shape {tuple(Y.shape)}; the model predicts {tuple(mean.shape)}.")
@@ -167,9 +171,9 @@ def mean_width_calibration_factor(
     Returns:
         A tensor of ``m`` positive factors.
     """
-    target = torch.as_tensor(target_width, dtype=bounds.dtype, device=bounds.device)
-    if not (target > 0).all():
-        raise ValueError(f"target_width must be positive; got {target_width}.")
+    target = check_finite_tensor(
+        "target_width", target_width, interval=POSITIVE, dtype=bounds.dtype
+    ).to(bounds.device)
     return target / mean_width(model, bounds, num_points, seed).clamp_min(1e-300)
 
 

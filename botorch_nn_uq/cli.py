@@ -7,19 +7,31 @@ a chosen surrogate and acquisition; ``botorch-nn-uq list`` shows what is registe
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
+import importlib.util
+import math
+import os
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Any, TextIO
+
+from torch import Tensor
 
 from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.loop import BOIterationRecord, BOResult, run_bo
 from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES
 from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
 
+#: Seeds are 64-bit signed integers for torch's generators.
+_MAX_SEED = 2**63 - 1
 
-def _choice(valid: Sequence[str], kind: str):
+
+def _choice(valid: Sequence[str], kind: str) -> Callable[[str], str]:
     def parse(value: str) -> str:
         if value not in valid:
             raise argparse.ArgumentTypeError(
@@ -30,7 +42,53 @@ def _choice(valid: Sequence[str], kind: str):
     return parse
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    r"""An argparse type: an integer in ``[minimum, maximum]`` (no upper bound for
+    ``None``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}; got {value}")
+        return value
+
+    return parse
+
+
+def _real(
+    low: float | None = None, high: float | None = None, *, open_interval: bool = False
+) -> Callable[[str], float]:
+    r"""An argparse type: a finite number, at least ``low`` and below ``high`` (each
+    bound optional); with ``open_interval`` also above ``low``."""
+
+    if low is None:
+        requirement = "a finite number"
+    elif high is None:
+        requirement = f"a finite number {'>' if open_interval else '>='} {low:g}"
+    else:
+        requirement = f"a number in {'(' if open_interval else '['}{low:g}, {high:g})"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number; got {text!r}") from None
+        low_ok = low is None or (value > low if open_interval else value >= low)
+        if not (math.isfinite(value) and low_ok and (high is None or value < high)):
+            raise argparse.ArgumentTypeError(f"must be {requirement}; got {text!r}")
+        return value
+
+    return parse
+
+
+def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    r"""The command line's parser and its ``optimize`` sub-parser (for errors that
+    involve several options)."""
     parser = argparse.ArgumentParser(
         prog="botorch-nn-uq",
         description="Neural-network surrogates with uncertainty for BoTorch.",
@@ -55,10 +113,12 @@ def _build_parser() -> argparse.ArgumentParser:
         default="levy",
         help=f"test problem ({', '.join(BO_PROBLEM_NAMES)})",
     )
-    optimize.add_argument("--dim", type=int, default=5, help="input dimension of the problem")
+    optimize.add_argument(
+        "--dim", type=_integer(2), default=5, help="input dimension of the problem"
+    )
     optimize.add_argument(
         "--problem-seed",
-        type=int,
+        type=_integer(0, _MAX_SEED),
         help="seed of the random network of nn-draw (default 0; other problems take none)",
     )
     optimize.add_argument(
@@ -76,35 +136,52 @@ def _build_parser() -> argparse.ArgumentParser:
         help="acquisition function: "
         + "; ".join(f"{name} = {spec.description}" for name, spec in ACQUISITIONS.items()),
     )
-    optimize.add_argument("--iterations", type=int, default=30, help="BO iterations")
-    optimize.add_argument("--n-initial", type=int, default=8, help="initial random points")
-    optimize.add_argument("--seed", type=int, default=0, help="seed of the whole run")
-    optimize.add_argument("--num-restarts", type=int, default=10, help="optimize_acqf restarts")
-    optimize.add_argument("--raw-samples", type=int, default=512, help="optimize_acqf raw samples")
     optimize.add_argument(
-        "--beta", type=float, default=4.0, help="exploration weight of ucb / qucb"
+        "--iterations", type=_integer(0, _MAX_SEED), default=30, help="BO iterations"
+    )
+    optimize.add_argument("--n-initial", type=_integer(2), default=8, help="initial random points")
+    optimize.add_argument(
+        "--seed", type=_integer(0, _MAX_SEED), default=0, help="seed of the whole run"
     )
     optimize.add_argument(
-        "--negative-slope", type=float, default=0.01, help="slope delta of leaky-ei / q-leaky-ei"
+        "--num-restarts", type=_integer(1), default=10, help="optimize_acqf restarts"
+    )
+    optimize.add_argument(
+        "--raw-samples",
+        type=_integer(1),
+        default=512,
+        help="optimize_acqf raw samples (at least --num-restarts)",
+    )
+    optimize.add_argument(
+        "--beta", type=_real(0.0), default=4.0, help="exploration weight of ucb / qucb"
+    )
+    optimize.add_argument(
+        "--negative-slope",
+        type=_real(0.0, 1.0),
+        default=0.01,
+        help="slope delta of leaky-ei / q-leaky-ei, in [0, 1)",
     )
     optimize.add_argument(
         "--target",
-        type=float,
+        type=_real(),
         help="target value of the objective: hit it instead of minimising (target-value "
         "optimisation; needs a robust-* or q-robust-ei acquisition)",
     )
     optimize.add_argument(
         "--aleatoric-variance",
-        type=float,
+        type=_real(0.0),
         default=0.0,
         help="known aleatoric variance of the outputs for the target-value acquisitions",
     )
     optimize.add_argument(
-        "--quantile", type=float, default=0.1, help="quantile q of robust-lcb (small = optimistic)"
+        "--quantile",
+        type=_real(0.0, 1.0, open_interval=True),
+        default=0.1,
+        help="quantile q of robust-lcb, in (0, 1) (small = optimistic)",
     )
     optimize.add_argument(
         "--batch-size",
-        type=int,
+        type=_integer(1),
         default=1,
         help="evaluations per iteration (q); with ts the batch comes from Thompson sampling, "
         "with a q-acquisition (qlogei, ...) from optimize_acqf",
@@ -116,7 +193,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     optimize.add_argument(
         "--num-candidates",
-        type=int,
+        type=_integer(1),
         default=4096,
         help="candidates scored by every function of the bank for ts",
     )
@@ -129,13 +206,13 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     optimize.add_argument(
         "--warm-start-steps",
-        type=int,
+        type=_integer(1),
         default=100,
         help="optimizer steps of a warm-started refit (with --continual)",
     )
     optimize.add_argument(
         "--cold-refit-every",
-        type=int,
+        type=_integer(1),
         default=10,
         help="a refit from scratch every this many iterations (with --continual)",
     )
@@ -144,7 +221,14 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="propose inside a TuRBO-style trust region around the best point (any model)",
     )
-    optimize.add_argument("--csv", type=Path, help="write one row per evaluation to this CSV")
+    optimize.add_argument(
+        "--csv",
+        type=Path,
+        help="write one row per evaluation to this CSV as the run goes (an interrupted run "
+        "keeps every evaluation made): iteration (0 for the initial design), phase, "
+        "evaluation number, the inputs x0, x1, ..., the value, and the best value, regret "
+        "and timings after its batch",
+    )
     optimize.add_argument(
         "--plot", type=Path, help="save a best-so-far plot (needs matplotlib) to this file"
     )
@@ -153,7 +237,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     commands.add_parser("list", help="list the registered problems, models and acquisitions")
-    return parser
+    return parser, optimize
 
 
 def _print_record(record: BOIterationRecord) -> None:
@@ -196,11 +280,75 @@ def plot_best_so_far(results: Sequence[BOResult], path: Path) -> None:
     plt.close(figure)
 
 
-def _optimize(args: argparse.Namespace) -> int:
+class _EvaluationWriter:
+    r"""Writes one CSV row per evaluation of a BO run as the run makes them (a
+    ``run_bo`` ``on_evaluations`` hook), flushed after every batch.
+
+    Args:
+        handle: The open CSV file.
+        identity: The run's identifiers, the first columns of every row.
+        dim: The input dimension (one column ``x0``, ``x1``, ... per input).
+    """
+
+    def __init__(self, handle: TextIO, identity: dict[str, Any], dim: int) -> None:
+        self.handle, self.identity = handle, identity
+        # The step's record without its per-batch fields, which each row replaces by
+        # per-evaluation ones.
+        step_columns = [
+            field.name
+            for field in fields(BOIterationRecord)
+            if field.name not in ("iteration", "num_evaluations", "value")
+        ]
+        self.writer = csv.DictWriter(
+            handle,
+            fieldnames=[
+                *identity,
+                "iteration",
+                "phase",
+                "evaluation",
+                *(f"x{i}" for i in range(dim)),
+                "value",
+                *step_columns,
+            ],
+        )
+        self.writer.writeheader()
+        handle.flush()
+        self.rows = 0
+
+    def __call__(self, X: Tensor, values: Tensor, record: BOIterationRecord) -> None:
+        r"""Append the rows of one evaluated batch and flush them to the file."""
+        step = asdict(record)
+        first = record.num_evaluations - values.numel() + 1
+        del step["num_evaluations"], step["value"]
+        for offset, (x, value) in enumerate(zip(X.tolist(), values.tolist(), strict=True)):
+            self.writer.writerow(
+                {
+                    **self.identity,
+                    **step,
+                    "phase": "initial" if record.iteration == 0 else "bo",
+                    "evaluation": first + offset,
+                    **{f"x{i}": coordinate for i, coordinate in enumerate(x)},
+                    "value": value,
+                }
+            )
+        self.handle.flush()
+        self.rows += values.numel()
+
+
+def _optimize(args: argparse.Namespace, csv_file: TextIO | None) -> int:
     # L-BFGS-B often stops "abnormally" on the piecewise-linear acquisition surfaces of
     # ReLU networks; optimize_acqf then retries by itself, so the warning is only noise here.
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
     problem = get_bo_problem(args.problem, args.dim, problem_seed=args.problem_seed)
+    writer = None
+    if csv_file is not None:
+        identity = {
+            "problem": f"{problem.name}-{problem.dim}d",
+            "model": args.model,
+            "acquisition": "" if args.model == RANDOM_SEARCH else args.acquisition,
+            "seed": args.seed,
+        }
+        writer = _EvaluationWriter(csv_file, identity, problem.dim)
     goal = "minimise" if args.target is None else f"target {args.target:g}"
     print(
         f"{problem.name}-{problem.dim}d ({goal}) | model {args.model} | acquisition "
@@ -209,35 +357,42 @@ def _optimize(args: argparse.Namespace) -> int:
         flush=True,
     )
     start = time.perf_counter()
-    result = run_bo(
-        problem,
-        args.model,
-        args.acquisition,
-        iterations=args.iterations,
-        n_initial=args.n_initial,
-        seed=args.seed,
-        num_restarts=args.num_restarts,
-        raw_samples=args.raw_samples,
-        acquisition_options={
-            "beta": args.beta,
-            "negative_slope": args.negative_slope,
-            "aleatoric_variance": args.aleatoric_variance,
-            "quantile": args.quantile,
-            "num_candidates": args.num_candidates,
-        },
-        target=args.target,
-        callback=None if args.quiet else _print_record,
-        batch_size=args.batch_size,
-        sequential=args.sequential,
-        continual=(
-            ContinualTraining(
-                warm_start_steps=args.warm_start_steps, cold_refit_every=args.cold_refit_every
-            )
-            if args.continual
-            else None
-        ),
-        trust_region=args.trust_region,
-    )
+    try:
+        result = run_bo(
+            problem,
+            args.model,
+            args.acquisition,
+            iterations=args.iterations,
+            n_initial=args.n_initial,
+            seed=args.seed,
+            num_restarts=args.num_restarts,
+            raw_samples=args.raw_samples,
+            acquisition_options={
+                "beta": args.beta,
+                "negative_slope": args.negative_slope,
+                "aleatoric_variance": args.aleatoric_variance,
+                "quantile": args.quantile,
+                "num_candidates": args.num_candidates,
+            },
+            target=args.target,
+            callback=None if args.quiet else _print_record,
+            batch_size=args.batch_size,
+            sequential=args.sequential,
+            continual=(
+                ContinualTraining(
+                    warm_start_steps=args.warm_start_steps,
+                    cold_refit_every=args.cold_refit_every,
+                )
+                if args.continual
+                else None
+            ),
+            trust_region=args.trust_region,
+            on_evaluations=writer,
+        )
+    except KeyboardInterrupt:
+        kept = "" if writer is None else f"; {args.csv} holds its {writer.rows} evaluations"
+        print(f"interrupted{kept}", file=sys.stderr, flush=True)
+        return 130
     total = time.perf_counter() - start
     print(
         f"summary | best value {result.records[-1].best_value:.6g} ("
@@ -247,12 +402,73 @@ def _optimize(args: argparse.Namespace) -> int:
         f"{result.seconds_per_iteration:.2f} s per iteration"
     )
     if args.csv is not None:
-        result.write_csv(args.csv)
         print(f"wrote {args.csv}")
     if args.plot is not None:
         plot_best_so_far([result], args.plot)
         print(f"wrote {args.plot}")
     return 0
+
+
+def _check_optimize(args: argparse.Namespace, optimize: argparse.ArgumentParser) -> None:
+    r"""Reject combinations of options that make no sense, before any work (each option
+    alone was checked by its argparse type)."""
+    if args.trust_region and args.model == RANDOM_SEARCH:
+        optimize.error("argument --trust-region: needs a surrogate (not random search)")
+    if args.problem_seed is not None and args.problem != "nn-draw":
+        optimize.error("argument --problem-seed: applies to nn-draw only")
+    # The BO steps are seeded with 1000 * seed + step.
+    largest_seed = (_MAX_SEED - args.iterations) // 1000
+    if args.seed > largest_seed:
+        optimize.error(
+            f"argument --seed: must be at most {largest_seed} with --iterations "
+            f"{args.iterations} (the steps' seeds 1000 * seed + step stay below 2**63); "
+            f"got {args.seed}"
+        )
+    if (
+        args.continual
+        and args.model in SURROGATES
+        and not SURROGATES[args.model].supports_warm_start
+    ):
+        warm = ", ".join(name for name, spec in SURROGATES.items() if spec.supports_warm_start)
+        optimize.error(f"argument --continual: needs a warm-startable model ({warm})")
+    if args.model == RANDOM_SEARCH:
+        return
+    spec = ACQUISITIONS[args.acquisition]
+    if spec.requires_target and args.target is None:
+        optimize.error(f"argument --acquisition: {args.acquisition} needs --target")
+    if args.target is not None and not spec.requires_target:
+        targeted = [name for name, other in ACQUISITIONS.items() if other.requires_target]
+        optimize.error(
+            f"argument --target: needs a target-value acquisition ({', '.join(targeted)})"
+        )
+    # optimize_acqf starts its restarts from the best raw samples.
+    if spec.propose is None and args.raw_samples < args.num_restarts:
+        optimize.error(
+            f"argument --raw-samples: must be at least --num-restarts ({args.num_restarts}); "
+            f"got {args.raw_samples}"
+        )
+
+
+def _check_plot_path(path: Path, optimize: argparse.ArgumentParser) -> None:
+    r"""Fail now, not after the run, if the plot cannot be written."""
+    if importlib.util.find_spec("matplotlib") is None:
+        optimize.error("argument --plot: needs matplotlib: pip install 'botorch-nn-uq[plots]'")
+    # The plot's folder is created when missing: its nearest existing ancestor must be
+    # writable.
+    folder = path.parent.absolute()
+    while not folder.exists():
+        folder = folder.parent
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        optimize.error(f"argument --plot: cannot write {str(path)!r}")
+
+
+def _open_csv(path: Path, optimize: argparse.ArgumentParser) -> TextIO:
+    r"""Open the CSV for writing now, so an unwritable path fails before any work."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.open("w", newline="")
+    except OSError as error:
+        optimize.error(f"argument --csv: cannot write {str(path)!r}: {error.strerror or error}")
 
 
 def _list() -> int:
@@ -269,45 +485,19 @@ def _list() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     r"""Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit
-    code."""
-    args = _build_parser().parse_args(argv)
+    code.
+
+    Invalid options exit with code 2 (``SystemExit``) before any evaluation; a run
+    interrupted with Ctrl-C returns 130, its CSV holding every evaluation made.
+    """
+    parser, optimize = _build_parsers()
+    args = parser.parse_args(argv)
     if args.command == "list":
         return _list()
-    if args.dim < 2:
-        print(f"error: --dim must be at least 2; got {args.dim}", file=sys.stderr)
-        return 2
-    if args.iterations < 0 or args.n_initial < 2:
-        print("error: --iterations must be >= 0 and --n-initial >= 2", file=sys.stderr)
-        return 2
-    if args.trust_region and args.model == RANDOM_SEARCH:
-        print("error: --trust-region needs a surrogate (not random search)", file=sys.stderr)
-        return 2
-    if args.problem_seed is not None and args.problem != "nn-draw":
-        print("error: --problem-seed applies to nn-draw only", file=sys.stderr)
-        return 2
-    for option in ("batch_size", "num_candidates", "warm_start_steps", "cold_refit_every"):
-        if getattr(args, option) < 1:
-            name = "--" + option.replace("_", "-")
-            print(f"error: {name} must be at least 1; got {getattr(args, option)}", file=sys.stderr)
-            return 2
-    if (
-        args.continual
-        and args.model in SURROGATES
-        and not SURROGATES[args.model].supports_warm_start
-    ):
-        warm = ", ".join(name for name, spec in SURROGATES.items() if spec.supports_warm_start)
-        print(f"error: --continual needs a warm-startable model ({warm})", file=sys.stderr)
-        return 2
-    if args.model != RANDOM_SEARCH:
-        requires_target = ACQUISITIONS[args.acquisition].requires_target
-        if requires_target and args.target is None:
-            print(f"error: --acquisition {args.acquisition} needs --target", file=sys.stderr)
-            return 2
-        if args.target is not None and not requires_target:
-            targeted = [name for name, spec in ACQUISITIONS.items() if spec.requires_target]
-            print(
-                f"error: --target needs a target-value acquisition ({', '.join(targeted)})",
-                file=sys.stderr,
-            )
-            return 2
-    return _optimize(args)
+    _check_optimize(args, optimize)
+    if args.plot is not None:
+        _check_plot_path(args.plot, optimize)
+    with (
+        contextlib.nullcontext() if args.csv is None else _open_csv(args.csv, optimize)
+    ) as csv_file:
+        return _optimize(args, csv_file)

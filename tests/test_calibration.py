@@ -102,6 +102,17 @@ def test_mean_width_factor_hits_the_target() -> None:
         mean_width_calibration_factor(model, bounds, target_width=0.0)
 
 
+def test_non_finite_targets_do_not_become_a_non_finite_factor() -> None:
+    model = _VShapedModel()
+    X, Y = _validation_data()
+    with pytest.raises(ValueError, match="Y must be finite"):
+        nll_calibration_factor(model, X, Y.index_fill(0, torch.tensor([3]), math.nan))
+    bounds = torch.tensor([[0.0], [1.0]], dtype=DTYPE)
+    for width in (math.inf, math.nan):
+        with pytest.raises(ValueError, match="target_width must be finite"):
+            mean_width_calibration_factor(model, bounds, target_width=width)
+
+
 def test_uniform_points_are_seeded_and_inside_the_box() -> None:
     bounds = torch.tensor([[-1.0, 2.0], [1.0, 3.0]], dtype=DTYPE)
     points = uniform_points(bounds, 1000, seed=4)

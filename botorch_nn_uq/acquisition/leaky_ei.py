@@ -30,12 +30,14 @@ from botorch.sampling.base import MCSampler
 from botorch.utils.transforms import average_over_ensemble_models, t_batch_mode_transform
 from torch import Tensor
 
+from botorch_nn_uq.acquisition.validation import validate_best_f
+from botorch_nn_uq.checks import Interval, check_boolean, check_real_number
+
 DEFAULT_NEGATIVE_SLOPE = 0.01
 
 
 def _validate_negative_slope(negative_slope: float) -> float:
-    if not 0 <= negative_slope < 1:
-        raise ValueError(f"negative_slope must lie in [0, 1), got {negative_slope}.")
+    check_real_number("negative_slope", negative_slope, Interval(0.0, 1.0, upper_closed=False))
     return float(negative_slope)
 
 
@@ -81,7 +83,8 @@ class LeakyExpectedImprovement(AnalyticAcquisitionFunction):
         """
         super().__init__(model=model, posterior_transform=posterior_transform)
         self.negative_slope = _validate_negative_slope(negative_slope)
-        self.register_buffer("best_f", torch.as_tensor(best_f, dtype=torch.float64))
+        self.register_buffer("best_f", validate_best_f(best_f, model))
+        check_boolean("maximize", maximize)
         self.maximize = maximize
 
     @t_batch_mode_transform(expected_q=1)
@@ -167,7 +170,7 @@ class qLeakyExpectedImprovement(SampleReducingMCAcquisitionFunction):  # noqa: N
             q_reduction=torch.sum,
         )
         self.negative_slope = _validate_negative_slope(negative_slope)
-        self.register_buffer("best_f", torch.as_tensor(best_f, dtype=torch.float64))
+        self.register_buffer("best_f", validate_best_f(best_f, model))
 
     def _sample_forward(self, obj: Tensor) -> Tensor:
         r"""Weighted improvements ``w_i·I_i`` per sample and batch point.

@@ -53,6 +53,14 @@ from botorch_nn_uq.acquisition.noncentral_chi2 import (
     squared_gaussian_expected_improvement,
     squared_gaussian_quantile,
 )
+from botorch_nn_uq.acquisition.validation import validate_best_f
+from botorch_nn_uq.checks import (
+    NON_NEGATIVE,
+    OPEN_UNIT_INTERVAL,
+    check_choice,
+    check_finite_tensor,
+    check_real_number,
+)
 
 #: A known aleatoric variance: a constant, a tensor broadcastable to the candidates'
 #: ``batch_shape x q``, or a differentiable callable mapping a ``batch_shape x q x d``
@@ -84,7 +92,7 @@ def compute_e_min(Y_mean: Tensor, target: float, aleatoric_variance: Tensor | fl
         >>> compute_e_min(Y, target=0.0, aleatoric_variance=0.01)  # 0.1² + 0.01
         tensor(0.0200)
     """
-    Y_mean = torch.as_tensor(Y_mean)
+    Y_mean = check_finite_tensor("Y_mean", Y_mean)
     if Y_mean.dim() == 1:
         Y_mean = Y_mean.unsqueeze(-1)
     if Y_mean.dim() == 0 or Y_mean.shape[-1] != 1:
@@ -92,14 +100,18 @@ def compute_e_min(Y_mean: Tensor, target: float, aleatoric_variance: Tensor | fl
             "Y_mean must have shape `n` or `batch_shape x n x 1` (one output), got "
             f"shape {tuple(Y_mean.shape)}."
         )
-    variance = torch.as_tensor(aleatoric_variance, dtype=Y_mean.dtype, device=Y_mean.device)
-    _check_non_negative(variance)
+    if Y_mean.shape[-2] == 0:
+        raise ValueError(f"Y_mean holds no observations (shape {tuple(Y_mean.shape)}).")
+    target = _validate_target(target)
+    variance = check_finite_tensor(
+        "aleatoric_variance", aleatoric_variance, interval=NON_NEGATIVE, dtype=Y_mean.dtype
+    ).to(Y_mean.device)
     if not _broadcasts_to(variance.shape, Y_mean.shape):
         raise ValueError(
             f"aleatoric_variance of shape {tuple(variance.shape)} does not broadcast to "
             f"Y_mean's shape {tuple(Y_mean.shape)}."
         )
-    squared_error = (Y_mean - target).square() + variance
+    squared_error = (Y_mean - target.to(Y_mean)).square() + variance
     return squared_error.amin(dim=-2).squeeze(-1)
 
 
@@ -134,11 +146,9 @@ def first_order_input_noise_variance(
         ...     model, target=0.0, best_f=e_min, aleatoric_variance=variance
         ... )
     """
-    input_variance = torch.as_tensor(input_variance, dtype=torch.float64)
-    if (input_variance < 0).any():
-        raise ValueError(
-            f"input_variance must be non-negative, got minimum {input_variance.min().item()}."
-        )
+    input_variance = check_finite_tensor(
+        "input_variance", input_variance, interval=NON_NEGATIVE, dtype=torch.float64
+    )
 
     def aleatoric_variance(X: Tensor) -> Tensor:
         differentiable = X.requires_grad
@@ -164,16 +174,15 @@ def _broadcasts_to(shape: torch.Size, target_shape: torch.Size) -> bool:
         return False
 
 
-def _check_non_negative(variance: Tensor) -> None:
-    if (variance < 0).any():
-        raise ValueError(
-            f"aleatoric_variance must be non-negative, got minimum {variance.min().item()}."
-        )
+def _validate_target(target: float | Tensor) -> Tensor:
+    target = check_finite_tensor("target", target, dtype=torch.float64)
+    if target.numel() != 1:
+        raise ValueError(f"target must be a scalar, got shape {tuple(target.shape)}.")
+    return target
 
 
 def _validate_approximation(approximation: str) -> Approximation:
-    if approximation not in APPROXIMATIONS:
-        raise ValueError(f"approximation must be one of {APPROXIMATIONS}, got {approximation!r}.")
+    check_choice("approximation", approximation, APPROXIMATIONS)
     return approximation
 
 
@@ -183,15 +192,14 @@ class _AleatoricVarianceMixin:
     def _set_target_and_aleatoric_variance(
         self, target: float | Tensor, aleatoric_variance: AleatoricVariance
     ) -> None:
-        self.register_buffer("target", torch.as_tensor(target, dtype=torch.float64))
-        if self.target.numel() != 1:
-            raise ValueError(f"target must be a scalar, got shape {tuple(self.target.shape)}.")
+        self.register_buffer("target", _validate_target(target))
         if callable(aleatoric_variance) and not isinstance(aleatoric_variance, Tensor):
             self.aleatoric_variance_function = aleatoric_variance
             self.register_buffer("aleatoric_variance", None)
         else:
-            variance = torch.as_tensor(aleatoric_variance, dtype=torch.float64)
-            _check_non_negative(variance)
+            variance = check_finite_tensor(
+                "aleatoric_variance", aleatoric_variance, interval=NON_NEGATIVE, dtype=torch.float64
+            )
             self.aleatoric_variance_function = None
             self.register_buffer("aleatoric_variance", variance)
 
@@ -213,7 +221,8 @@ class _AleatoricVarianceMixin:
             if variance.shape == points_shape + (1,):
                 variance = variance.squeeze(-1)
             description = "aleatoric_variance(X)"
-            _check_non_negative(variance)
+            # A callable's values are only known here; a NaN would silently zero EI.
+            check_finite_tensor("aleatoric_variance", variance.detach(), interval=NON_NEGATIVE)
         if not _broadcasts_to(variance.shape, points_shape):
             raise ValueError(
                 f"{description} has shape {tuple(variance.shape)}, which does not "
@@ -312,7 +321,7 @@ class RobustTargetExpectedImprovement(_AnalyticRobustTargetAcquisitionFunction):
             approximation=approximation,
             posterior_transform=posterior_transform,
         )
-        self.register_buffer("best_f", torch.as_tensor(best_f, dtype=torch.float64))
+        self.register_buffer("best_f", validate_best_f(best_f, model, interval=NON_NEGATIVE))
 
     @t_batch_mode_transform(expected_q=1)
     @average_over_ensemble_models
@@ -380,10 +389,9 @@ class RobustTargetProbabilityOfImprovement(_AnalyticRobustTargetAcquisitionFunct
             approximation=approximation,
             posterior_transform=posterior_transform,
         )
-        if zeta < 0:
-            raise ValueError(f"zeta must be non-negative, got {zeta}.")
+        check_real_number("zeta", zeta, interval=NON_NEGATIVE)
         self.zeta = float(zeta)
-        self.register_buffer("best_f", torch.as_tensor(best_f, dtype=torch.float64))
+        self.register_buffer("best_f", validate_best_f(best_f, model, interval=NON_NEGATIVE))
 
     def _threshold_offset_std(self, X: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         offset, std, aleatoric = self._deviation_and_aleatoric_variance(X)
@@ -514,8 +522,7 @@ class RobustTargetLowerConfidenceBound(_AnalyticRobustTargetAcquisitionFunction)
             approximation=approximation,
             posterior_transform=posterior_transform,
         )
-        if not 0 < quantile < 1:
-            raise ValueError(f"quantile must lie in the open interval (0, 1), got {quantile}.")
+        check_real_number("quantile", quantile, interval=OPEN_UNIT_INTERVAL)
         self.quantile = float(quantile)
 
     @t_batch_mode_transform(expected_q=1)
@@ -594,7 +601,7 @@ class qRobustTargetExpectedImprovement(  # noqa: N801
             X_pending=X_pending,
         )
         self._set_target_and_aleatoric_variance(target, aleatoric_variance)
-        self.register_buffer("best_f", torch.as_tensor(best_f, dtype=torch.float64))
+        self.register_buffer("best_f", validate_best_f(best_f, model, interval=NON_NEGATIVE))
 
     def _get_samples_and_objectives(self, X: Tensor) -> tuple[Tensor, Tensor]:
         r"""Posterior samples and the negated expected squared errors ``−Ê``.

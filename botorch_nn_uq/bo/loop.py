@@ -184,6 +184,7 @@ def run_bo(
     design: str = "uniform",
     time_budget: float | None = None,
     trust_region: bool = False,
+    on_evaluations: Callable[[Tensor, Tensor, BOIterationRecord], None] | None = None,
 ) -> BOResult:
     r"""Minimise ``problem`` (or, with ``target``, hit a target value) with Bayesian
     optimisation, ``batch_size`` evaluations per step.
@@ -231,6 +232,10 @@ def run_bo(
         trust_region: Propose inside a TuRBO-style trust region around the best point
             (:class:`~botorch_nn_uq.bo.trust_region.TrustRegion`), resized after every
             batch; the surrogate is still fitted on all data.
+        on_evaluations: Called after every evaluated batch, the initial design first,
+            with the batch's ``q x d`` inputs, its ``q`` objective values and its
+            record (before ``callback``), e.g. to write each evaluation to disk as it
+            happens, so an interrupted run keeps every evaluation made.
 
     Returns:
         A :class:`BOResult` with one record for the initial design and one per step
@@ -285,23 +290,26 @@ def run_bo(
             return float(problem.normalized_regret(best))
         return 2 * abs(best - target) / (problem.max_value - problem.min_value)
 
-    def record(iteration: int, value: Tensor, seconds: float, **details: Any) -> None:
+    def record(
+        iteration: int, batch_X: Tensor, batch_values: Tensor, seconds: float, **details: Any
+    ) -> None:
         best = float(result.values[score(result.values).argmin()])
         entry = BOIterationRecord(
             iteration=iteration,
             num_evaluations=result.values.numel(),
-            value=float(value),
+            value=float(batch_values[score(batch_values).argmin()]),
             best_value=best,
             regret=regret(best),
             seconds=seconds,
             **details,
         )
         result.records.append(entry)
+        if on_evaluations is not None:
+            on_evaluations(batch_X, batch_values, entry)
         if callback is not None:
             callback(entry)
 
-    best_initial = score(values).argmin()
-    record(0, values[best_initial], 0.0)
+    record(0, X, values, 0.0)
     random_generator = torch.Generator().manual_seed(seed + 7919)
     schedule = None if continual is None else ContinualTrainingState(continual)
     region = TrustRegion(problem.dim, batch_size) if trust_region else None
@@ -365,7 +373,8 @@ def run_bo(
         diversity = batch_diversity(candidates, bounds)
         record(
             step,
-            value[score(value).argmin()],
+            candidates,
+            value,
             seconds,
             fit_seconds=fit_seconds,
             warm_start=warm,

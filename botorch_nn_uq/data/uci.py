@@ -7,6 +7,7 @@ repository (see :data:`UCI_FORMAT`); any data set in that format works.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +56,10 @@ def _require_file(path: Path) -> Path:
 
 def _load_text(path: Path, dtype: type, ndmin: int) -> np.ndarray:
     try:
-        return np.loadtxt(_require_file(path), dtype=dtype, ndmin=ndmin)
+        with warnings.catch_warnings():
+            # An empty file gets a clear error from the caller instead.
+            warnings.filterwarnings("ignore", message="loadtxt: input contained no data")
+            return np.loadtxt(_require_file(path), dtype=dtype, ndmin=ndmin)
     except ValueError as error:
         raise ValueError(f"Could not parse {path}: {error}. {UCI_FORMAT}") from error
 
@@ -109,8 +113,10 @@ def load_uci_split(data_dir: str | Path, name: str, split: int) -> UCISplit:
 
     Raises:
         FileNotFoundError: If a file of the format is missing (the message names it).
-        ValueError: If a file cannot be parsed, an index is out of range, or a row is in
-            both the training and the test part.
+        ValueError: If a file cannot be parsed, ``data.txt`` is empty or has NaN or
+            infinite values in the columns used, an index is out of range, the target
+            column is among the features, or a row is in both the training and the
+            test part.
 
     Example:
         >>> data = load_uci_split("../shared/data/uci", "boston", 0)
@@ -121,7 +127,10 @@ def load_uci_split(data_dir: str | Path, name: str, split: int) -> UCISplit:
     num_splits = uci_num_splits(data_dir, name)
     if not 0 <= split < num_splits:
         raise ValueError(f"split must be in [0, {num_splits}) for {name}; got {split}.")
-    data = _load_text(folder / "data.txt", np.float64, ndmin=2)
+    data_path = folder / "data.txt"
+    data = _load_text(data_path, np.float64, ndmin=2)
+    if data.size == 0:
+        raise ValueError(f"{data_path} holds no data. {UCI_FORMAT}")
     num_rows, num_columns = data.shape
     features = _load_text(folder / "index_features.txt", np.int64, ndmin=1)
     target = _load_text(folder / "index_target.txt", np.int64, ndmin=1)
@@ -131,6 +140,19 @@ def load_uci_split(data_dir: str | Path, name: str, split: int) -> UCISplit:
         )
     _check_indices(features, num_columns, folder / "index_features.txt", "column")
     _check_indices(target, num_columns, folder / "index_target.txt", "column")
+    if target[0] in features:
+        raise ValueError(
+            f"{folder / 'index_features.txt'} lists the target column {target[0]} among the "
+            "features: the inputs would contain the answer."
+        )
+    columns = np.append(features, target)
+    non_finite = np.argwhere(~np.isfinite(data[:, columns]))
+    if non_finite.size:
+        row, column = non_finite[0]
+        raise ValueError(
+            f"{data_path} holds NaN or infinite values in the columns used, e.g. in row {row}, "
+            f"column {columns[column]} (0-based); clean or impute them first."
+        )
     rows = {}
     for part in ("train", "test"):
         path = folder / f"index_{part}_{split}.txt"

@@ -5,13 +5,19 @@ and decides only from earlier results, so running it again with the same seed re
 the same candidates. :class:`SearchHistory` caches every trained candidate by its id:
 a search started with a saved history reuses the candidates it finds there (after
 checking that they are the ones it would propose) and trains only the rest.
+:class:`CandidateTrainer` checkpoints the history after every trained group of
+candidates, so an interrupted search loses at most the groups still training.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import io
 import math
-from collections.abc import Sequence
+import os
+import secrets
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +65,11 @@ def ensemble_diagnostics(log_likelihoods: Tensor, weights: Tensor) -> EnsembleDi
     )
 
 
+#: The first line of a saved history; the next holds the SHA-256 digest of the payload.
+_HEADER = b"botorch-nn-uq search history 1\n"
+_DIGEST_LENGTH = 64
+
+
 @dataclass
 class SearchHistory:
     r"""Every candidate of a search, in the order proposed, and the final selection.
@@ -67,7 +78,9 @@ class SearchHistory:
         method: The search's name (``"nes-rs"``, ``"nes-re"``, ``"autodeuq"``).
         fingerprint: A digest of the search's data and pool settings (see
             :func:`pool_fingerprint`); a resumed search must match it.
-        candidates: The trained candidates, ``candidates[i].spec.candidate_id == i``.
+        candidates: The trained candidates in the order of their ids,
+            ``candidates[i].spec.candidate_id == i``; only a checkpoint written while a
+            batch of candidates was training may miss the batch's unfinished ones.
         selected_ids: The candidate ids of the final ensemble.
         selected_weights: Their mixture weights.
         diagnostics: Validation diagnostics of the final ensemble.
@@ -101,34 +114,77 @@ class SearchHistory:
         ]
 
     def save(self, path: str | Path) -> None:
-        r"""Save the whole history, trained weights included (``torch.save``)."""
-        torch.save(
-            {
-                "method": self.method,
-                "fingerprint": self.fingerprint,
-                "candidates": [
-                    {
-                        "spec": candidate.spec.to_dict(),
-                        "validation_log_likelihoods": candidate.validation_log_likelihoods,
-                        "validation_nll": candidate.validation_nll,
-                        "state": candidate.state,
-                        "seconds": candidate.seconds,
-                        "steps": candidate.steps,
-                        "error": candidate.error,
-                    }
-                    for candidate in self.candidates
-                ],
-                "selected_ids": self.selected_ids,
-                "selected_weights": self.selected_weights,
-                "diagnostics": None if self.diagnostics is None else vars(self.diagnostics),
-            },
-            Path(path),
-        )
+        r"""Save the whole history, trained weights included.
+
+        The file holds a header line, the SHA-256 digest of the payload and the payload
+        (a ``torch.save`` of tensors, strings, numbers, ``None``, lists and dicts only).
+        It is written to a temporary file in the same folder, synced to disk and renamed
+        over ``path``, so a process killed while saving leaves the previous file intact.
+
+        Args:
+            path: The file to write.
+        """
+        buffer = io.BytesIO()
+        torch.save(self._payload(), buffer)
+        payload = buffer.getvalue()
+        digest = hashlib.sha256(payload).hexdigest().encode()
+        _replace_atomically(Path(path), _HEADER + digest + b"\n" + payload)
 
     @classmethod
     def load(cls, path: str | Path) -> SearchHistory:
-        r"""Load a history written by :meth:`save`."""
-        data = torch.load(Path(path), weights_only=False)
+        r"""Load a history written by :meth:`save`.
+
+        The payload is unpickled with ``weights_only=True`` (no code runs) and only
+        after its checksum matched.
+
+        Args:
+            path: The file to read.
+
+        Raises:
+            ValueError: If the file is not a history written by :meth:`save`, or is
+                corrupt or truncated.
+        """
+        path = Path(path)
+        content = path.read_bytes()
+        start = len(_HEADER) + _DIGEST_LENGTH + 1
+        if not content.startswith(_HEADER) or content[start - 1 : start] != b"\n":
+            raise ValueError(f"{path} is not a search history written by SearchHistory.save.")
+        digest, payload = content[len(_HEADER) : start - 1], content[start:]
+        if hashlib.sha256(payload).hexdigest().encode() != digest:
+            raise ValueError(
+                f"The search history {path} is corrupt or truncated: its checksum does not "
+                "match its content."
+            )
+        try:
+            return cls._from_payload(torch.load(io.BytesIO(payload), weights_only=True))
+        # A payload with a valid checksum that does not parse was crafted or written by
+        # other code; whatever fails, it is not a history.
+        except Exception as error:
+            raise ValueError(f"{path} is not a valid search history: {error}") from error
+
+    def _payload(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "fingerprint": self.fingerprint,
+            "candidates": [
+                {
+                    "spec": candidate.spec.to_dict(),
+                    "validation_log_likelihoods": candidate.validation_log_likelihoods,
+                    "validation_nll": float(candidate.validation_nll),
+                    "state": candidate.state,
+                    "seconds": float(candidate.seconds),
+                    "steps": int(candidate.steps),
+                    "error": candidate.error,
+                }
+                for candidate in self.candidates
+            ],
+            "selected_ids": [int(i) for i in self.selected_ids],
+            "selected_weights": [float(w) for w in self.selected_weights],
+            "diagnostics": None if self.diagnostics is None else vars(self.diagnostics),
+        }
+
+    @classmethod
+    def _from_payload(cls, data: dict[str, Any]) -> SearchHistory:
         candidates = [
             TrainedCandidate(
                 spec=CandidateSpec.from_dict(item["spec"]),
@@ -137,7 +193,7 @@ class SearchHistory:
                 state=item["state"],
                 seconds=item["seconds"],
                 error=item["error"],
-                steps=item.get("steps", 0),
+                steps=item["steps"],
             )
             for item in data["candidates"]
         ]
@@ -150,6 +206,31 @@ class SearchHistory:
             selected_weights=list(data["selected_weights"]),
             diagnostics=None if diagnostics is None else EnsembleDiagnostics(**diagnostics),
         )
+
+
+def _replace_atomically(path: Path, content: bytes) -> None:
+    r"""Write ``content`` to ``path`` through a synced temporary file in its folder and
+    a rename, so ``path`` always holds either its old or its new content."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    # os.open with mode 0o666 gives the file the permissions the umask allows, as a
+    # plain open would.
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    if hasattr(os, "O_DIRECTORY"):
+        # Syncing the folder makes the rename itself survive a power loss.
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
 
 
 def pool_fingerprint(data: PoolData, settings: PoolSettings) -> str:
@@ -174,8 +255,9 @@ class CandidateTrainer:
             and settings) whose candidates are reused.
         progress_total: Show a progress bar over this many candidates; ``None`` shows
             none.
-        checkpoint_path: Save the history here after every batch of candidates, so an
-            interrupted search can be resumed with ``SearchHistory.load(path)``.
+        checkpoint_path: Save the history here after every trained group of candidates
+            (see :func:`~botorch_nn_uq.ensembles.pool.train_pool`), so an interrupted
+            search can be resumed with ``SearchHistory.load(path)``.
     """
 
     def __init__(
@@ -227,19 +309,42 @@ class CandidateTrainer:
                     f"The saved history's candidate {spec.candidate_id} differs from the one "
                     "this search proposes; resume only with the same seed, data and settings."
                 )
+        finished = {
+            spec.candidate_id: self._cache[spec.candidate_id]
+            for spec in specs
+            if spec.candidate_id in self._cache
+        }
+        self._advance_progress(len(finished))
         missing = [spec for spec in specs if spec.candidate_id not in self._cache]
-        trained = {c.spec.candidate_id: c for c in train_pool(
-            missing, self.data, self.settings, self.executor
-        )} if missing else {}  # fmt: skip
-        outcomes = [
-            trained.get(spec.candidate_id) or self._cache[spec.candidate_id] for spec in specs
-        ]
+
+        def group_done(group: list[TrainedCandidate]) -> None:
+            finished.update((candidate.spec.candidate_id, candidate) for candidate in group)
+            self._checkpoint(finished.values())
+            self._advance_progress(len(group))
+
+        if missing:
+            train_pool(missing, self.data, self.settings, self.executor, on_group_done=group_done)
+        else:
+            # Nothing trained, so no group wrote the checkpoint, which may be another
+            # file than the history resumed from.
+            self._checkpoint(finished.values())
+        outcomes = [finished[spec.candidate_id] for spec in specs]
         self.history.candidates.extend(outcomes)
-        if self.checkpoint_path is not None:
-            self.history.save(self.checkpoint_path)
-        if self._progress is not None:
-            self._progress.update(len(outcomes))
         return outcomes
+
+    def _checkpoint(self, batch: Iterable[TrainedCandidate]) -> None:
+        r"""Save the history with the finished candidates of the batch in progress."""
+        if self.checkpoint_path is None:
+            return
+        finished = sorted(batch, key=lambda candidate: candidate.spec.candidate_id)
+        checkpoint = dataclasses.replace(
+            self.history, candidates=self.history.candidates + finished
+        )
+        checkpoint.save(self.checkpoint_path)
+
+    def _advance_progress(self, count: int) -> None:
+        if self._progress is not None and count:
+            self._progress.update(count)
 
     def finish(
         self, candidates: Sequence[TrainedCandidate], selection: SelectionResult

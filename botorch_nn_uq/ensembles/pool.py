@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -148,7 +148,13 @@ class TrainedCandidate:
 
 
 class PoolExecutor(Protocol):
-    r"""Runs independent group-training calls, returning results in order."""
+    r"""Runs independent group-training calls, returning results in order.
+
+    An executor may also provide ``imap_unordered(function, arguments)``, an iterator
+    over the results in the order the calls finish; :func:`train_pool` then reports
+    each group as soon as it is trained (e.g. to checkpoint a search), where ``map``
+    alone reports them only when all are done.
+    """
 
     def map(
         self, function: Callable[..., list[TrainedCandidate]], arguments: Sequence[tuple]
@@ -163,6 +169,14 @@ class InProcessExecutor:
     ) -> list[list[TrainedCandidate]]:
         r"""``[function(*args) for args in arguments]``."""
         return [function(*args) for args in arguments]
+
+    def imap_unordered(
+        self, function: Callable[..., list[TrainedCandidate]], arguments: Sequence[tuple]
+    ) -> Iterator[list[TrainedCandidate]]:
+        r"""Yield ``function(*args)`` for each of ``arguments``, each as soon as it is
+        computed (here in order)."""
+        for args in arguments:
+            yield function(*args)
 
 
 @dataclass
@@ -201,6 +215,16 @@ class RayExecutor:
         r"""Submit one task per argument tuple and wait for all of them."""
         remote = self._ray.remote(num_cpus=1)(function)
         return self._ray.get([remote.remote(*args) for args in arguments])
+
+    def imap_unordered(
+        self, function: Callable[..., list[TrainedCandidate]], arguments: Sequence[tuple]
+    ) -> Iterator[list[TrainedCandidate]]:
+        r"""Submit one task per argument tuple and yield the results as tasks finish."""
+        remote = self._ray.remote(num_cpus=1)(function)
+        pending = [remote.remote(*args) for args in arguments]
+        while pending:
+            done, pending = self._ray.wait(pending, num_returns=1)
+            yield self._ray.get(done[0])
 
 
 def train_candidate_group(
@@ -311,6 +335,7 @@ def train_pool(
     data: PoolData,
     settings: PoolSettings,
     executor: PoolExecutor | None = None,
+    on_group_done: Callable[[list[TrainedCandidate]], None] | None = None,
 ) -> list[TrainedCandidate]:
     r"""Train candidates, grouped by :attr:`CandidateSpec.group_key` (one batched
     computation, and one executor task, per group).
@@ -320,6 +345,8 @@ def train_pool(
         data: The pool's data.
         settings: The shared settings.
         executor: Where groups run; in-process by default.
+        on_group_done: Called with each group's trained candidates as soon as the group
+            is trained (with an executor that has no ``imap_unordered``, once all are).
 
     Returns:
         One :class:`TrainedCandidate` per spec, in the order of ``specs``.
@@ -328,9 +355,18 @@ def train_pool(
     for spec in specs:
         groups.setdefault(spec.group_key, []).append(spec)
     executor = executor or InProcessExecutor()
-    results = executor.map(
-        train_candidate_group, [(group, data, settings) for group in groups.values()]
-    )
+    arguments = [(group, data, settings) for group in groups.values()]
+    as_completed = getattr(executor, "imap_unordered", None)
+    if on_group_done is not None and as_completed is not None:
+        results = []
+        for outcomes in as_completed(train_candidate_group, arguments):
+            on_group_done(outcomes)
+            results.append(outcomes)
+    else:
+        results = executor.map(train_candidate_group, arguments)
+        if on_group_done is not None:
+            for outcomes in results:
+                on_group_done(outcomes)
     by_id = {outcome.spec.candidate_id: outcome for group in results for outcome in group}
     return [by_id[spec.candidate_id] for spec in specs]
 

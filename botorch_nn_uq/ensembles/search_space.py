@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_nn_uq.checks import is_real_number
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.training.loop import OPTIMIZERS
 
@@ -534,7 +535,7 @@ class TrainingHyperparameters:
     early_stopping_patience: int
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0):
+        if not (is_real_number(self.learning_rate) and self.learning_rate > 0):
             raise ValueError(f"learning_rate must be positive; got {self.learning_rate!r}.")
         if not math.isfinite(self.learning_rate):
             raise ValueError(f"learning_rate must be finite; got {self.learning_rate!r}.")

@@ -16,7 +16,17 @@ from botorch.posteriors import Posterior
 from torch import Tensor, nn
 from typing_extensions import Self
 
-from botorch_nn_uq.models.validation import validate_test_inputs, validate_training_data
+from botorch_nn_uq.checks import check_boolean, check_integer, check_seed
+from botorch_nn_uq.models.scaling import (
+    warn_on_extreme_target_scale,
+    warn_on_inputs_outside_bounds,
+)
+from botorch_nn_uq.models.validation import (
+    validate_observation_noise,
+    validate_output_indices,
+    validate_test_inputs,
+    validate_training_data,
+)
 from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
 from botorch_nn_uq.training.loop import TrainingResult
 from botorch_nn_uq.training.seeding import resolve_seed, seeded
@@ -35,6 +45,14 @@ def build_hyperparameters(hyperparameter_class: type, values: dict[str, Any], ba
     if base is None:
         return hyperparameter_class(**values)
     return dataclasses.replace(base, **values)
+
+
+#: How far (in box widths) training inputs may lie outside declared ``Normalize`` bounds
+#: before a warning: rounding only.
+TRAINING_BOUNDS_TOLERANCE = 1e-2
+#: The same for test inputs, where mild extrapolation is common (optimisers step just
+#: outside a box, plots extend past it); half a box width away is a likely mistake.
+TEST_BOUNDS_TOLERANCE = 0.5
 
 
 class NeuralSurrogateModel(Model, ABC):
@@ -91,6 +109,10 @@ class NeuralSurrogateModel(Model, ABC):
                     "non-finite training targets."
                 )
             self.outcome_transform = outcome_transform
+        warn_on_extreme_target_scale(transformed_Y, outcome_transform)
+        warn_on_inputs_outside_bounds(
+            transformed_X, input_transform, TRAINING_BOUNDS_TOLERANCE, "training inputs"
+        )
         if input_transform is not None:
             self.input_transform = input_transform
         self.register_buffer("train_X", train_X)
@@ -153,7 +175,42 @@ class NeuralSurrogateModel(Model, ABC):
 
         Returns:
             The model itself, fitted (in ``eval`` mode).
+
+        The fit is transactional: if it raises (a diverging loss, bad overrides,
+        ``KeyboardInterrupt``), the model is left exactly as it was before the call,
+        still serving its previous fit, or unfitted if it had none.
         """
+        snapshot = self._snapshot()
+        try:
+            return self._fit_from_seed(seed, progress, warm_start, overrides)
+        except BaseException:
+            self._restore(snapshot)
+            raise
+
+    def _snapshot(self) -> dict[str, Any]:
+        r"""The model's attributes, with shallow copies of the containers of modules,
+        parameters and buffers: a fit replaces these entries (it builds a new network
+        and registers new buffers) rather than mutating the tensors they hold, so the
+        snapshot keeps the previous fit intact."""
+        return {
+            name: value.copy() if isinstance(value, (dict, set)) else value
+            for name, value in self.__dict__.items()
+        }
+
+    def _restore(self, snapshot: dict[str, Any]) -> None:
+        r"""Put back the attributes of :meth:`_snapshot` and their train/eval modes."""
+        self.__dict__.clear()
+        self.__dict__.update(snapshot)
+        self.train(snapshot["training"])
+
+    def _fit_from_seed(
+        self,
+        seed: int | None,
+        progress: bool,
+        warm_start: NeuralSurrogateModel | None,
+        overrides: dict[str, Any],
+    ) -> Self:
+        check_boolean("progress", progress)
         if overrides:
             self.hyperparameters = build_hyperparameters(
                 self.hyperparameter_class, overrides, base=self.hyperparameters
@@ -265,34 +322,30 @@ class NeuralSurrogateModel(Model, ABC):
         if not self.is_fitted:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
         validate_test_inputs(X, self.train_X)
+        if not isinstance(observation_noise, (bool, Tensor)):
+            raise ValueError(
+                "observation_noise must be True, False or a tensor of noise variances; "
+                f"got {observation_noise!r}."
+            )
+        if output_indices is not None:
+            output_indices = validate_output_indices(output_indices, self.num_outputs)
         self.eval()
         transformed_X = self.transform_inputs(X)
+        warn_on_inputs_outside_bounds(
+            transformed_X,
+            getattr(self, "input_transform", None),
+            TEST_BOUNDS_TOLERANCE,
+            "test inputs",
+        )
+        if isinstance(observation_noise, Tensor):
+            validate_observation_noise(
+                observation_noise, transformed_X.shape[:-1] + torch.Size([self.num_outputs])
+            )
         posterior = self._predict(transformed_X, observation_noise=observation_noise is True)
         if isinstance(observation_noise, Tensor):
-            expected = transformed_X.shape[:-1] + torch.Size([self.num_outputs])
-            try:
-                broadcastable = (
-                    torch.broadcast_shapes(observation_noise.shape, expected) == expected
-                )
-            except RuntimeError:
-                broadcastable = False
-            if not broadcastable:
-                raise ValueError(
-                    f"observation_noise must be broadcastable to `batch_shape x q x m` = "
-                    f"{tuple(expected)}; got {tuple(observation_noise.shape)}."
-                )
-            if (observation_noise < 0).any():
-                raise ValueError("observation_noise must be non-negative.")
             posterior = posterior.add_observation_noise(observation_noise.to(transformed_X))
         outcome_transform = getattr(self, "outcome_transform", None)
         if output_indices is not None:
-            output_indices = list(output_indices)
-            invalid = [i for i in output_indices if not -self.num_outputs <= i < self.num_outputs]
-            if invalid or not output_indices:
-                raise ValueError(
-                    f"output_indices {output_indices} are invalid for a model with "
-                    f"{self.num_outputs} output(s)."
-                )
             posterior = posterior.subset_outputs(output_indices)
             if outcome_transform is not None:
                 outcome_transform = outcome_transform.subset_output(
@@ -333,8 +386,8 @@ class ResizableFunctionBank(ABC):
         """
         if not self.is_fitted:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
-        if size < self.min_function_bank_size:
-            raise ValueError(f"size must be at least {self.min_function_bank_size}; got {size}.")
+        check_integer("size", size, minimum=self.min_function_bank_size)
+        check_seed("seed", seed)
         with seeded(seed):
             self._set_function_bank(size)
         return self

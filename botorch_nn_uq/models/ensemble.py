@@ -34,14 +34,25 @@ analytic ones remain available and see the moment-matched Gaussian.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
+from botorch_nn_uq.checks import (
+    NON_NEGATIVE,
+    OPEN_UNIT_INTERVAL,
+    POSITIVE,
+    Interval,
+    check_boolean_fields,
+    check_choice,
+    check_integer_fields,
+    check_real_fields,
+    check_widths,
+)
 from botorch_nn_uq.models.base import NeuralSurrogateModel
-from botorch_nn_uq.models.validation import check_positive_integers, check_widths
 from botorch_nn_uq.nn.batched_mlp import (
     RESAMPLING_STREAM,
     VALIDATION_STREAM,
@@ -62,7 +73,8 @@ class DeepEnsembleHyperparameters:
     r"""Hyperparameters of :class:`DeepEnsemble` (defaults: a fast CPU setting for BO).
 
     Args:
-        ensemble_size: The number of members ``K``.
+        ensemble_size: The number of members ``K``, at least 2 (their disagreement is
+            the epistemic uncertainty).
         hidden_widths: Widths of each member's hidden layers.
         activation: Hidden activation (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``).
         likelihood: ``"gaussian"``: members predict a mean and a standard deviation and
@@ -115,34 +127,22 @@ class DeepEnsembleHyperparameters:
     noise_variance: float | None = None
 
     def __post_init__(self) -> None:
-        check_positive_integers(self, "ensemble_size")
+        # One member has no epistemic spread: the latent posterior's variance is zero.
+        check_integer_fields(self, "ensemble_size", minimum=2)
         check_widths(self, "hidden_widths")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"Unknown activation {self.activation!r}; valid: {', '.join(sorted(ACTIVATIONS))}."
-            )
-        if self.likelihood not in LIKELIHOODS:
-            raise ValueError(
-                f"Unknown likelihood {self.likelihood!r}; valid: {', '.join(LIKELIHOODS)}."
-            )
-        if not self.min_std > 0:
-            raise ValueError(f"min_std must be positive; got {self.min_std}.")
-        if not self.l2_regularization >= 0:
-            raise ValueError(
-                f"l2_regularization must be non-negative; got {self.l2_regularization}."
-            )
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1); got {self.dropout}.")
-        if self.subset_fraction is not None and not 0 < self.subset_fraction <= 1:
-            raise ValueError(f"subset_fraction must be in (0, 1]; got {self.subset_fraction}.")
-        if self.validation_fraction is not None and not 0 < self.validation_fraction < 1:
-            raise ValueError(
-                f"validation_fraction must be in (0, 1); got {self.validation_fraction}."
-            )
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("likelihood", self.likelihood, LIKELIHOODS)
+        check_real_fields(self, "min_std", interval=POSITIVE)
+        check_real_fields(self, "l2_regularization", interval=NON_NEGATIVE)
+        check_real_fields(self, "dropout", interval=Interval(0.0, 1.0, upper_closed=False))
+        check_real_fields(
+            self, "subset_fraction", interval=Interval(0.0, 1.0, lower_closed=False), optional=True
+        )
+        check_real_fields(self, "validation_fraction", interval=OPEN_UNIT_INTERVAL, optional=True)
+        check_real_fields(self, "noise_variance", interval=POSITIVE, optional=True)
+        check_boolean_fields(self, "bootstrap")
         if self.bootstrap and self.subset_fraction is not None:
             raise ValueError("Choose either bootstrap or subset_fraction, not both.")
-        if self.noise_variance is not None and not self.noise_variance > 0:
-            raise ValueError(f"noise_variance must be positive or None; got {self.noise_variance}.")
         self.training_config()
 
     def training_config(self) -> TrainingConfig:
@@ -300,11 +300,19 @@ class DeepEnsemble(NeuralSurrogateModel):
             progress=progress,
             description="deep ensemble",
         )
-        never_finite = (~torch.isfinite(result.best_loss)).nonzero().squeeze(-1).tolist()
-        if never_finite:
+        # A diverged member would be served at the weights of its best loss before it
+        # diverged, often its initialisation: an untrained network presented as trained.
+        # Without validation rows the first epoch's loss is that of the initial weights,
+        # so a member whose best loss stayed there over several epochs never trained.
+        failed = result.diverged.clone()
+        if validation_masks is None and result.epochs_run > 1:
+            failed |= result.best_epoch == 0
+        if failed.any():
             raise NonFiniteLossError(
-                f"Ensemble member(s) {never_finite} never reached a finite training loss. Lower "
-                "the learning rate, check the data scaling, or enable gradient clipping."
+                f"The training of ensemble member(s) {failed.nonzero().squeeze(-1).tolist()} "
+                "diverged (non-finite loss, or a loss that never fell below its initial "
+                "value). Lower the learning rate, check the data scaling, or enable gradient "
+                "clipping."
             )
         self.set_member_weights(torch.ones(members.num_members).to(train_X))
         self._set_noise_variance(train_X, train_Y, hp.noise_variance)
@@ -314,14 +322,30 @@ class DeepEnsemble(NeuralSurrogateModel):
         r"""Set the members' mixture weights (a ``K``-vector, normalised to sum to one)."""
         if self.network is None:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
-        if weights.shape != (self.network.num_members,) or (weights < 0).any():
+        if (
+            weights.shape != (self.network.num_members,)
+            or not (weights.isfinite() & (weights >= 0)).all()
+        ):
             raise ValueError(
-                f"member weights must be a non-negative {self.network.num_members}-vector; "
-                f"got shape {tuple(weights.shape)}."
+                f"member weights must be a finite non-negative {self.network.num_members}-"
+                f"vector; got {weights}."
             )
         if not weights.sum() > 0:
             raise ValueError("member weights must have a positive sum.")
         self.register_buffer("member_weights", (weights / weights.sum()).detach())
+
+    def _warn_if_single_member(self) -> None:
+        r"""Warn when a fit's member selection kept one member: without observation
+        noise the posterior then has zero variance everywhere, which acquisitions read
+        as certainty."""
+        if int((self.member_weights > 0).sum()) == 1:
+            warnings.warn(
+                f"The member selection of {type(self).__name__} kept a single member, so "
+                "its posterior without observation noise has zero variance (no epistemic "
+                "uncertainty). Use more training points, a larger search or a DeepEnsemble.",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def _predict(
         self, X: Tensor, observation_noise: bool

@@ -10,6 +10,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_nn_uq.checks import (
+    OPEN_UNIT_INTERVAL,
+    POSITIVE,
+    check_choice,
+    check_integer_fields,
+    check_range,
+    check_real_fields,
+)
 from botorch_nn_uq.ensembles.hyper_deep import (
     CandidateRecord,
     MemberArchitecture,
@@ -18,7 +26,7 @@ from botorch_nn_uq.ensembles.hyper_deep import (
 )
 from botorch_nn_uq.ensembles.validation import VALIDATION_SCHEMES
 from botorch_nn_uq.models.ensemble import DeepEnsemble, DeepEnsembleHyperparameters
-from botorch_nn_uq.models.validation import check_positive_integers
+from botorch_nn_uq.models.validation import SUPPORTED_DTYPES
 from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
 from botorch_nn_uq.training.loop import TrainingResult
 
@@ -45,8 +53,8 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
             20 % hold-out), ``"cross-validation"`` or ``"holdout"``.
         num_folds: Folds of cross-validation.
         validation_fraction: The hold-out fraction.
-        max_selection_iterations: Cap on the additions of each greedy selection
-            (``None``: 10 per member).
+        max_selection_iterations: Cap on the additions of each greedy selection, at
+            least 2 (``None``: 10 per member).
         training_dtype: Floating dtype in which the candidates and the refit train,
             e.g. ``torch.float32`` (about twice as fast on CPUs for these stacked
             networks); the fitted members serve in the training data's dtype. ``None``
@@ -70,24 +78,18 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
                 "HyperDeepEnsemble selects members on validation data; bootstrap and "
                 "subset_fraction are not supported."
             )
-        check_positive_integers(self, "num_candidates")
-        if self.validation not in VALIDATION_SCHEMES:
+        check_integer_fields(self, "num_candidates")
+        check_integer_fields(self, "num_folds", minimum=2)
+        # One addition selects one member: a posterior without epistemic spread.
+        check_integer_fields(self, "max_selection_iterations", minimum=2, optional=True)
+        check_choice("validation", self.validation, VALIDATION_SCHEMES)
+        check_real_fields(self, "validation_fraction", interval=OPEN_UNIT_INTERVAL)
+        check_range("l2_range", self.l2_range, interval=POSITIVE)
+        check_range("dropout_range", self.dropout_range, interval=OPEN_UNIT_INTERVAL)
+        check_range("learning_rate_range", self.learning_rate_range, interval=POSITIVE)
+        if self.training_dtype is not None and self.training_dtype not in SUPPORTED_DTYPES:
             raise ValueError(
-                f"Unknown validation {self.validation!r}; valid: {', '.join(VALIDATION_SCHEMES)}."
-            )
-        if self.num_folds < 2:
-            raise ValueError(f"num_folds must be at least 2; got {self.num_folds}.")
-        if not 0 < self.validation_fraction < 1:
-            raise ValueError(
-                f"validation_fraction must be in (0, 1); got {self.validation_fraction}."
-            )
-        if self.max_selection_iterations is not None and self.max_selection_iterations < 1:
-            raise ValueError("max_selection_iterations must be positive or None.")
-        if self.training_dtype is not None and not (
-            isinstance(self.training_dtype, torch.dtype) and self.training_dtype.is_floating_point
-        ):
-            raise ValueError(
-                f"training_dtype must be a floating torch.dtype or None; got "
+                f"training_dtype must be torch.float32, torch.float64 or None; got "
                 f"{self.training_dtype!r}."
             )
         self.search_space()
@@ -163,6 +165,7 @@ class HyperDeepEnsemble(DeepEnsemble):
         self.search_history: list[CandidateRecord] = search.candidates
         self.ensemble_validation_nll = search.ensemble_validation_nll
         self.set_member_weights(search.weights)
+        self._warn_if_single_member()
         self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return search.training_result
 

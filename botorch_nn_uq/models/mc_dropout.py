@@ -6,8 +6,15 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
+from botorch_nn_uq.checks import (
+    OPEN_UNIT_INTERVAL,
+    POSITIVE,
+    check_choice,
+    check_integer_fields,
+    check_real_fields,
+    check_widths,
+)
 from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBank
-from botorch_nn_uq.models.validation import check_widths
 from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
@@ -52,16 +59,11 @@ class MCDropoutHyperparameters:
 
     def __post_init__(self) -> None:
         check_widths(self, "hidden_widths")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"Unknown activation {self.activation!r}; valid: {', '.join(sorted(ACTIVATIONS))}."
-            )
-        if not 0 < self.dropout < 1:
-            raise ValueError(f"dropout must be in (0, 1) for MC dropout; got {self.dropout}.")
-        if self.num_masks < 2:
-            raise ValueError(f"num_masks must be at least 2; got {self.num_masks}.")
-        if self.noise_variance is not None and not self.noise_variance > 0:
-            raise ValueError(f"noise_variance must be positive or None; got {self.noise_variance}.")
+        check_choice("activation", self.activation, ACTIVATIONS)
+        # Without dropout at test time, or with one mask, the posterior has no spread.
+        check_real_fields(self, "dropout", interval=OPEN_UNIT_INTERVAL)
+        check_integer_fields(self, "num_masks", minimum=2)
+        check_real_fields(self, "noise_variance", interval=POSITIVE, optional=True)
         self.training_config()
 
     def training_config(self) -> TrainingConfig:

@@ -10,8 +10,16 @@ from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from torch import Tensor
 
+from botorch_nn_uq.checks import (
+    NON_NEGATIVE,
+    POSITIVE,
+    check_choice,
+    check_integer,
+    check_integer_fields,
+    check_real_fields,
+    check_widths,
+)
 from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBank
-from botorch_nn_uq.models.validation import check_positive_integers, check_widths
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.neon import EpiNet, EpistemicOperatorNetwork, OperatorBackbone
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
@@ -67,7 +75,7 @@ class NEONHyperparameters:
         prior_scale: ``alpha``.
         output_activation: ``OutAct`` (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``).
         num_epistemic_samples: Size of the FIXED bank of indices ``z`` that defines the
-            posterior (functions per posterior).
+            posterior (functions per posterior), at least 2.
         num_training_indices: Fresh indices ``z`` per training step (every batch row
             under every index).
         loss: ``"mse"`` (on the transformed targets) or ``"relative_l2"`` (each
@@ -115,30 +123,22 @@ class NEONHyperparameters:
 
     def __post_init__(self) -> None:
         check_widths(self, "encoder_widths", "epinet_widths", "prior_widths")
-        check_positive_integers(
+        check_integer_fields(
             self,
             "latent_dim",
             "decoder_depth",
             "decoder_width",
             "index_dim",
-            "num_epistemic_samples",
             "num_training_indices",
             "evaluation_chunk_size",
         )
-        for name in ("activation", "output_activation"):
-            if getattr(self, name) not in ACTIVATIONS:
-                raise ValueError(
-                    f"Unknown {name} {getattr(self, name)!r}; valid: "
-                    f"{', '.join(sorted(ACTIVATIONS))}."
-                )
-        if self.loss not in LOSSES:
-            raise ValueError(f"Unknown loss {self.loss!r}; valid: {', '.join(LOSSES)}.")
-        if self.fourier_scale is not None and not self.fourier_scale > 0:
-            raise ValueError(f"fourier_scale must be positive or None; got {self.fourier_scale}.")
-        if not self.prior_scale >= 0:
-            raise ValueError(f"prior_scale must be non-negative; got {self.prior_scale}.")
-        if self.noise_variance is not None and not self.noise_variance > 0:
-            raise ValueError(f"noise_variance must be positive or None; got {self.noise_variance}.")
+        # A bank of one function has zero variance everywhere.
+        check_integer_fields(self, "num_epistemic_samples", minimum=2)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("output_activation", self.output_activation, ACTIVATIONS)
+        check_choice("loss", self.loss, LOSSES)
+        check_real_fields(self, "fourier_scale", "noise_variance", interval=POSITIVE, optional=True)
+        check_real_fields(self, "prior_scale", interval=NON_NEGATIVE)
         self.training_config()
 
     def training_config(self) -> TrainingConfig:
@@ -210,6 +210,7 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
     """
 
     hyperparameter_class = NEONHyperparameters
+    min_function_bank_size = 2
 
     def __init__(
         self,
@@ -225,13 +226,18 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
     ) -> None:
         if preset is not None:
             hyperparameters = {**vars(NEONHyperparameters.preset(preset)), **hyperparameters}
+        check_integer("num_channels", num_channels)
         if output_grid is not None:
+            if not isinstance(output_grid, Tensor) or not output_grid.is_floating_point():
+                raise ValueError(
+                    f"output_grid must be a floating-point tensor; got {output_grid!r}."
+                )
             if output_grid.ndim != 2 or not output_grid.isfinite().all():
                 raise ValueError(
                     "output_grid must be a finite `m x d_y` tensor; got shape "
                     f"{tuple(output_grid.shape)}."
                 )
-            if num_channels < 1 or train_Y.shape[-1] != output_grid.shape[0] * num_channels:
+            if train_Y.shape[-1] != output_grid.shape[0] * num_channels:
                 raise ValueError(
                     f"train_Y needs m * d_s = {output_grid.shape[0]} * {num_channels} columns "
                     f"(grid points times channels); got {train_Y.shape[-1]}."

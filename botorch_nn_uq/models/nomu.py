@@ -16,6 +16,17 @@ from botorch.models.transforms.outcome import OutcomeTransform
 from torch import Tensor, nn
 
 from botorch_nn_uq.calibration import mean_width_calibration_factor, nll_calibration_factor
+from botorch_nn_uq.checks import (
+    NON_NEGATIVE,
+    POSITIVE,
+    check_boolean_fields,
+    check_choice,
+    check_finite_tensor,
+    check_integer_fields,
+    check_real_fields,
+    check_widths,
+    is_integer,
+)
 from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.nomu import READOUTS, NOMUNetwork, nomu_readout
@@ -179,54 +190,40 @@ class NOMUHyperparameters:
     min_noise_std: float = 1e-3
 
     def __post_init__(self) -> None:
-        for name in ("mean_widths", "uncertainty_widths", "connected_mean_layers"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        for name in ("mean_widths", "uncertainty_widths"):
-            widths = getattr(self, name)
-            if not widths or any(not isinstance(w, int) or w < 1 for w in widths):
-                raise ValueError(
-                    f"{name} must be a non-empty sequence of positive integers; got {widths}."
-                )
-        if not self.connected_mean_layers or any(
-            not isinstance(i, int) for i in self.connected_mean_layers
-        ):
+        check_widths(self, "mean_widths", "uncertainty_widths")
+        layers = self.connected_mean_layers
+        layers = tuple(layers) if isinstance(layers, (tuple, list)) else None
+        if not layers or not all(is_integer(layer) for layer in layers):
             raise ValueError(
                 "connected_mean_layers must be a non-empty sequence of layer indices; got "
-                f"{self.connected_mean_layers}."
+                f"{self.connected_mean_layers!r}."
             )
-        if self.activation not in ACTIVATIONS:
+        object.__setattr__(self, "connected_mean_layers", layers)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("readout", self.readout, READOUTS)
+        check_boolean_fields(self, "detach_mean_features", "stable_loss", "learn_noise")
+        check_real_fields(
+            self,
+            "pi_sqr",
+            "pi_exp",
+            "l2_regularization",
+            "min_uncertainty",
+            "box_enlargement",
+            interval=NON_NEGATIVE,
+        )
+        check_real_fields(
+            self, "uncertainty_l2_regularization", interval=NON_NEGATIVE, optional=True
+        )
+        check_real_fields(self, "c_exp", "max_uncertainty", "min_noise_std", interval=POSITIVE)
+        check_real_fields(self, "init_scale", interval=POSITIVE, optional=True)
+        # The readout interpolates from l_min at the data to l_max far from it; l_min >=
+        # l_max would give an inverted or constant uncertainty.
+        if not self.min_uncertainty < self.max_uncertainty:
             raise ValueError(
-                f"Unknown activation {self.activation!r}; valid: {', '.join(sorted(ACTIVATIONS))}."
+                f"min_uncertainty ({self.min_uncertainty}) must be smaller than "
+                f"max_uncertainty ({self.max_uncertainty})."
             )
-        if self.readout not in READOUTS:
-            raise ValueError(f"Unknown readout {self.readout!r}; valid: {', '.join(READOUTS)}.")
-        non_negative = {
-            "pi_sqr": self.pi_sqr,
-            "pi_exp": self.pi_exp,
-            "l2_regularization": self.l2_regularization,
-            "min_uncertainty": self.min_uncertainty,
-            "box_enlargement": self.box_enlargement,
-        }
-        if self.uncertainty_l2_regularization is not None:
-            non_negative["uncertainty_l2_regularization"] = self.uncertainty_l2_regularization
-        for name, value in non_negative.items():
-            if not value >= 0 or value == float("inf"):
-                raise ValueError(f"{name} must be a finite non-negative number; got {value}.")
-        positive = {
-            "c_exp": self.c_exp,
-            "max_uncertainty": self.max_uncertainty,
-            "min_noise_std": self.min_noise_std,
-        }
-        if self.init_scale is not None:
-            positive["init_scale"] = self.init_scale
-        for name, value in positive.items():
-            if not value > 0 or value == float("inf"):
-                raise ValueError(f"{name} must be a finite positive number; got {value}.")
-        if not isinstance(self.num_artificial_points, int) or self.num_artificial_points < 1:
-            raise ValueError(
-                f"num_artificial_points must be a positive integer; got "
-                f"{self.num_artificial_points}."
-            )
+        check_integer_fields(self, "num_artificial_points")
         self.training_config()
 
     def training_config(self) -> TrainingConfig:
@@ -431,12 +428,12 @@ class NOMU(NeuralSurrogateModel):
     def set_calibration_constant(self, value: float | Tensor) -> None:
         r"""Set the calibration constant ``c``: a positive scalar (all outputs) or a
         tensor of ``m`` positive values."""
-        constant = torch.as_tensor(value).to(self.calibration_constant)
-        if constant.numel() not in (1, self.num_outputs) or not (constant > 0).all():
+        constant = check_finite_tensor("calibration_constant", value, interval=POSITIVE)
+        if constant.numel() not in (1, self.num_outputs):
             raise ValueError(
-                f"The calibration constant must be positive, a scalar or {self.num_outputs} "
-                f"values; got {value}."
+                f"calibration_constant must be a scalar or {self.num_outputs} values; got {value}."
             )
+        constant = constant.to(self.calibration_constant)
         self.calibration_constant = constant.reshape(-1).expand(self.num_outputs).clone()
 
     def input_box(self) -> Tensor:

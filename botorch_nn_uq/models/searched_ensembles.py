@@ -18,6 +18,7 @@ interrupted search from its saved :class:`~botorch_nn_uq.ensembles.history.Searc
 from __future__ import annotations
 
 import math
+import os
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,14 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from botorch_nn_uq.checks import (
+    NON_NEGATIVE,
+    OPEN_UNIT_INTERVAL,
+    POSITIVE,
+    check_choice,
+    check_integer_fields,
+    check_real_fields,
+)
 from botorch_nn_uq.ensembles.autodeuq import autodeuq_search
 from botorch_nn_uq.ensembles.history import CandidateTrainer, SearchHistory
 from botorch_nn_uq.ensembles.nes import draw_seed, nes_random_search, nes_regularized_evolution
@@ -43,7 +52,6 @@ from botorch_nn_uq.ensembles.search_space import (
 )
 from botorch_nn_uq.ensembles.selection import SelectionResult
 from botorch_nn_uq.models.ensemble import LIKELIHOODS, DeepEnsemble
-from botorch_nn_uq.models.validation import check_positive_integers
 
 
 def _default_architecture_space() -> ArchitectureSpace:
@@ -55,7 +63,7 @@ class SearchedEnsembleHyperparameters:
     r"""Settings shared by the searched ensembles.
 
     Args:
-        ensemble_size: The most distinct members of the final ensemble.
+        ensemble_size: The most distinct members of the final ensemble, at least 2.
         pool_size: Candidates trained in total.
         epochs: The most epochs per candidate (early stopping may end sooner).
         max_steps: A budget in optimizer steps per candidate (whichever of ``epochs``
@@ -75,8 +83,8 @@ class SearchedEnsembleHyperparameters:
         executor: Where candidate groups train (``None``: in-process).
         resume_from: A saved history of the same search (seed, data, settings) to
             continue.
-        checkpoint_path: Save the search history to this file after every batch of
-            candidates (resume an interrupted fit with
+        checkpoint_path: Save the search history to this file after every trained
+            group of candidates (resume an interrupted fit with
             ``resume_from=SearchHistory.load(checkpoint_path)``).
     """
 
@@ -96,29 +104,32 @@ class SearchedEnsembleHyperparameters:
     checkpoint_path: str | Path | None = None
 
     def __post_init__(self) -> None:
-        check_positive_integers(self, "ensemble_size", "pool_size", "epochs")
-        if self.max_steps is not None:
-            check_positive_integers(self, "max_steps")
-        if not 0 < self.validation_fraction < 1:
-            raise ValueError(
-                f"validation_fraction must be in (0, 1); got {self.validation_fraction}."
-            )
-        if self.likelihood not in LIKELIHOODS:
-            raise ValueError(
-                f"Unknown likelihood {self.likelihood!r}; valid: {', '.join(LIKELIHOODS)}."
-            )
-        if not self.min_std > 0 or not self.l2_regularization >= 0:
-            raise ValueError("min_std must be positive and l2_regularization non-negative.")
-        if not 0 < self.lr_reduction_factor < 1:
-            raise ValueError(
-                f"lr_reduction_factor must be in (0, 1); got {self.lr_reduction_factor}."
-            )
-        if self.noise_variance is not None and not self.noise_variance > 0:
-            raise ValueError(f"noise_variance must be positive or None; got {self.noise_variance}.")
+        # An ensemble of one member has no epistemic spread.
+        check_integer_fields(self, "ensemble_size", minimum=2)
+        check_integer_fields(self, "pool_size", "epochs")
+        check_integer_fields(self, "max_steps", optional=True)
+        check_real_fields(
+            self, "validation_fraction", "lr_reduction_factor", interval=OPEN_UNIT_INTERVAL
+        )
+        check_choice("likelihood", self.likelihood, LIKELIHOODS)
+        check_real_fields(self, "min_std", interval=POSITIVE)
+        check_real_fields(self, "l2_regularization", interval=NON_NEGATIVE)
+        check_real_fields(self, "noise_variance", interval=POSITIVE, optional=True)
         if not isinstance(self.architecture_space, ArchitectureSpace):
             raise TypeError("architecture_space must be an ArchitectureSpace.")
+        if self.executor is not None and not callable(getattr(self.executor, "map", None)):
+            raise TypeError(
+                "executor must be a PoolExecutor (an object with a map method) or None; got "
+                f"{self.executor!r}."
+            )
         if self.resume_from is not None and not isinstance(self.resume_from, SearchHistory):
             raise TypeError("resume_from must be a SearchHistory (SearchHistory.load(path)).")
+        if self.checkpoint_path is not None and not isinstance(
+            self.checkpoint_path, (str, os.PathLike)
+        ):
+            raise TypeError(
+                f"checkpoint_path must be a str, a path or None; got {self.checkpoint_path!r}."
+            )
 
     def pool_settings(self) -> PoolSettings:
         r"""The settings every candidate trains with."""
@@ -161,7 +172,7 @@ class NESHyperparameters(SearchedEnsembleHyperparameters):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.training_hyperparameters()
-        check_positive_integers(self, "population_size", "num_parents", "children_per_generation")
+        check_integer_fields(self, "population_size", "num_parents", "children_per_generation")
 
     def training_hyperparameters(self) -> TrainingHyperparameters:
         r"""The shared training configuration (validated there)."""
@@ -190,7 +201,8 @@ class AutoDEUQHyperparameters(SearchedEnsembleHyperparameters):
         num_initial_random: Random configurations before the GP sampler starts.
         kappa: The sampler's lower-confidence-bound weight.
         num_acquisition_candidates: Configurations scored per proposal.
-        max_selection_iterations: Cap on the Caruana additions (``None``: 10 per member).
+        max_selection_iterations: Cap on the Caruana additions, at least 2 (``None``: 10
+            per member).
     """
 
     hyperparameter_space: HyperparameterSpace = field(
@@ -208,7 +220,7 @@ class AutoDEUQHyperparameters(SearchedEnsembleHyperparameters):
         super().__post_init__()
         if not isinstance(self.hyperparameter_space, HyperparameterSpace):
             raise TypeError("hyperparameter_space must be a HyperparameterSpace.")
-        check_positive_integers(
+        check_integer_fields(
             self,
             "population_size",
             "tournament_size",
@@ -216,8 +228,10 @@ class AutoDEUQHyperparameters(SearchedEnsembleHyperparameters):
             "num_initial_random",
             "num_acquisition_candidates",
         )
-        if not self.kappa >= 0:
-            raise ValueError(f"kappa must be non-negative; got {self.kappa}.")
+        check_real_fields(self, "kappa", interval=NON_NEGATIVE)
+        # Checked here, not when the selection runs after the whole search has trained;
+        # one addition would select one member, a posterior without epistemic spread.
+        check_integer_fields(self, "max_selection_iterations", minimum=2, optional=True)
 
 
 class SearchedEnsemble(DeepEnsemble):
@@ -262,6 +276,7 @@ class SearchedEnsemble(DeepEnsemble):
         )
         self.network = network.to(train_X)
         self.set_member_weights(weights.to(train_X))
+        self._warn_if_single_member()
         self._set_noise_variance(train_X, train_Y, hp.noise_variance)
 
     @abstractmethod
@@ -348,7 +363,8 @@ class AutoDEUQ(SearchedEnsemble):
 
     Caruana selection stops as soon as no addition strictly lowers the validation NLL,
     so on few validation points it can keep a single member, whose posterior then has
-    no epistemic spread; check ``network.num_members`` (or ``search_history``) and use
+    no epistemic spread (the fit warns); check ``network.num_members`` (or
+    ``search_history``) and use
     more data for validation, a larger pool, or :class:`NESRandomSearch` (ForwardSelect
     always keeps ``ensemble_size`` members) when that matters, e.g. in BO.
 

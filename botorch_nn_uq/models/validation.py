@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+import torch
 from torch import Tensor
+
+from botorch_nn_uq.checks import is_integer
+
+#: The dtypes a model trains and predicts in: half precision (float16, bfloat16) is too
+#: coarse for the training loop's losses and gradients.
+SUPPORTED_DTYPES = (torch.float32, torch.float64)
+
+
+def _check_dtype(name: str, tensor: Tensor) -> None:
+    if tensor.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"{name} must be a floating-point tensor of dtype torch.float32 or "
+            f"torch.float64; got dtype {tensor.dtype}."
+        )
 
 
 def validate_training_data(train_X: Tensor, train_Y: Tensor, min_points: int = 2) -> None:
@@ -14,15 +31,14 @@ def validate_training_data(train_X: Tensor, train_Y: Tensor, min_points: int = 2
         min_points: The fewest training points the model accepts.
 
     Raises:
-        TypeError: If either argument is not a floating-point tensor.
+        TypeError: If either argument is not a float32 or float64 tensor.
         ValueError: On wrong dimensionality, mismatched ``n``, empty tensors, fewer
             than ``min_points`` points, NaN/inf entries, or mismatched dtypes/devices.
     """
     for name, tensor in (("train_X", train_X), ("train_Y", train_Y)):
         if not isinstance(tensor, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor; got {type(tensor).__name__}.")
-        if not tensor.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor; got dtype {tensor.dtype}.")
+        _check_dtype(name, tensor)
     if train_X.ndim != 2:
         raise ValueError(
             f"train_X must be an `n x d` tensor; got shape {tuple(train_X.shape)}. "
@@ -69,11 +85,13 @@ def validate_test_inputs(X: Tensor, train_X: Tensor) -> None:
         train_X: The model's ``n x d`` training inputs (for ``d``, dtype and device).
 
     Raises:
+        TypeError: If ``X`` is not a float32 or float64 tensor.
         ValueError: On fewer than two dimensions, a wrong ``d``, mismatched
             dtype/device, or NaN/inf entries.
     """
     if not isinstance(X, Tensor):
         raise TypeError(f"X must be a torch.Tensor; got {type(X).__name__}.")
+    _check_dtype("X", X)
     if X.ndim < 2:
         raise ValueError(
             f"X must be a `batch_shape x q x d` tensor with at least two dimensions; got "
@@ -95,26 +113,50 @@ def validate_test_inputs(X: Tensor, train_X: Tensor) -> None:
         raise ValueError("X contains NaN or infinite values.")
 
 
-def _is_positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+def validate_output_indices(output_indices: Iterable[int], num_outputs: int) -> list[int]:
+    r"""Check ``output_indices`` of ``posterior`` and return them as a list.
+
+    Args:
+        output_indices: Indices of outputs, each in ``[-num_outputs, num_outputs)``.
+        num_outputs: The model's number of outputs ``m``.
+
+    Raises:
+        ValueError: If the indices are empty, not integers (``0.0`` and ``True`` are
+            not indices) or out of range.
+    """
+    if isinstance(output_indices, (str, bytes, Tensor)) or not isinstance(output_indices, Iterable):
+        raise ValueError(f"output_indices must be a list of integers; got {output_indices!r}.")
+    indices = list(output_indices)
+    invalid = [i for i in indices if not (is_integer(i) and -num_outputs <= i < num_outputs)]
+    if invalid or not indices:
+        raise ValueError(
+            f"output_indices {indices} are invalid for a model with {num_outputs} "
+            "output(s): give a non-empty list of integer indices."
+        )
+    return indices
 
 
-def check_positive_integers(owner: object, *names: str) -> None:
-    r"""Raise a ``ValueError`` naming the first attribute of ``owner`` among ``names``
-    that is not a positive integer (booleans are rejected)."""
-    for name in names:
-        value = getattr(owner, name)
-        if not _is_positive_int(value):
-            raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+def validate_observation_noise(observation_noise: Tensor, expected_shape: torch.Size) -> None:
+    r"""Check a tensor of observation-noise variances passed to ``posterior``.
 
+    Args:
+        observation_noise: Noise variances, broadcastable to ``expected_shape``.
+        expected_shape: ``batch_shape x q x m``.
 
-def check_widths(owner: object, *names: str) -> None:
-    r"""Store the attributes ``names`` of the (frozen dataclass) ``owner`` as tuples and
-    raise a ``ValueError`` unless each is a non-empty sequence of positive integers."""
-    for name in names:
-        widths = tuple(getattr(owner, name))
-        object.__setattr__(owner, name, widths)
-        if not widths or not all(_is_positive_int(width) for width in widths):
-            raise ValueError(
-                f"{name} must be a non-empty sequence of positive integers; got {widths}."
-            )
+    Raises:
+        ValueError: If the shape does not broadcast to ``expected_shape`` or an entry
+            is negative, NaN or infinite.
+    """
+    try:
+        broadcastable = (
+            torch.broadcast_shapes(observation_noise.shape, expected_shape) == expected_shape
+        )
+    except RuntimeError:
+        broadcastable = False
+    if not broadcastable:
+        raise ValueError(
+            f"observation_noise must be broadcastable to `batch_shape x q x m` = "
+            f"{tuple(expected_shape)}; got {tuple(observation_noise.shape)}."
+        )
+    if not (observation_noise.isfinite() & (observation_noise >= 0)).all():
+        raise ValueError("observation_noise must be finite and non-negative.")

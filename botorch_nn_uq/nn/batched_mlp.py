@@ -236,7 +236,9 @@ class BatchedMLP(nn.Module):
             outputs.append(hidden)
         hidden = torch.matmul(hidden, self.weights[-1]) + self.biases[-1]
         if not per_member:
-            hidden = hidden.reshape(self.num_members, *X.shape[:-1], -1).movedim(0, -3)
+            # The output width is explicit: `-1` is ambiguous for an empty batch.
+            hidden = hidden.reshape(self.num_members, *X.shape[:-1], hidden.shape[-1])
+            hidden = hidden.movedim(0, -3)
         if not self.gaussian_head:
             return MemberOutput(hidden, None)
         mean, raw_std = hidden.split(self.output_dim, dim=-1)

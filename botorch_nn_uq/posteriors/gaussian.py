@@ -51,9 +51,11 @@ class GaussianMarginalPosterior(GPyTorchPosterior):
             )
         self._marginal_mean = mean
         self._marginal_variance = variance.clamp_min(min_variance(variance.dtype))
-        if mean.shape[-1] == 1:
+        if mean.shape[-1] == 1 or mean.numel() == 0:
+            # GPyTorch's multitask normal cannot reshape an empty batch of points; the
+            # shapes of an empty posterior come from `mean` and its samples are empty.
             distribution = MultivariateNormal(
-                mean.squeeze(-1), DiagLinearOperator(self._marginal_variance.squeeze(-1))
+                mean.flatten(-2), DiagLinearOperator(self._marginal_variance.flatten(-2))
             )
         else:
             # Interleaved ordering is (point, output) with the output index fastest,
@@ -74,6 +76,32 @@ class GaussianMarginalPosterior(GPyTorchPosterior):
     def variance(self) -> Tensor:
         r"""The ``batch_shape x q x m`` posterior variance."""
         return self._marginal_variance
+
+    @property
+    def base_sample_shape(self) -> torch.Size:
+        r"""The shape of a base sample; an empty batch of points takes one base value
+        per sample (a Sobol engine needs a dimension) and has empty samples."""
+        if self.mean.numel() == 0:
+            return torch.Size([1])
+        return super().base_sample_shape
+
+    def _extended_shape(self, sample_shape: torch.Size | None = None) -> torch.Size:
+        r"""The shape of samples: ``sample_shape x batch_shape x q x m``."""
+        return torch.Size(sample_shape or []) + self.mean.shape
+
+    def rsample_from_base_samples(self, sample_shape: torch.Size, base_samples: Tensor) -> Tensor:
+        r"""Samples from base samples (see ``GPyTorchPosterior``); an empty batch of
+        points, which GPyTorch cannot reshape, has empty samples."""
+        if self.mean.numel() == 0:
+            return self.mean.new_zeros(self._extended_shape(sample_shape))
+        return super().rsample_from_base_samples(sample_shape, base_samples)
+
+    def rsample(self, sample_shape: torch.Size | None = None) -> Tensor:
+        r"""Samples with gradients (see ``GPyTorchPosterior``); an empty batch of points
+        has empty samples."""
+        if self.mean.numel() == 0:
+            return self.mean.new_zeros(self._extended_shape(sample_shape))
+        return super().rsample(sample_shape)
 
     def subset_outputs(self, output_indices: list[int]) -> GaussianMarginalPosterior:
         r"""The posterior over the outputs ``output_indices`` only."""

@@ -11,6 +11,16 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from botorch_nn_uq.checks import (
+    NON_NEGATIVE,
+    OPEN_UNIT_INTERVAL,
+    POSITIVE,
+    Interval,
+    check_choice,
+    check_integer_fields,
+    check_real_fields,
+)
+
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
     "adamw": torch.optim.AdamW,
@@ -87,42 +97,24 @@ class TrainingConfig:
     num_threads: int | None = 1
 
     def __post_init__(self) -> None:
-        if self.epochs < 1:
-            raise ValueError(f"epochs must be a positive integer; got {self.epochs}.")
-        if self.max_steps is not None and not (
-            isinstance(self.max_steps, int) and self.max_steps >= 1
-        ):
-            raise ValueError(f"max_steps must be a positive integer or None; got {self.max_steps}.")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be positive; got {self.learning_rate}.")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be positive or None; got {self.batch_size}.")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(
-                f"Unknown optimizer {self.optimizer!r}; valid: {', '.join(sorted(OPTIMIZERS))}."
-            )
-        if not self.min_delta >= 0:
-            raise ValueError(f"min_delta must be non-negative; got {self.min_delta}.")
-        if not self.weight_decay >= 0:
-            raise ValueError(f"weight_decay must be non-negative; got {self.weight_decay}.")
-        if self.patience is not None and self.patience < 1:
-            raise ValueError(f"patience must be positive or None; got {self.patience}.")
-        if self.gradient_clip_norm is not None and not self.gradient_clip_norm > 0:
-            raise ValueError("gradient_clip_norm must be positive or None.")
-        if self.lr_decay_rate is not None and not 0 < self.lr_decay_rate <= 1:
-            raise ValueError(f"lr_decay_rate must be in (0, 1]; got {self.lr_decay_rate}.")
-        if self.lr_decay_steps < 1:
-            raise ValueError(f"lr_decay_steps must be positive; got {self.lr_decay_steps}.")
-        if self.lr_reduction_patience is not None and self.lr_reduction_patience < 1:
-            raise ValueError(
-                f"lr_reduction_patience must be positive or None; got {self.lr_reduction_patience}."
-            )
-        if not 0 < self.lr_reduction_factor < 1:
-            raise ValueError(
-                f"lr_reduction_factor must be in (0, 1); got {self.lr_reduction_factor}."
-            )
-        if self.num_threads is not None and self.num_threads < 1:
-            raise ValueError(f"num_threads must be positive or None; got {self.num_threads}.")
+        check_integer_fields(self, "epochs", "lr_decay_steps")
+        check_integer_fields(
+            self,
+            "max_steps",
+            "batch_size",
+            "patience",
+            "lr_reduction_patience",
+            "num_threads",
+            optional=True,
+        )
+        check_real_fields(self, "learning_rate", interval=POSITIVE)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_real_fields(self, "weight_decay", "min_delta", interval=NON_NEGATIVE)
+        check_real_fields(self, "gradient_clip_norm", interval=POSITIVE, optional=True)
+        check_real_fields(
+            self, "lr_decay_rate", interval=Interval(0.0, 1.0, lower_closed=False), optional=True
+        )
+        check_real_fields(self, "lr_reduction_factor", interval=OPEN_UNIT_INTERVAL)
 
 
 @dataclass
@@ -139,6 +131,10 @@ class TrainingResult:
             one may be partial when the step budget ends inside it).
         loss_history: The monitored loss of every epoch.
         steps_run: The number of optimizer steps taken.
+        diverged: In member mode, a boolean ``K``-vector of the members whose training
+            loss became non-finite (they stopped training and hold the weights of their
+            best loss before that); ``None`` in single-network mode, which raises
+            :class:`NonFiniteLossError` instead.
     """
 
     best_loss: float | Tensor
@@ -146,6 +142,7 @@ class TrainingResult:
     epochs_run: int
     loss_history: list[float] | list[Tensor] = field(default_factory=list)
     steps_run: int = 0
+    diverged: Tensor | None = None
 
 
 def l2_penalty(module: nn.Module) -> Tensor:
@@ -556,6 +553,7 @@ def _train_members(
         epochs_run=epoch + 1,
         loss_history=history,
         steps_run=steps_run,
+        diverged=failed,
     )
 
 

@@ -7,15 +7,21 @@ from contextlib import contextmanager
 
 import torch
 
+from botorch_nn_uq.checks import check_seed
+
 
 def resolve_seed(seed: int | None) -> int:
     r"""Return ``seed``, or draw one from torch's global RNG if it is ``None`` (so that
-    ``torch.manual_seed`` before an unseeded fit still makes it reproducible)."""
+    ``torch.manual_seed`` before an unseeded fit still makes it reproducible).
+
+    Raises:
+        ValueError: If ``seed`` is not ``None`` or an integer in ``[0, 2**64)``, the
+            seeds ``torch.manual_seed`` accepts.
+    """
     if seed is None:
         return int(torch.randint(0, 2**31 - 1, (1,)).item())
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or None; got {seed!r}.")
-    return seed
+    check_seed("seed", seed)
+    return int(seed)
 
 
 @contextmanager

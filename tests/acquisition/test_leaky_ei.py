@@ -229,9 +229,9 @@ def test_posterior_transform_and_objective_scalarise_multi_output_models(test_X)
 
 @pytest.mark.parametrize("slope", [-0.01, 1.0, 1.5])
 def test_negative_slope_outside_unit_interval_raises(gp, slope):
-    with pytest.raises(ValueError, match=r"negative_slope must lie in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"negative_slope must be a real number in \[0, 1\)"):
         LeakyExpectedImprovement(gp, best_f=0.0, negative_slope=slope)
-    with pytest.raises(ValueError, match=r"negative_slope must lie in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"negative_slope must be a real number in \[0, 1\)"):
         qLeakyExpectedImprovement(gp, best_f=0.0, negative_slope=slope)
 
 

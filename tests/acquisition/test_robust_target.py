@@ -267,14 +267,14 @@ def test_negative_aleatoric_variance_raises(gp, candidates):
 
 @pytest.mark.parametrize("quantile", [0.0, 1.0, -0.5, 2.0])
 def test_quantile_outside_unit_interval_raises(gp, quantile):
-    with pytest.raises(ValueError, match=r"quantile must lie in the open interval \(0, 1\)"):
+    with pytest.raises(ValueError, match=r"quantile must be a real number in \(0, 1\)"):
         RobustTargetLowerConfidenceBound(gp, TARGET, 0.01, quantile=quantile)
 
 
 def test_other_bad_arguments_raise(gp):
     with pytest.raises(ValueError, match="zeta must be non-negative"):
         RobustTargetProbabilityOfImprovement(gp, TARGET, 0.2, 0.01, zeta=-0.1)
-    with pytest.raises(ValueError, match="approximation must be one of"):
+    with pytest.raises(ValueError, match="Unknown approximation .wilson."):
         RobustTargetExpectedImprovement(gp, TARGET, 0.2, 0.01, approximation="wilson")
 
 

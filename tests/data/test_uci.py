@@ -1,5 +1,6 @@
 """Tests of the UCI data loader on a fake data set and, when present, the real data."""
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,35 @@ def test_invalid_contents_raise(tmp_path) -> None:
     (folder / "index_target.txt").write_text("one\n")
     with pytest.raises(ValueError, match="Could not parse"):
         load_uci_split(tmp_path, "toy", 1)
+
+
+def test_the_target_column_among_the_features_is_rejected(tmp_path) -> None:
+    folder = write_fake_uci_dataset(tmp_path)
+    (folder / "index_features.txt").write_text(f"0\n{FAKE_TARGET}\n2\n")
+    with pytest.raises(ValueError, match=f"lists the target column {FAKE_TARGET} among"):
+        load_uci_split(tmp_path, "toy", 0)
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "-inf"])
+def test_non_finite_values_in_the_data_are_rejected(tmp_path, bad) -> None:
+    folder = write_fake_uci_dataset(tmp_path, num_rows=8)
+    rows = (folder / "data.txt").read_text().splitlines()
+    cells = rows[5].split("\t")
+    cells[2] = bad
+    rows[5] = "\t".join(cells)
+    (folder / "data.txt").write_text("\n".join(rows) + "\n")
+    with pytest.raises(ValueError, match=r"data.txt holds NaN or infinite .* row 5, column 2"):
+        load_uci_split(tmp_path, "toy", 0)
+
+
+def test_an_empty_data_file_is_named(tmp_path) -> None:
+    folder = write_fake_uci_dataset(tmp_path)
+    (folder / "data.txt").write_text("\n")
+    # The clear error replaces NumPy's warning about an empty file.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="data.txt holds no data"):
+            load_uci_split(tmp_path, "toy", 0)
 
 
 def test_real_boston_split() -> None:

@@ -1,12 +1,18 @@
 """Search histories: records, saving and loading, ensemble diagnostics, and resuming an
 interrupted search from its saved history."""
 
+import hashlib
+import io
 import math
+import os
+import pathlib
+import pickle
 
 import pytest
 import torch
 
 from botorch_nn_uq.ensembles import history as history_module
+from botorch_nn_uq.ensembles import pool as pool_module
 from botorch_nn_uq.ensembles.history import (
     CandidateTrainer,
     EnsembleDiagnostics,
@@ -21,7 +27,7 @@ from botorch_nn_uq.ensembles.search_space import (
     Node,
     TrainingHyperparameters,
 )
-from botorch_nn_uq.models import NESRandomSearch, NESRegularizedEvolution
+from botorch_nn_uq.models import AutoDEUQ, NESRandomSearch, NESRegularizedEvolution
 
 DTYPE = torch.float64
 HYPERPARAMETERS = TrainingHyperparameters(
@@ -63,6 +69,7 @@ def _candidate(candidate_id: int, row: list[float] | None, seconds: float = 0.5)
             "biases.0": torch.arange(8, dtype=DTYPE).view(1, 1, 8),
         },
         seconds=seconds,
+        steps=20 + candidate_id,
     )
 
 
@@ -87,7 +94,7 @@ def _assert_same_candidates(a: list[TrainedCandidate], b: list[TrainedCandidate]
         assert x.spec == y.spec
         assert torch.equal(x.validation_log_likelihoods, y.validation_log_likelihoods)
         assert x.validation_nll == y.validation_nll
-        assert x.seconds == y.seconds and x.error == y.error
+        assert x.seconds == y.seconds and x.error == y.error and x.steps == y.steps
         if x.state is None:
             assert y.state is None
         else:
@@ -150,6 +157,131 @@ def test_save_and_load_without_diagnostics(tmp_path) -> None:
     assert loaded.diagnostics is None and loaded.records() == []
 
 
+def test_a_saved_history_loads_with_weights_only(tmp_path) -> None:
+    path = tmp_path / "history.pt"
+    _history().save(path)
+    content = path.read_bytes()
+    header, digest, payload = content.split(b"\n", 2)
+    assert header == b"botorch-nn-uq search history 1" and len(digest) == 64
+    data = torch.load(io.BytesIO(payload), weights_only=True)
+    assert data["method"] == "nes-rs" and len(data["candidates"]) == 3
+
+
+def _partial_save(real_save):
+    r"""A ``torch.save`` that writes half of its output, then fails like a full disk."""
+
+    def save(obj, f, *args, **kwargs):
+        buffer = io.BytesIO()
+        real_save(obj, buffer, *args, **kwargs)
+        half = buffer.getvalue()[: len(buffer.getvalue()) // 2]
+        if isinstance(f, (str, os.PathLike)):
+            pathlib.Path(f).write_bytes(half)
+        else:
+            f.write(half)
+        raise OSError(28, "No space left on device")
+
+    return save
+
+
+def test_a_save_that_fails_while_writing_keeps_the_previous_file(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "history.pt"
+    previous = _history()
+    previous.save(path)
+    content = path.read_bytes()
+    newer = _history()
+    newer.candidates.append(_candidate(3, [-0.1, -0.2, -0.3]))
+    # The disk fills while the payload is serialised, then while the file is written.
+    for target, name, failure in [
+        (torch, "save", _partial_save(torch.save)),
+        (os, "fsync", _raise_disk_full),
+    ]:
+        with monkeypatch.context() as patch:
+            patch.setattr(target, name, failure)
+            with pytest.raises(OSError, match="No space left"):
+                newer.save(path)
+        assert path.read_bytes() == content, name
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["history.pt"]  # no leftovers
+    _assert_same_candidates(SearchHistory.load(path).candidates, previous.candidates)
+
+
+def _raise_disk_full(descriptor: int) -> None:
+    raise OSError(28, "No space left on device")
+
+
+class _Exploit:
+    r"""A pickle payload that creates ``marker`` when unpickled with full pickle."""
+
+    def __init__(self, marker: pathlib.Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (self.marker,))
+
+
+def test_a_crafted_pickle_is_refused_without_running_its_code(tmp_path) -> None:
+    marker = tmp_path / "exploited"
+    crafted = {
+        "plain pickle": pickle.dumps({"method": _Exploit(marker)}),
+        "torch.save": _torch_save_bytes({"method": _Exploit(marker)}),
+    }
+    # A crafted payload behind a valid header and checksum: weights_only refuses it.
+    payload = _torch_save_bytes({"method": "nes-rs", "candidates": [_Exploit(marker)]})
+    digest = hashlib.sha256(payload).hexdigest().encode()
+    crafted["valid checksum"] = b"botorch-nn-uq search history 1\n" + digest + b"\n" + payload
+    for name, content in crafted.items():
+        path = tmp_path / f"{name}.pt"
+        path.write_bytes(content)
+        with pytest.raises(ValueError, match="not a (valid )?search history") as error:
+            SearchHistory.load(path)
+        assert str(path) in str(error.value)
+        assert not marker.exists(), name
+
+
+def _torch_save_bytes(obj) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+def _history_with_weights() -> SearchHistory:
+    history = _history()
+    for candidate in history.candidates:
+        if candidate.state is not None:
+            candidate.state["weights.1"] = torch.randn(1, 64, 64, dtype=DTYPE)
+    return history
+
+
+@pytest.mark.parametrize("where", [0.5, 0.9])
+def test_corrupted_bytes_give_a_clear_error(tmp_path, where: float) -> None:
+    path = tmp_path / "history.pt"
+    _history_with_weights().save(path)
+    content = bytearray(path.read_bytes())
+    start = int(where * len(content))
+    content[start : start + 64] = bytes(255 - byte for byte in content[start : start + 64])
+    path.write_bytes(bytes(content))
+    with pytest.raises(ValueError, match="corrupt or truncated") as error:
+        SearchHistory.load(path)
+    assert str(path) in str(error.value)
+
+
+def test_truncated_empty_and_foreign_files_give_a_clear_error(tmp_path) -> None:
+    path = tmp_path / "history.pt"
+    _history_with_weights().save(path)
+    content = path.read_bytes()
+    for cut, message in [
+        (len(content) // 2, "corrupt or truncated"),
+        (60, "not a search history"),
+        (0, "not a search history"),
+    ]:
+        path.write_bytes(content[:cut])
+        with pytest.raises(ValueError, match=message) as error:
+            SearchHistory.load(path)
+        assert str(path) in str(error.value)
+    torch.save({"method": "nes-rs", "candidates": []}, path)
+    with pytest.raises(ValueError, match="not a search history"):
+        SearchHistory.load(path)
+
+
 def test_ensemble_diagnostics_on_a_crafted_matrix() -> None:
     log_likelihoods = torch.tensor(
         [[-1.0, -3.0, -0.5, -2.0], [-2.0, -0.5, -1.0, -4.0], [-0.2, -5.0, -3.0, -1.0]],
@@ -198,9 +330,12 @@ class _FakePool:
     def __init__(self) -> None:
         self.calls: list[list[int]] = []
 
-    def __call__(self, specs, data, settings, executor=None):
+    def __call__(self, specs, data, settings, executor=None, on_group_done=None):
         self.calls.append([spec.candidate_id for spec in specs])
-        return [_candidate(spec.candidate_id, [-1.0, -1.0, -1.0]) for spec in specs]
+        outcomes = [_candidate(spec.candidate_id, [-1.0, -1.0, -1.0]) for spec in specs]
+        if on_group_done is not None:
+            on_group_done(outcomes)
+        return outcomes
 
 
 def test_the_trainer_trains_only_candidates_missing_from_the_history(monkeypatch) -> None:
@@ -370,3 +505,104 @@ def test_the_trainer_rejects_a_history_of_other_data_or_settings() -> None:
     other = type(other)(other.train_X + 1, other.train_Y, other.validation_X, other.validation_Y)
     with pytest.raises(ValueError, match="other data or pool settings"):
         CandidateTrainer("nes-rs", other, PoolSettings(), resume_from=saved)
+
+
+# ------------------------------------------------------------------------------------
+# Checkpoints of an interrupted search
+# ------------------------------------------------------------------------------------
+
+#: Each search's model, options and size of its first batch of candidates (NES-RS:
+#: the pool; NES-RE: the initial population; AutoDEUQ: a generation).
+SEARCHES = {
+    "nes-rs": (NESRandomSearch, OPTIONS, OPTIONS["pool_size"]),
+    "nes-re": (NESRegularizedEvolution, OPTIONS, OPTIONS["population_size"]),
+    "autodeuq": (
+        AutoDEUQ,
+        {
+            "ensemble_size": 3,
+            "pool_size": 8,
+            "epochs": 20,
+            "population_size": 4,
+            "tournament_size": 2,
+            "generation_size": 4,
+            "architecture_space": SPACE,
+        },
+        4,
+    ),
+}
+
+
+class _InterruptedTraining:
+    r"""Wraps ``train_candidate_group``: trains ``num_groups`` groups, then raises
+    ``KeyboardInterrupt`` as Ctrl-C would."""
+
+    def __init__(self, num_groups: int) -> None:
+        self.num_groups = num_groups
+        self.trained: list[int] = []
+        self._train = pool_module.train_candidate_group
+
+    def __call__(self, specs, *args):
+        if self.num_groups == 0:
+            raise KeyboardInterrupt
+        self.num_groups -= 1
+        outcomes = self._train(specs, *args)
+        self.trained += [spec.candidate_id for spec in specs]
+        return outcomes
+
+
+@pytest.mark.parametrize("method", list(SEARCHES))
+def test_an_interrupted_search_keeps_its_trained_groups_and_resumes_exactly(
+    method: str, tmp_path, monkeypatch
+) -> None:
+    model_class, options, first_batch = SEARCHES[method]
+    X, Y = _data()
+    uninterrupted = model_class(X, Y, **options).fit(seed=0)
+    path = tmp_path / "search.pt"
+    interruption = _InterruptedTraining(num_groups=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(pool_module, "train_candidate_group", interruption)
+        with pytest.raises(KeyboardInterrupt):
+            model_class(X, Y, checkpoint_path=path, **options).fit(seed=0)
+    # The interruption came inside the first batch, after its first group.
+    assert 0 < len(interruption.trained) < first_batch
+    checkpoint = SearchHistory.load(path)
+    assert [c.spec.candidate_id for c in checkpoint.candidates] == sorted(interruption.trained)
+    guard = _GuardedPool(set(interruption.trained))
+    monkeypatch.setattr(history_module, "train_pool", guard)
+    resumed = model_class(X, Y, resume_from=checkpoint, checkpoint_path=path, **options)
+    resumed.fit(seed=0)
+    assert sorted(guard.trained + interruption.trained) == list(range(options["pool_size"]))
+    # Whole groups were kept, so the rest trains in the same groups: bit-identical.
+    _assert_same_model(resumed, uninterrupted)
+    assert SearchHistory.load(path).records() == resumed.search_history.records()
+
+
+def test_the_trainer_checkpoints_after_every_group(tmp_path, monkeypatch) -> None:
+    saved: list[list[int]] = []
+    save = SearchHistory.save
+
+    def recording_save(history, path):
+        saved.append([c.spec.candidate_id for c in history.candidates])
+        save(history, path)
+
+    monkeypatch.setattr(SearchHistory, "save", recording_save)
+    other = Architecture((Node(4, "tanh"), Node(), Node()))
+    specs = [_spec(0), _spec(1), _spec(2), _spec(3)]
+    specs[1] = CandidateSpec(1, other, HYPERPARAMETERS, seed=11)
+    resumed = SearchHistory("nes-rs", pool_fingerprint(_pool_data(), PoolSettings(epochs=2)))
+    resumed.candidates = [_candidate(2, [-1.0, -1.0, -1.0])]
+    trainer = CandidateTrainer(
+        "nes-rs",
+        _pool_data(),
+        PoolSettings(epochs=2),
+        resume_from=resumed,
+        checkpoint_path=tmp_path / "search.pt",
+    )
+    trainer.train(specs)
+    # Two groups train (0 and 3 share an architecture; 1 has its own); the cached
+    # candidate 2 is in every checkpoint.
+    assert saved == [[0, 2, 3], [0, 1, 2, 3]]
+    trainer.train([_spec(4)])
+    assert saved[-1] == [0, 1, 2, 3, 4]
+    checkpoint = SearchHistory.load(tmp_path / "search.pt")
+    assert [c.spec.candidate_id for c in checkpoint.candidates] == [0, 1, 2, 3, 4]

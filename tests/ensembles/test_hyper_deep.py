@@ -178,7 +178,7 @@ def test_model_rejects_warm_start_and_bad_hyperparameters() -> None:
         ({"validation": "loo"}, "Unknown validation"),
         ({"num_folds": 1}, "num_folds"),
         ({"validation_fraction": 0.0}, "validation_fraction"),
-        ({"dropout_range": (0.1, 1.5)}, "below 1"),
+        ({"dropout_range": (0.1, 1.5)}, "dropout_range"),
         ({"max_selection_iterations": 0}, "max_selection_iterations"),
         ({"bootstrap": True}, "bootstrap"),
         ({"training_dtype": "float32"}, "training_dtype"),

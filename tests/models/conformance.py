@@ -7,7 +7,8 @@ A model joins the kit by adding one :class:`ConformanceEntry` to ``MODEL_ENTRIES
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from botorch.optim import optimize_acqf
 from botorch.sampling.get_sampler import get_sampler
 from botorch.utils.sampling import draw_sobol_samples
 from torch import Tensor
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from botorch_nn_uq.posteriors import GaussianMarginalPosterior
 from botorch_nn_uq.training import NonFiniteLossError
@@ -113,6 +115,55 @@ def _fit_standard_model(entry: ConformanceEntry, dtype, num_outputs, seed):
     return model, train_X, train_Y
 
 
+@contextmanager
+def training_interrupted_after(steps: int, error: BaseException) -> Iterator[None]:
+    r"""Raise ``error`` from the ``steps``-th optimizer step taken inside the block (a
+    user's Ctrl-C, or a failure deep inside training)."""
+    taken = 0
+
+    def hook(optimizer, args, kwargs) -> None:
+        nonlocal taken
+        taken += 1
+        if taken == steps:
+            raise error
+
+    handle = register_optimizer_step_post_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def fitted_state(model) -> dict[str, Any]:
+    r"""Everything a fit sets, with the predictions at fixed points."""
+    X = test_points(5, 1).to(model.train_X)
+    fitted = model.is_fitted
+    posterior = model.posterior(X) if fitted else None
+    return {
+        "is_fitted": fitted,
+        "fit_seed": model.fit_seed,
+        "hyperparameters": model.hyperparameters,
+        "training_result": model.training_result,
+        "state_dict": {name: value.clone() for name, value in model.state_dict().items()},
+        "mean": None if posterior is None else posterior.mean,
+        "variance": None if posterior is None else posterior.variance,
+    }
+
+
+def assert_same_fitted_state(before: dict[str, Any], after: dict[str, Any]) -> None:
+    assert before.keys() == after.keys()
+    for key in ("is_fitted", "fit_seed", "hyperparameters", "training_result"):
+        assert before[key] == after[key], key
+    assert before["state_dict"].keys() == after["state_dict"].keys()
+    for name, value in before["state_dict"].items():
+        assert torch.equal(value, after["state_dict"][name]), name
+    for key in ("mean", "variance"):
+        if before[key] is None:
+            assert after[key] is None
+        else:
+            assert torch.equal(before[key], after[key]), key
+
+
 class ConformanceKit:
     r"""Tests every model must pass. Needs a fixture ``entry`` (a ConformanceEntry)."""
 
@@ -129,6 +180,17 @@ class ConformanceKit:
         assert sampler(posterior).shape == (6,) + X.shape[:-1] + (2,)
         assert model.num_outputs == 2
         assert model.batch_shape == torch.Size()
+
+    @pytest.mark.parametrize("batch", [(0,), (0, 1), (3, 0), (2, 0, 4)])
+    def test_an_empty_batch_gives_an_empty_posterior(self, entry, batch) -> None:
+        model, *_ = standard_model(entry, num_outputs=2)
+        X = test_points(*batch)
+        for observation_noise in (False, True):
+            posterior = model.posterior(X, observation_noise=observation_noise)
+            assert posterior.mean.shape == posterior.variance.shape == X.shape[:-1] + (2,)
+            assert posterior.rsample(torch.Size([3])).shape == (3,) + X.shape[:-1] + (2,)
+            samples = get_sampler(posterior, torch.Size([4]), seed=0)(posterior)
+            assert samples.shape == (4,) + X.shape[:-1] + (2,)
 
     @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
     def test_dtypes(self, entry: ConformanceEntry, dtype: torch.dtype) -> None:
@@ -363,3 +425,29 @@ class ConformanceKit:
             model.posterior(torch.rand(DIM, dtype=train_X.dtype))
         with pytest.raises(ValueError, match="NaN"):
             model.posterior(torch.full((2, 1, DIM), float("nan"), dtype=train_X.dtype))
+
+    @pytest.mark.parametrize("steps", [1, 5])
+    def test_an_interrupted_first_fit_leaves_the_model_unfitted(self, entry, steps) -> None:
+        train_X, train_Y = toy_data()
+        model = entry.build(train_X, train_Y)
+        before = fitted_state(model)
+        with (
+            training_interrupted_after(steps, KeyboardInterrupt()),
+            pytest.raises(KeyboardInterrupt),
+        ):
+            model.fit(seed=0)
+        assert_same_fitted_state(before, fitted_state(model))
+        with pytest.raises(RuntimeError, match="not fitted"):
+            model.posterior(test_points(2, 1))
+        assert model.fit(seed=0).is_fitted
+
+    @pytest.mark.parametrize(
+        "error", [KeyboardInterrupt(), RuntimeError("out of memory")], ids=["interrupt", "error"]
+    )
+    def test_a_failed_refit_leaves_the_previous_fit_in_service(self, entry, error) -> None:
+        train_X, train_Y = toy_data()
+        model = entry.fitted(train_X, train_Y, seed=0)
+        before = fitted_state(model)
+        with training_interrupted_after(3, error), pytest.raises(type(error)):
+            model.fit(seed=1, epochs=7)
+        assert_same_fitted_state(before, fitted_state(model))

@@ -75,3 +75,15 @@ def test_training_result_and_buffers_follow_the_model() -> None:
     model_32 = model.to(torch.float32)
     assert model_32.train_X.dtype == torch.float32
     assert model_32.posterior(train_X[:2].float()).mean.dtype == torch.float32
+
+
+def test_fit_and_function_bank_arguments_are_checked() -> None:
+    X = torch.rand(10, 2, dtype=torch.float64)
+    model = MCDropout(X, X.sum(-1, keepdim=True), epochs=2, num_masks=4)
+    with pytest.raises(ValueError, match="progress"):
+        model.fit(seed=0, progress="yes")
+    assert not model.is_fitted
+    model.fit(seed=0)
+    for size, seed, name in [(2.5, 0, "size"), (True, 0, "size"), (4, -1, "seed"), (4, 1.5, "seed")]:
+        with pytest.raises(ValueError, match=name):
+            model.resample_function_bank(size, seed)

@@ -342,7 +342,7 @@ def test_given_noise_variance_is_in_transformed_units():
         (_grid(), 3, "m \\* d_s = 12 \\* 3"),
         (_grid(), 1, "m \\* d_s = 12 \\* 1"),
         (_grid()[:5], 2, "m \\* d_s = 5 \\* 2"),
-        (_grid(), 0, "m \\* d_s"),
+        (_grid(), 0, "num_channels must be a positive integer"),
     ],
 )
 def test_invalid_output_grid(grid, num_channels, message):
@@ -385,7 +385,7 @@ def test_latent_dim_must_split_into_the_decoder_depth_at_fit():
         ({"latent_dim": 0}, "latent_dim must be a positive integer"),
         ({"decoder_width": 0}, "decoder_width must be a positive integer"),
         ({"index_dim": 0}, "index_dim must be a positive integer"),
-        ({"num_epistemic_samples": 0}, "num_epistemic_samples must be a positive"),
+        ({"num_epistemic_samples": 1}, "num_epistemic_samples must be an integer of at least 2"),
         ({"num_training_indices": 0}, "num_training_indices must be a positive"),
         ({"evaluation_chunk_size": 0}, "evaluation_chunk_size must be a positive"),
         ({"decoder_depth": 0}, "decoder_depth must be a positive integer"),
@@ -440,7 +440,21 @@ def test_the_index_bank_can_be_redrawn_at_any_size_from_a_seed():
     assert model.posterior(X[:3]).values.shape[-3] == 300
     first = model.epistemic_indices.clone()
     assert torch.equal(model.resample_function_bank(300, seed=4).epistemic_indices, first)
-    with pytest.raises(ValueError, match="size must be at least 1"):
-        model.resample_function_bank(0, seed=0)
+    # A bank of one function has zero variance.
+    with pytest.raises(ValueError, match="size must be at least 2"):
+        model.resample_function_bank(1, seed=0)
     with pytest.raises(RuntimeError, match="NEON is not fitted"):
         NEON(X, X.sum(-1, keepdim=True)).resample_function_bank(5, seed=0)
+
+
+def test_a_diverging_refit_leaves_the_previous_fit_in_service() -> None:
+    from botorch_nn_uq.training import NonFiniteLossError
+
+    X = torch.rand(20, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    Y = X.sin().sum(-1, keepdim=True)
+    model = NEON(X, Y, epochs=50).fit(seed=0)
+    before = model.posterior(X[:3, None]).mean
+    with pytest.raises(NonFiniteLossError):
+        model.fit(seed=0, learning_rate=1e8, gradient_clip_norm=None)
+    assert model.is_fitted and model.hyperparameters.learning_rate != 1e8
+    assert torch.equal(model.posterior(X[:3, None]).mean, before)

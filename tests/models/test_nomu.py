@@ -248,8 +248,8 @@ def test_calibration_constant_scales_the_standard_deviation() -> None:
     scaled = model.posterior(X)
     torch.testing.assert_close(scaled.mean, base.mean)
     torch.testing.assert_close(scaled.variance, 6.25 * base.variance)
-    for bad in (0.0, -1.0, torch.ones(3)):
-        with pytest.raises(ValueError, match="calibration constant"):
+    for bad in (0.0, -1.0, math.inf, math.nan, torch.ones(3)):
+        with pytest.raises(ValueError, match="calibration_constant"):
             model.set_calibration_constant(bad)
     constant = NOMU(train_X, train_Y, calibration_constant=4.0, **TINY).calibration_constant
     torch.testing.assert_close(constant, torch.tensor([4.0], dtype=DTYPE))

@@ -193,3 +193,12 @@ def test_shape_mismatch_raises(mean_shape, variance_shape):
         GaussianMarginalPosterior(
             torch.zeros(mean_shape, dtype=DTYPE), torch.ones(variance_shape, dtype=DTYPE)
         )
+
+
+@pytest.mark.parametrize("shape", [(0, 1), (0, 2), (0, 3, 2), (4, 0, 2), (2, 0, 1)])
+def test_an_empty_batch_of_points_has_empty_samples(shape):
+    posterior = GaussianMarginalPosterior(*_moments(shape))
+    assert posterior.mean.shape == posterior.variance.shape == shape
+    assert posterior.rsample(torch.Size([3])).shape == (3, *shape)
+    sampler = get_sampler(posterior, torch.Size([5]), seed=0)
+    assert sampler(posterior).shape == (5, *shape)

@@ -660,3 +660,39 @@ def test_a_full_batch_step_budget_equals_the_same_number_of_epochs():
 def test_invalid_step_budgets_are_rejected(max_steps):
     with pytest.raises(ValueError, match="max_steps must be a positive integer"):
         TrainingConfig(max_steps=max_steps)
+
+
+_COUNT = (None, True, 2.5, 3.0, math.nan, math.inf, "x", 0, -1)
+_OPTIONAL_COUNT = (True, 2.5, math.nan, "x", 0, -1)
+_POSITIVE = (None, True, math.nan, math.inf, "x", 0.0, -1.0)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        *[("epochs", value) for value in _COUNT],
+        *[("lr_decay_steps", value) for value in _COUNT],
+        *[
+            (field, value)
+            for field in (
+                "max_steps",
+                "batch_size",
+                "patience",
+                "lr_reduction_patience",
+                "num_threads",
+            )
+            for value in _OPTIONAL_COUNT
+        ],
+        *[("learning_rate", value) for value in _POSITIVE],
+        *[("gradient_clip_norm", value) for value in _POSITIVE[1:]],
+        *[(field, value) for field in ("weight_decay", "min_delta") for value in _POSITIVE[:5]],
+        *[("lr_decay_rate", value) for value in (True, math.nan, "x", 0.0, 1.5)],
+        *[("lr_reduction_factor", value) for value in (None, True, math.nan, "x", 0.0, 1.0)],
+        *[("optimizer", value) for value in (None, 1, "x")],
+    ],
+    ids=repr,
+)
+def test_a_setting_of_the_wrong_type_or_value_is_rejected_naming_it(field, value):
+    # (patience=nan used to stop training after one epoch, epochs=True to train one.)
+    with pytest.raises(ValueError, match=field):
+        TrainingConfig(**{field: value})

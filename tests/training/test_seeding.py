@@ -86,3 +86,11 @@ def test_resolve_seed_none_advances_the_global_rng():
 def test_invalid_seeds_raise(seed):
     with pytest.raises(ValueError, match="seed"):
         resolve_seed(seed)
+
+
+def test_seeds_are_the_ones_torch_accepts():
+    assert resolve_seed(2**64 - 1) == 2**64 - 1
+    with seeded(2**64 - 1):
+        torch.rand(1)
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*64\)"):
+        resolve_seed(2**64)

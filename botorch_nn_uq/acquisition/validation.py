@@ -1,0 +1,41 @@
+r"""Checks of the arguments the acquisition functions share.
+
+A NaN incumbent or target does not fail on its own: it turns every acquisition value
+into NaN, zero or ``-inf``, and the optimiser then returns an arbitrary point. These
+checks reject such arguments at construction, naming them.
+"""
+
+from __future__ import annotations
+
+import torch
+from botorch.models.model import Model
+from torch import Tensor
+
+from botorch_nn_uq.checks import REALS, Interval, check_batch_broadcastable, check_finite_tensor
+
+
+def validate_best_f(best_f: float | Tensor, model: Model, interval: Interval = REALS) -> Tensor:
+    r"""``best_f`` as a float64 tensor for the model's batches, after checking it.
+
+    As for BoTorch's analytic acquisitions, ``best_f`` is a scalar or a tensor that
+    broadcasts to the model's ``batch_shape`` (one incumbent per batch of models).
+
+    Args:
+        best_f: The incumbent.
+        model: The model of the acquisition function.
+        interval: The values the incumbent can take.
+
+    Returns:
+        The incumbent, a scalar tensor if it has one entry.
+
+    Raises:
+        ValueError: If ``best_f`` is not finite, lies outside ``interval`` or does not
+            broadcast to the model's batch shape.
+    """
+    tensor = check_finite_tensor("best_f", best_f, interval=interval, dtype=torch.float64)
+    try:
+        batch_shape = model.batch_shape
+    except NotImplementedError:
+        # A model that does not state its batch shape: any shape broadcasts at evaluation.
+        batch_shape = tensor.shape
+    return check_batch_broadcastable("best_f", tensor, batch_shape)
