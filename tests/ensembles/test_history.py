@@ -7,6 +7,10 @@ import math
 import os
 import pathlib
 import pickle
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
@@ -606,3 +610,38 @@ def test_the_trainer_checkpoints_after_every_group(tmp_path, monkeypatch) -> Non
     assert saved[-1] == [0, 1, 2, 3, 4]
     checkpoint = SearchHistory.load(tmp_path / "search.pt")
     assert [c.spec.candidate_id for c in checkpoint.candidates] == [0, 1, 2, 3, 4]
+
+
+# A search long enough (8 groups of 200 epochs) to be killed while it runs.
+_LONG_SEARCH = {**OPTIONS, "pool_size": 8, "epochs": 200, "early_stopping_patience": 200}
+_KILLED_SEARCH = """
+import sys
+from tests.ensembles.test_history import _LONG_SEARCH, _data
+from botorch_nn_uq.models import NESRandomSearch
+
+NESRandomSearch(*_data(), checkpoint_path=sys.argv[1], **_LONG_SEARCH).fit(seed=0)
+"""
+
+
+def test_a_search_killed_with_sigkill_keeps_its_finished_candidates(tmp_path) -> None:
+    path = tmp_path / "search.pt"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_SEARCH, str(path)],
+        cwd=pathlib.Path(__file__).resolve().parents[2],
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not path.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert process.poll() is None, "the search ended before it could be killed"
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait()
+    checkpoint = SearchHistory.load(path)
+    assert 0 < len(checkpoint.candidates) < _LONG_SEARCH["pool_size"]
+    X, Y = _data()
+    resumed = NESRandomSearch(X, Y, resume_from=checkpoint, **_LONG_SEARCH).fit(seed=0)
+    uninterrupted = NESRandomSearch(X, Y, **_LONG_SEARCH).fit(seed=0)
+    _assert_same_model(resumed, uninterrupted)

@@ -117,7 +117,7 @@ def test_a_mask_bank_larger_than_q_is_used_and_can_be_regrown():
     assert all(torch.equal(a, b) for a, b in zip(masks, model.masks, strict=True))
     proposals = batch_thompson_sampling(model, BOUNDS, 40, num_candidates=512, seed=0)
     assert batch_diversity(proposals, BOUNDS).duplicates == 0
-    with pytest.raises(ValueError, match="size must be at least 2"):
+    with pytest.raises(ValueError, match="size must be an integer of at least 2"):
         model.resample_function_bank(1, seed=0)
 
 

@@ -441,7 +441,7 @@ def test_the_index_bank_can_be_redrawn_at_any_size_from_a_seed():
     first = model.epistemic_indices.clone()
     assert torch.equal(model.resample_function_bank(300, seed=4).epistemic_indices, first)
     # A bank of one function has zero variance.
-    with pytest.raises(ValueError, match="size must be at least 2"):
+    with pytest.raises(ValueError, match="size must be an integer of at least 2"):
         model.resample_function_bank(1, seed=0)
     with pytest.raises(RuntimeError, match="NEON is not fitted"):
         NEON(X, X.sum(-1, keepdim=True)).resample_function_bank(5, seed=0)
