@@ -84,6 +84,11 @@ def test_fit_and_function_bank_arguments_are_checked() -> None:
         model.fit(seed=0, progress="yes")
     assert not model.is_fitted
     model.fit(seed=0)
-    for size, seed, name in [(2.5, 0, "size"), (True, 0, "size"), (4, -1, "seed"), (4, 1.5, "seed")]:
+    for size, seed, name in [
+        (2.5, 0, "size"),
+        (True, 0, "size"),
+        (4, -1, "seed"),
+        (4, 1.5, "seed"),
+    ]:
         with pytest.raises(ValueError, match=name):
             model.resample_function_bank(size, seed)
