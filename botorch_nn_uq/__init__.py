@@ -1,11 +1,13 @@
 """botorch-nn-uq: neural-network surrogates with uncertainty for BoTorch.
 
 Importing the package registers its posterior samplers with BoTorch, so every MC
-acquisition function works with its models.
+acquisition function works with its models, and registers the models with Ax's modular
+BoTorch generator once that is imported (see :mod:`botorch_nn_uq.integrations`).
 """
 
 from botorch_nn_uq.fit import fit_model
 from botorch_nn_uq.generation import batch_thompson_sampling
+from botorch_nn_uq.integrations import register_integrations
 from botorch_nn_uq.models import (
     NOMU,
     DeepEnsemble,
@@ -19,6 +21,8 @@ from botorch_nn_uq.posteriors import (
     GaussianMarginalPosterior,
     MixtureOfGaussiansPosterior,
 )
+
+register_integrations()
 
 __version__ = "0.1.0"
 

@@ -10,6 +10,12 @@ that lies farther than ``exclusion_radius`` from every point already chosen and 
 point already evaluated, so a function used for ``c`` slots contributes its ``c`` best
 separated candidates (per-member proposals with penalisation of near-duplicates).
 
+BoTorch's ``MaxPosteriorSampling`` is plain Thompson sampling: one function per sample
+from ``posterior.rsample``. An ensemble of ``K`` members then gives at most ``K``
+distinct points (``replacement=False`` takes each sample's next-best candidates); MC
+dropout and NEON draw fresh masks or indices beyond their bank, so every sample is a
+distinct function.
+
 The candidate set mixes global scrambled-Sobol points with TuRBO-style local
 perturbations of the best points observed so far (Eriksson et al., 2019): each
 coordinate of a centre is perturbed with probability ``min(1, 20 / d)``, so in high

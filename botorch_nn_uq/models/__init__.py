@@ -6,6 +6,7 @@ from botorch_nn_uq.models.ensemble import (
     DeepEnsembleHyperparameters,
     UncertaintyDecomposition,
 )
+from botorch_nn_uq.models.fantasy import FantasyModel
 from botorch_nn_uq.models.hyper_deep_ensemble import (
     HyperDeepEnsemble,
     HyperDeepEnsembleHyperparameters,
@@ -27,6 +28,7 @@ __all__ = [
     "AutoDEUQHyperparameters",
     "DeepEnsemble",
     "DeepEnsembleHyperparameters",
+    "FantasyModel",
     "HyperDeepEnsemble",
     "HyperDeepEnsembleHyperparameters",
     "MCDropout",

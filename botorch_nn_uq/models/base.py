@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
@@ -13,10 +14,13 @@ from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.posteriors import Posterior
+from botorch.utils.datasets import SupervisedDataset
 from torch import Tensor, nn
 from typing_extensions import Self
 
 from botorch_nn_uq.checks import check_boolean, check_integer, check_seed
+from botorch_nn_uq.models import checkpoint
+from botorch_nn_uq.models.fantasy import ConditioningMixin
 from botorch_nn_uq.models.scaling import (
     warn_on_extreme_target_scale,
     warn_on_inputs_outside_bounds,
@@ -55,7 +59,7 @@ TRAINING_BOUNDS_TOLERANCE = 1e-2
 TEST_BOUNDS_TOLERANCE = 0.5
 
 
-class NeuralSurrogateModel(Model, ABC):
+class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
     r"""Base class of the package's neural surrogates (a BoTorch ``Model``).
 
     It implements, once for every model:
@@ -69,6 +73,13 @@ class NeuralSurrogateModel(Model, ABC):
     - :meth:`posterior` honouring ``output_indices``, ``observation_noise`` (bool or a
       ``batch_shape x q x m`` tensor of noise variances in the transformed outcome space,
       as for BoTorch's GPs) and ``posterior_transform``.
+    - :meth:`condition_on_observations` and :meth:`fantasize` by warm-started short
+      refits (see :mod:`botorch_nn_uq.models.fantasy`).
+    - checkpoints: a fitted model's ``state_dict`` (network, fitted buffers and
+      transforms, not the training data) loads into a freshly constructed model of the
+      same class and configuration, on any training data, which then serves the same
+      posterior (see :mod:`botorch_nn_uq.models.checkpoint`), or, with
+      ``refit_on_load``, retrains on its own data.
 
     Subclasses declare ``hyperparameter_class`` (a frozen dataclass validating its
     fields) and implement :meth:`_fit` and :meth:`_predict`.
@@ -79,24 +90,46 @@ class NeuralSurrogateModel(Model, ABC):
         input_transform: An optional BoTorch ``InputTransform`` (e.g. ``Normalize(d)``).
         outcome_transform: An optional BoTorch ``OutcomeTransform`` (e.g.
             ``Standardize(m)``).
+        refit_on_load: Make ``load_state_dict`` retrain the model on its own training
+            data, with the checkpoint's configuration and fit seed, instead of serving
+            the checkpoint's network: a checkpoint then acts like hyperparameters loaded
+            into a GP on other data, which the GP is conditioned on. Ax's
+            cross-validation loads the all-data model's checkpoint into a model per fold;
+            :mod:`botorch_nn_uq.integrations.ax` sets this so that no fold's model has
+            seen its held-out points.
         **hyperparameters: Values for fields of ``hyperparameter_class``.
     """
 
     hyperparameter_class: ClassVar[type]
     #: The fewest training points a model accepts.
     min_training_points: ClassVar[int] = 2
+    #: The hyperparameters that shape the fitted network and its posterior: a checkpoint
+    #: loads only into a model with the same values.
+    checkpoint_hyperparameters: ClassVar[tuple[str, ...]] = ()
+    #: Attributes a fit sets, besides ``training_result``, that record how it went and
+    #: that the posterior does not need; a checkpoint does not hold them.
+    fit_records: ClassVar[tuple[str, ...]] = ()
+    #: The network outputs the posterior serves, set by :meth:`subset_output`; ``None``
+    #: serves all of them.
+    _output_selection: list[int] | None = None
 
     def __init__(
         self,
         train_X: Tensor,
         train_Y: Tensor,
-        *,
+        # Positional-or-keyword as in BoTorch's GPs: Ax looks for the transforms among
+        # these arguments (not keyword-only ones) before it passes them.
         input_transform: InputTransform | None = None,
         outcome_transform: OutcomeTransform | None = None,
+        *,
+        refit_on_load: bool = False,
         **hyperparameters: Any,
     ) -> None:
         super().__init__()
         validate_training_data(train_X, train_Y, min_points=self.min_training_points)
+        check_boolean("refit_on_load", refit_on_load)
+        self.refit_on_load = refit_on_load
+        self.register_load_state_dict_post_hook(_refit_after_load)
         self.hyperparameters = build_hyperparameters(self.hyperparameter_class, hyperparameters)
         with torch.no_grad():
             transformed_X = self.transform_inputs(train_X, input_transform=input_transform)
@@ -115,18 +148,89 @@ class NeuralSurrogateModel(Model, ABC):
         )
         if input_transform is not None:
             self.input_transform = input_transform
-        self.register_buffer("train_X", train_X)
-        self.register_buffer("transformed_train_Y", transformed_Y.detach())
+        # Not persistent: a checkpoint is the trained function and loads into a model
+        # constructed on any data (as BoTorch's GPs keep train_inputs out of state_dict).
+        self.register_buffer("train_X", train_X, persistent=False)
+        self.register_buffer("transformed_train_Y", transformed_Y.detach(), persistent=False)
+        self._fitted_buffers: set[str] = set()
+        # The networks' outputs (train_Y's columns); num_outputs counts the served ones.
         self._num_outputs = train_Y.shape[-1]
         self.network: nn.Module | None = None
         self.training_result: TrainingResult | None = None
         self.fit_seed: int | None = None
         self.to(train_X)
 
+    @classmethod
+    def construct_inputs(
+        cls, training_data: SupervisedDataset, **model_options: Any
+    ) -> dict[str, Any]:
+        r"""The constructor's keyword arguments for ``training_data``, with
+        ``model_options`` (hyperparameters and other constructor arguments) passed
+        through; Ax builds models this way, from ``ModelConfig.model_options``.
+
+        Observed noise variances (``training_data.Yvar``) are not passed: the models
+        estimate the observation noise from their residuals.
+
+        Args:
+            training_data: A ``SupervisedDataset`` with ``n x d`` inputs and ``n x m``
+                outcomes.
+            **model_options: Keyword arguments of the constructor other than the
+                training data, e.g. ``ensemble_size=8``.
+
+        Returns:
+            A dict of keyword arguments with ``train_X`` and ``train_Y``.
+        """
+        if not isinstance(training_data, SupervisedDataset):
+            raise TypeError(
+                "Expected `training_data` to be a `SupervisedDataset`; got "
+                f"{type(training_data).__name__}."
+            )
+        reserved = sorted({"train_X", "train_Y"} & set(model_options))
+        if reserved:
+            raise TypeError(
+                f"{cls.__name__}.construct_inputs takes the training data from "
+                f"training_data; got {reserved} in the model options too."
+            )
+        return {"train_X": training_data.X, "train_Y": training_data.Y, **model_options}
+
     @property
     def num_outputs(self) -> int:
-        r"""The number of outputs ``m``."""
-        return self._num_outputs
+        r"""The number of outputs ``m`` (after :meth:`subset_output`, the selected ones)."""
+        if self._output_selection is None:
+            return self._num_outputs
+        return len(self._output_selection)
+
+    def subset_output(self, idcs: list[int]) -> Self:
+        r"""A copy of the model that serves only the outputs ``idcs``.
+
+        The copy evaluates the same networks and selects their outputs before anything
+        else, so its posterior equals ``self.posterior(X, output_indices=idcs)`` bit for
+        bit, for every ``observation_noise`` (a noise tensor then has one column per
+        selected output) and ``posterior_transform``. Its outcome transform is
+        ``outcome_transform.subset_output(idcs)``. Networks and training data keep all
+        outputs: a refit of the copy trains on all of them and serves the selected ones.
+
+        Args:
+            idcs: Distinct output indices, each in ``[-m, m)``, in the order to serve.
+
+        Returns:
+            The copy (fitted if this model is), sharing no state with this model.
+        """
+        indices = validate_output_indices(idcs, self.num_outputs, name="idcs")
+        indices = [i % self.num_outputs for i in indices]
+        if len(set(indices)) != len(indices):
+            raise ValueError(f"subset_output needs distinct output indices; got {idcs}.")
+        if self._output_selection is not None:
+            indices_in_network = [self._output_selection[i] for i in indices]
+        else:
+            indices_in_network = indices
+        # Hyperparameters are frozen and may hold executors that cannot be copied.
+        subset = copy.deepcopy(self, memo={id(self.hyperparameters): self.hyperparameters})
+        subset._output_selection = indices_in_network
+        outcome_transform = getattr(self, "outcome_transform", None)
+        if outcome_transform is not None:
+            subset.outcome_transform = outcome_transform.subset_output(indices)
+        return subset
 
     @property
     def batch_shape(self) -> torch.Size:
@@ -263,7 +367,28 @@ class NeuralSurrogateModel(Model, ABC):
                 ]
             residuals = torch.cat(means) - train_Y
             noise_variance = residuals.pow(2).mean(dim=0).clamp_min(1e-6)
-        self.register_buffer("noise_variance", noise_variance)
+        self._register_fitted_buffer("noise_variance", noise_variance)
+
+    def _register_fitted_buffer(self, name: str, tensor: Tensor) -> None:
+        r"""Register a buffer that a fit computes and the posterior reads, so that a
+        checkpoint carries it and loading recreates it (a fresh model lacks it)."""
+        self.register_buffer(name, tensor)
+        self._fitted_buffers.add(name)
+
+    def get_extra_state(self) -> Tensor:
+        r"""The checkpoint header stored under ``"_extra_state"`` in ``state_dict``
+        (see :mod:`botorch_nn_uq.models.checkpoint`), a ``uint8`` tensor."""
+        return checkpoint.encode_header(checkpoint.model_header(self))
+
+    def set_extra_state(self, state: Tensor) -> None:
+        r"""Restore the fit's non-tensor attributes from a checkpoint header."""
+        checkpoint.restore_fit_attributes(self, state)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        # Before PyTorch copies the tensors: a fresh model has neither the network nor
+        # the fitted buffers that a checkpoint fills.
+        checkpoint.prepare_to_load(self, state_dict, prefix)
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     @abstractmethod
     def _build_network(self, input_dim: int, output_dim: int) -> nn.Module | None:
@@ -342,6 +467,8 @@ class NeuralSurrogateModel(Model, ABC):
                 observation_noise, transformed_X.shape[:-1] + torch.Size([self.num_outputs])
             )
         posterior = self._predict(transformed_X, observation_noise=observation_noise is True)
+        if self._output_selection is not None:
+            posterior = posterior.subset_outputs(self._output_selection)
         if isinstance(observation_noise, Tensor):
             posterior = posterior.add_observation_noise(observation_noise.to(transformed_X))
         outcome_transform = getattr(self, "outcome_transform", None)
@@ -356,6 +483,16 @@ class NeuralSurrogateModel(Model, ABC):
         if posterior_transform is not None:
             posterior = apply_posterior_transform(posterior, posterior_transform, X=transformed_X)
         return posterior
+
+
+def _refit_after_load(model: NeuralSurrogateModel, incompatible_keys: Any) -> None:
+    r"""The ``load_state_dict`` post-hook of :class:`NeuralSurrogateModel`: retrain a
+    model with ``refit_on_load`` on its own data once the checkpoint is loaded."""
+    if model.refit_on_load and model.is_fitted:
+        # Loading may happen under `torch.no_grad()` (as in prediction code); training
+        # needs gradients.
+        with torch.enable_grad():
+            model.fit(seed=model.fit_seed)
 
 
 class ResizableFunctionBank(ABC):

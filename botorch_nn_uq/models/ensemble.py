@@ -252,6 +252,13 @@ class DeepEnsemble(NeuralSurrogateModel):
     """
 
     hyperparameter_class = DeepEnsembleHyperparameters
+    checkpoint_hyperparameters = (
+        "ensemble_size",
+        "hidden_widths",
+        "activation",
+        "likelihood",
+        "min_std",
+    )
 
     def _build_network(self, input_dim: int, output_dim: int) -> EnsembleNetwork:
         hp = self.hyperparameters
@@ -332,7 +339,7 @@ class DeepEnsemble(NeuralSurrogateModel):
             )
         if not weights.sum() > 0:
             raise ValueError("member weights must have a positive sum.")
-        self.register_buffer("member_weights", (weights / weights.sum()).detach())
+        self._register_fitted_buffer("member_weights", (weights / weights.sum()).detach())
 
     def _warn_if_single_member(self) -> None:
         r"""Warn when a fit's member selection kept one member: without observation

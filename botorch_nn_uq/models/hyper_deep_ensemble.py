@@ -132,6 +132,9 @@ class HyperDeepEnsemble(DeepEnsemble):
     """
 
     hyperparameter_class = HyperDeepEnsembleHyperparameters
+    # The selection (with replacement) chooses the number of distinct members.
+    checkpoint_hyperparameters = ("hidden_widths", "activation", "likelihood", "min_std")
+    fit_records = ("search_history", "ensemble_validation_nll")
 
     def _build_network(self, input_dim: int, output_dim: int) -> None:
         r"""None: the search chooses the members (so ``warm_start`` is not supported)."""

@@ -89,7 +89,9 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
     batched forward pass; MC samples are joint across the q-batch and ``optimize_acqf``
     sees a smooth deterministic acquisition. With ``observation_noise=True`` the
     posterior is a mixture with one Gaussian per mask (homoscedastic noise, see
-    ``noise_variance``).
+    ``noise_variance``). ``posterior.rsample`` with more samples than masks adds fresh
+    masks, so Thompson sampling with BoTorch's ``MaxPosteriorSampling`` gets a distinct
+    function per sample.
 
     Args:
         train_X: An ``n x d`` tensor of training inputs.
@@ -110,6 +112,7 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
     """
 
     hyperparameter_class = MCDropoutHyperparameters
+    checkpoint_hyperparameters = ("hidden_widths", "activation", "dropout")
     min_function_bank_size = 2
 
     def _build_network(self, input_dim: int, output_dim: int) -> DropoutMLP:
@@ -145,7 +148,7 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
     def _set_function_bank(self, size: int) -> None:
         # Buffers (not a plain list) so that the bank follows the model in .to(...).
         for layer, mask in enumerate(self.network.sample_masks(size)):
-            self.register_buffer(f"dropout_mask_{layer}", mask.detach())
+            self._register_fitted_buffer(f"dropout_mask_{layer}", mask.detach())
 
     @property
     def masks(self) -> list[Tensor]:
@@ -158,7 +161,11 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
     def _predict(
         self, X: Tensor, observation_noise: bool
     ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior:
-        posterior = FunctionEnsemblePosterior(self.network(X, masks=self.masks))
+        network = self.network
+        posterior = FunctionEnsemblePosterior(
+            network(X, masks=self.masks),
+            draw_functions=lambda num_masks: network(X, masks=network.sample_masks(num_masks)),
+        )
         if observation_noise:
             return posterior.add_observation_noise(self.noise_variance)
         return posterior

@@ -183,7 +183,9 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
     ``num_epistemic_samples`` indices ``z`` drawn from the fit's seed
     (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`): a sample is one
     ``z`` at all q points and all grid points (joint), and ``optimize_acqf`` sees a
-    smooth deterministic function. Inputs are evaluated in chunks of
+    smooth deterministic function. ``posterior.rsample`` with more samples than indices
+    adds fresh indices, so Thompson sampling with BoTorch's ``MaxPosteriorSampling``
+    gets a distinct function per sample. Inputs are evaluated in chunks of
     ``evaluation_chunk_size``. With a composite objective (see
     :meth:`botorch_nn_uq.problems.CompositeProblem.objective`) MC acquisitions apply the
     known functional ``g`` to every function sample.
@@ -191,11 +193,11 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
     Args:
         train_X: An ``n x d`` tensor of inputs ``u``.
         train_Y: An ``n x (m * d_s)`` tensor of outputs (``n x m`` without a grid).
+        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
+        outcome_transform: An optional outcome transform, e.g. ``Standardize(m * d_s)``.
         output_grid: An ``m x d_y`` tensor of query coordinates (standardised inside),
             or ``None`` for a scalar / multi-output surrogate.
         num_channels: ``d_s``, channels per grid point.
-        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
-        outcome_transform: An optional outcome transform, e.g. ``Standardize(m * d_s)``.
         preset: Start from :meth:`NEONHyperparameters.preset` ``(preset)``
             (``"pollutants"`` or ``"brusselator"``); ``hyperparameters`` override it.
         **hyperparameters: Fields of :class:`NEONHyperparameters`.
@@ -210,17 +212,30 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
     """
 
     hyperparameter_class = NEONHyperparameters
+    checkpoint_hyperparameters = (
+        "encoder_widths",
+        "latent_dim",
+        "decoder_depth",
+        "decoder_width",
+        "fourier_scale",
+        "activation",
+        "epinet_widths",
+        "index_dim",
+        "prior_widths",
+        "prior_scale",
+        "output_activation",
+    )
     min_function_bank_size = 2
 
     def __init__(
         self,
         train_X: Tensor,
         train_Y: Tensor,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
         *,
         output_grid: Tensor | None = None,
         num_channels: int = 1,
-        input_transform: InputTransform | None = None,
-        outcome_transform: OutcomeTransform | None = None,
         preset: str | None = None,
         **hyperparameters: Any,
     ) -> None:
@@ -341,18 +356,20 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
 
     def _set_function_bank(self, size: int) -> None:
         indices = torch.randn(size, self.hyperparameters.index_dim).to(self.train_X)
-        self.register_buffer("epistemic_indices", indices)
+        self._register_fitted_buffer("epistemic_indices", indices)
 
-    def function_samples(self, X: Tensor) -> Tensor:
+    def function_samples(self, X: Tensor, indices: Tensor | None = None) -> Tensor:
         r"""The bank's function samples at transformed inputs.
 
         Args:
             X: A ``batch_shape x q x d`` tensor of transformed inputs.
+            indices: An ``S x index_dim`` tensor of epistemic indices; the bank's
+                ``epistemic_indices`` if ``None``.
 
         Returns:
             A ``batch_shape x S x q x num_outputs`` tensor in the transformed outcome space.
         """
-        Z = self.epistemic_indices
+        Z = self.epistemic_indices if indices is None else indices
         points = X.reshape(-1, X.shape[-1])
         chunks = []
         for chunk in points.split(self.hyperparameters.evaluation_chunk_size):
@@ -362,13 +379,17 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
             else:
                 samples = self.network(chunk, None, Z)
             chunks.append(samples)
-        values = torch.cat(chunks).reshape(*X.shape[:-1], Z.shape[0], self.num_outputs)
+        values = torch.cat(chunks).reshape(*X.shape[:-1], Z.shape[0], self._num_outputs)
         return values.movedim(-2, -3)
 
     def _predict(
         self, X: Tensor, observation_noise: bool
     ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior:
-        posterior = FunctionEnsemblePosterior(self.function_samples(X))
+        index_dim = self.hyperparameters.index_dim
+        posterior = FunctionEnsemblePosterior(
+            self.function_samples(X),
+            draw_functions=lambda n: self.function_samples(X, torch.randn(n, index_dim).to(X)),
+        )
         if observation_noise:
             return posterior.add_observation_noise(self.noise_variance)
         return posterior

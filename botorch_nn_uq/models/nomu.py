@@ -348,6 +348,8 @@ class NOMU(NeuralSurrogateModel):
         train_X: An ``n x d`` tensor of training inputs.
         train_Y: An ``n x m`` tensor of training targets (every output gets its own mean
             and raw-uncertainty output; the loss terms are summed over outputs).
+        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
+        outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
         bounds: A ``2 x d`` tensor, the input box of the artificial points in original
             units (for BO: the search box).
         mean_network: A pre-trained mean network (an ``nn.Sequential`` of ``nn.Linear``
@@ -356,8 +358,6 @@ class NOMU(NeuralSurrogateModel):
             the uncertainty network is trained (term (a) is dropped). ``mean_widths`` is
             then ignored.
         calibration_constant: The initial ``c`` (a positive scalar or ``m`` values).
-        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
-        outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
         preset: Start from :meth:`NOMUHyperparameters.preset` ``(preset)`` (BoTorch
             coordinates) instead of the defaults.
         **hyperparameters: Fields of :class:`NOMUHyperparameters`.
@@ -377,17 +377,28 @@ class NOMU(NeuralSurrogateModel):
     """
 
     hyperparameter_class = NOMUHyperparameters
+    checkpoint_hyperparameters = (
+        "mean_widths",
+        "uncertainty_widths",
+        "activation",
+        "connected_mean_layers",
+        "learn_noise",
+        "min_noise_std",
+        "min_uncertainty",
+        "max_uncertainty",
+        "readout",
+    )
 
     def __init__(
         self,
         train_X: Tensor,
         train_Y: Tensor,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
         *,
         bounds: Tensor | None = None,
         mean_network: nn.Sequential | None = None,
         calibration_constant: float | Tensor = 1.0,
-        input_transform: InputTransform | None = None,
-        outcome_transform: OutcomeTransform | None = None,
         preset: str | None = None,
         **hyperparameters: Any,
     ) -> None:
@@ -424,6 +435,23 @@ class NOMU(NeuralSurrogateModel):
         self.pretrained_mean_network = mean_network
         self.register_buffer("calibration_constant", torch.ones(self.num_outputs).to(train_X))
         self.set_calibration_constant(calibration_constant)
+
+    def subset_output(self, idcs: list[int]) -> NOMU:
+        r"""A copy of the model that serves only the outputs ``idcs`` (see
+        :meth:`NeuralSurrogateModel.subset_output`), with their calibration constants."""
+        subset = super().subset_output(idcs)
+        served = [i % self.num_outputs for i in idcs]
+        subset.calibration_constant = self.calibration_constant[served].clone()
+        return subset
+
+    def _network_calibration_constant(self) -> Tensor:
+        r"""``c`` per network output: a subset model keeps ``c`` for its served outputs
+        only, and the outputs it drops after :meth:`_predict` take ``1``."""
+        if self._output_selection is None:
+            return self.calibration_constant
+        constant = torch.ones(self._num_outputs).to(self.calibration_constant)
+        served = torch.tensor(self._output_selection, device=constant.device)
+        return constant.index_copy(0, served, self.calibration_constant)
 
     def set_calibration_constant(self, value: float | Tensor) -> None:
         r"""Set the calibration constant ``c``: a positive scalar (all outputs) or a
@@ -499,7 +527,7 @@ class NOMU(NeuralSurrogateModel):
         hp = self.hyperparameters
         network = self.network
         box = self.artificial_input_box()
-        self.register_buffer("fitted_artificial_input_box", box)
+        self._register_fitted_buffer("fitted_artificial_input_box", box)
         config = hp.training_config()
         num_data = train_X.shape[0]
         train_mean = self.pretrained_mean_network is None
@@ -586,7 +614,7 @@ class NOMU(NeuralSurrogateModel):
         model_uncertainty = nomu_readout(
             output.raw_uncertainty, hp.min_uncertainty, hp.max_uncertainty, hp.readout
         )
-        variance = (self.calibration_constant * model_uncertainty).square()
+        variance = (self._network_calibration_constant() * model_uncertainty).square()
         if observation_noise and output.noise_std is not None:
             variance = variance + output.noise_std.square()
         return GaussianMarginalPosterior(output.mean, variance)

@@ -240,6 +240,9 @@ class SearchedEnsemble(DeepEnsemble):
 
     method: ClassVar[str]
     min_training_points = 4
+    # The search chooses the architectures; the checkpoint describes them.
+    checkpoint_hyperparameters = ("likelihood", "min_std")
+    fit_records = ("search_history",)
 
     def _build_network(self, input_dim: int, output_dim: int) -> None:
         r"""None: the search chooses the members (``warm_start`` is not supported)."""

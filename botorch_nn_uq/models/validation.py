@@ -113,24 +113,27 @@ def validate_test_inputs(X: Tensor, train_X: Tensor) -> None:
         raise ValueError("X contains NaN or infinite values.")
 
 
-def validate_output_indices(output_indices: Iterable[int], num_outputs: int) -> list[int]:
-    r"""Check ``output_indices`` of ``posterior`` and return them as a list.
+def validate_output_indices(
+    output_indices: Iterable[int], num_outputs: int, name: str = "output_indices"
+) -> list[int]:
+    r"""Check output indices (of ``posterior``, ``subset_output``) and return a list.
 
     Args:
         output_indices: Indices of outputs, each in ``[-num_outputs, num_outputs)``.
         num_outputs: The model's number of outputs ``m``.
+        name: The argument's name in error messages.
 
     Raises:
         ValueError: If the indices are empty, not integers (``0.0`` and ``True`` are
             not indices) or out of range.
     """
     if isinstance(output_indices, (str, bytes, Tensor)) or not isinstance(output_indices, Iterable):
-        raise ValueError(f"output_indices must be a list of integers; got {output_indices!r}.")
+        raise ValueError(f"{name} must be a list of integers; got {output_indices!r}.")
     indices = list(output_indices)
     invalid = [i for i in indices if not (is_integer(i) and -num_outputs <= i < num_outputs)]
     if invalid or not indices:
         raise ValueError(
-            f"output_indices {indices} are invalid for a model with {num_outputs} "
+            f"{name} {indices} are invalid for a model with {num_outputs} "
             "output(s): give a non-empty list of integer indices."
         )
     return indices

@@ -16,6 +16,7 @@ from botorch_nn_uq.posteriors.ensemble import (
 )
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior, min_variance
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior, MixtureSampler
+from botorch_nn_uq.posteriors.stacking import stack_posteriors
 from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
 
 __all__ = [
@@ -26,5 +27,6 @@ __all__ = [
     "MixtureSampler",
     "apply_posterior_transform",
     "min_variance",
+    "stack_posteriors",
     "systematic_member_indices",
 ]

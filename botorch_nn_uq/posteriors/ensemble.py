@@ -8,6 +8,7 @@ the q-batch, which is what q-batch acquisitions such as ``qLogEI`` need.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -78,11 +79,22 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
       point does not depend on which other points share its batch; ``optimize_acqf``
       sees one deterministic function.
 
+    :meth:`rsample` (which BoTorch's ``MaxPosteriorSampling`` and ``qMaxValueEntropy``'s
+    max-value draws call) gives distinct functions while the bank has enough. A bank
+    drawn from a distribution over functions (dropout masks, epistemic indices) comes
+    with ``draw_functions``, and larger requests then take fresh functions of that
+    distribution instead of repeating the bank. An ensemble of ``K`` trained members has
+    no such distribution, so ``K`` functions is all it can give.
+
     Args:
         values: A ``batch_shape x s x q x m`` tensor: function ``k`` evaluated at the
             ``q`` points.
         weights: An optional ``s``-dim tensor of member weights (normalised here);
             uniform if omitted.
+        draw_functions: For an equally weighted bank drawn from a distribution over
+            functions: a callable that draws ``n`` new functions of that distribution
+            from torch's global RNG and returns them at the same points, as a
+            ``batch_shape x n x q x m`` tensor.
 
     Example:
         >>> posterior = FunctionEnsemblePosterior(torch.randn(5, 16, 3, 1))
@@ -90,7 +102,14 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
         torch.Size([32, 5, 3, 1])
     """
 
-    def __init__(self, values: Tensor, weights: Tensor | None = None) -> None:
+    def __init__(
+        self,
+        values: Tensor,
+        weights: Tensor | None = None,
+        draw_functions: Callable[[int], Tensor] | None = None,
+    ) -> None:
+        if draw_functions is not None and weights is not None:
+            raise ValueError("draw_functions needs an equally weighted bank (weights=None).")
         if weights is not None:
             if weights.ndim != 1 or weights.shape[0] != values.shape[-3]:
                 raise ValueError(
@@ -100,6 +119,7 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
             if (weights < 0).any() or weights.sum() <= 0:
                 raise ValueError("weights must be non-negative with a positive sum.")
         super().__init__(values=values, weights=weights)
+        self._draw_functions = draw_functions
 
     @property
     def variance(self) -> Tensor:
@@ -107,12 +127,35 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
         weights = self.weights[..., None, None]
         return (weights * (self.values - self.mean.unsqueeze(-3)) ** 2).sum(dim=-3)
 
+    @property
+    def mixture_variance(self) -> Tensor:
+        r"""The same as :attr:`variance`. Ax reads ``mixture_variance`` of ensemble
+        posteriors for its predictions and cross-validation, which then agree with
+        ``variance``; the parent's unbiased estimate would not, and is undefined
+        (``0 / 0``) when one member carries all the weight, as a greedy ensemble
+        selection can choose."""
+        return self.variance
+
     def rsample(self, sample_shape: torch.Size | None = None) -> Tensor:
         r"""Draw ``sample_shape x batch_shape x q x m`` samples (with gradients), with
-        member indices shared across the batch and drawn from the global RNG."""
+        member indices shared across the batch and drawn from the global RNG.
+
+        Up to ``s`` samples (uniform weights) are distinct functions of the bank. With
+        ``draw_functions``, ``N > s`` samples are the ``s`` bank functions and ``N - s``
+        fresh ones in random order, all distinct; without it the bank repeats.
+        """
         sample_shape = torch.Size([1]) if not sample_shape else torch.Size(sample_shape)
-        indices = systematic_member_indices(self.weights, sample_shape)
-        return self.rsample_from_base_samples(sample_shape, indices)
+        num_samples = sample_shape.numel()
+        if self._draw_functions is None or num_samples <= self.ensemble_size:
+            indices = systematic_member_indices(self.weights, sample_shape)
+            return self.rsample_from_base_samples(sample_shape, indices)
+        # A repeated function repeats its maximiser: Thompson sampling by
+        # MaxPosteriorSampling would return fewer distinct points than asked for.
+        fresh = self._draw_functions(num_samples - self.ensemble_size)
+        values = torch.cat([self.values, fresh], dim=-3)
+        order = torch.randperm(num_samples, device=self.device)
+        selected = values.index_select(-3, order).movedim(len(self.batch_shape), 0)
+        return selected.reshape(self._extended_shape(sample_shape))
 
     def rsample_from_base_samples(self, sample_shape: torch.Size, base_samples: Tensor) -> Tensor:
         r"""Select functions by index.
@@ -132,9 +175,19 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
         batch_ndim = len(self.batch_shape)
         return selected.movedim(batch_ndim, 0).reshape(self._extended_shape(sample_shape))
 
+    def _map_functions(self, function_map: Callable[[Tensor], Tensor]) -> FunctionEnsemblePosterior:
+        r"""The posterior of ``function_map`` applied to every function (a map of
+        ``batch_shape x s x q x m`` values), fresh draws included."""
+        draw = self._draw_functions
+        return FunctionEnsemblePosterior(
+            function_map(self.values),
+            self._weights,
+            draw_functions=None if draw is None else lambda n: function_map(draw(n)),
+        )
+
     def subset_outputs(self, output_indices: list[int]) -> FunctionEnsemblePosterior:
         r"""The posterior over the outputs ``output_indices`` only."""
-        return FunctionEnsemblePosterior(self.values[..., output_indices], self._weights)
+        return self._map_functions(lambda values: values[..., output_indices])
 
     def add_observation_noise(self, noise_variance: Tensor) -> MixtureOfGaussiansPosterior:
         r"""The predictive posterior of noisy observations: a mixture with one Gaussian
@@ -156,14 +209,11 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
         r"""Map every function to original outcome units with
         ``outcome_transform.untransform`` (valid for any pointwise transform, including
         non-linear ones such as ``Log``)."""
-        values, _ = outcome_transform.untransform(self.values, X=X)
-        return FunctionEnsemblePosterior(values, self._weights)
+        return self._map_functions(lambda values: outcome_transform.untransform(values, X=X)[0])
 
     def scalarize(self, weights: Tensor, offset: float = 0.0) -> FunctionEnsemblePosterior:
         r"""The posterior of ``offset + Y @ weights`` for an ``m``-dim ``weights``."""
-        return FunctionEnsemblePosterior(
-            offset + self.values @ weights.unsqueeze(-1), self._weights
-        )
+        return self._map_functions(lambda values: offset + values @ weights.unsqueeze(-1))
 
 
 class EnsembleIndexSampler(MCSampler):

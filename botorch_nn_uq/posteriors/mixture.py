@@ -7,19 +7,27 @@ Each ensemble member ``k`` (weight ``w_k``, weights summing to one) predicts a G
 ``variance = sum_k w_k sigma_k^2 (aleatoric) + sum_k w_k (mu_k - mean)^2 (epistemic)``,
 
 with divisor one (weights summing to one), i.e. the moments of the mixture itself.
+
+Acquisitions that need a Gaussian (``qMaxValueEntropy``'s noisy observations read
+``posterior.distribution``) see the MOMENT-MATCHED Gaussian of the mixture
+(:meth:`MixtureOfGaussiansPosterior.moment_matched_posterior`).
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import torch
+from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.posteriors.posterior import Posterior
 from botorch.sampling.base import MCSampler
 from botorch.sampling.get_sampler import GetSampler
+from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from torch import Tensor
 
 from botorch_nn_uq.posteriors.ensemble import base_samples_are_stale, systematic_member_indices
+from botorch_nn_uq.posteriors.gaussian import min_variance
 
 if TYPE_CHECKING:
     from botorch.models.transforms.outcome import OutcomeTransform
@@ -31,6 +39,11 @@ class MixtureOfGaussiansPosterior(Posterior):
     A sample picks one member (the same for all ``q`` points and outputs: samples are
     joint across the q-batch through the member) and adds that member's Gaussian noise,
     independently per point and output.
+
+    BoTorch's normal samplers (``SobolQMCNormalSampler``, ``IIDNormalSampler``) and
+    ``distribution`` see the moment-matched Gaussian (:meth:`moment_matched_posterior`),
+    an approximation of the mixture; ``get_sampler`` returns the exact
+    :class:`MixtureSampler`.
 
     Args:
         component_means: A ``batch_shape x s x q x m`` tensor of member means.
@@ -117,6 +130,56 @@ class MixtureOfGaussiansPosterior(Posterior):
     def _extended_shape(self, sample_shape: torch.Size = torch.Size()) -> torch.Size:  # noqa: B008
         return sample_shape + self.batch_shape + self.component_means.shape[-2:]
 
+    def moment_matched_posterior(self) -> GPyTorchPosterior:
+        r"""The Gaussian with the mixture's mean and covariance, joint over the ``q``
+        points and ``m`` outputs.
+
+        The covariance is the mixture's own: ``sum_k w_k (mu_k - mean)(mu_k - mean)^T``
+        over the flattened ``q x m`` values (a member is shared by all points and
+        outputs, so they are correlated) plus the diagonal of expected member variances,
+        floored at :func:`~botorch_nn_uq.posteriors.min_variance` to stay positive
+        definite. Only the shape is approximate: a mixture of few members far apart is
+        multi-modal, the Gaussian is not.
+
+        Returns:
+            A ``GPyTorchPosterior`` over ``batch_shape x q x m``, with a
+            ``MultivariateNormal`` for one output and an interleaved
+            ``MultitaskMultivariateNormal`` for several (as BoTorch's GPs).
+        """
+        return self._moment_matched_posterior
+
+    @cached_property
+    def _moment_matched_posterior(self) -> GPyTorchPosterior:
+        # Cached: qMaxValueEntropy reads the covariance, log-density and entropy in turn.
+        mean = self.mean
+        deviations = (self.component_means - mean.unsqueeze(-3)).flatten(-2)
+        covariance = (deviations * self.weights[:, None]).transpose(-2, -1) @ deviations
+        diagonal = self.aleatoric_variance.flatten(-2).clamp_min(min_variance(self.dtype))
+        covariance = covariance + torch.diag_embed(diagonal)
+        if mean.shape[-1] == 1:
+            return GPyTorchPosterior(MultivariateNormal(mean.squeeze(-1), covariance))
+        return GPyTorchPosterior(MultitaskMultivariateNormal(mean, covariance, interleaved=True))
+
+    @property
+    def distribution(self) -> MultivariateNormal:
+        r"""The moment-matched Gaussian (see :meth:`moment_matched_posterior`)."""
+        return self.moment_matched_posterior().distribution
+
+    @property
+    def mvn(self) -> MultivariateNormal:
+        r"""Alias of :attr:`distribution`, as ``GPyTorchPosterior`` has."""
+        return self.distribution
+
+    @property
+    def base_sample_shape(self) -> torch.Size:
+        r"""The shape of a normal base sample of the moment-matched Gaussian."""
+        return self.moment_matched_posterior().base_sample_shape
+
+    @property
+    def batch_range(self) -> tuple[int, int]:
+        r"""The t-batch range of the moment-matched Gaussian's base samples."""
+        return self.moment_matched_posterior().batch_range
+
     def rsample(self, sample_shape: torch.Size | None = None) -> Tensor:
         r"""Draw ``sample_shape x batch_shape x q x m`` samples from the global RNG."""
         sample_shape = torch.Size([1]) if not sample_shape else torch.Size(sample_shape)
@@ -128,7 +191,7 @@ class MixtureOfGaussiansPosterior(Posterior):
         return self.rsample_from_base_samples(sample_shape, noise, indices)
 
     def rsample_from_base_samples(
-        self, sample_shape: torch.Size, base_samples: Tensor, base_indices: Tensor
+        self, sample_shape: torch.Size, base_samples: Tensor, base_indices: Tensor | None = None
     ) -> Tensor:
         r"""Reparameterised samples ``mu_k + sigma_k * eps`` for given base samples.
 
@@ -138,11 +201,18 @@ class MixtureOfGaussiansPosterior(Posterior):
                 batch_shape' x q x m`` with ``batch_shape'`` broadcastable to the batch
                 shape (BoTorch's samplers use ones there so that all batch elements share
                 the base samples).
-            base_indices: Member indices of shape ``sample_shape`` (shared across the batch).
+            base_indices: Member indices of shape ``sample_shape`` (shared across the
+                batch). ``None`` (BoTorch's normal samplers, which draw no member
+                indices): ``base_samples`` are those of :attr:`base_sample_shape` and the
+                samples come from the moment-matched Gaussian.
 
         Returns:
             A ``sample_shape x batch_shape x q x m`` tensor of samples.
         """
+        if base_indices is None:
+            return self.moment_matched_posterior().rsample_from_base_samples(
+                sample_shape, base_samples
+            )
         flat_indices = base_indices.reshape(-1)
         batch_ndim = len(self.batch_shape)
         shape = self._extended_shape(sample_shape)

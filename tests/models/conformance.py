@@ -21,10 +21,17 @@ from botorch.acquisition import (
     qLogNoisyExpectedImprovement,
     qUpperConfidenceBound,
 )
+from botorch.acquisition.active_learning import qNegIntegratedPosteriorVariance
+from botorch.acquisition.knowledge_gradient import qKnowledgeGradient
+from botorch.acquisition.max_value_entropy_search import (
+    qLowerBoundMaxValueEntropy,
+    qMaxValueEntropy,
+)
 from botorch.acquisition.objective import GenericMCObjective, ScalarizedPosteriorTransform
 from botorch.models import ModelList, SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
+from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.get_sampler import get_sampler
 from botorch.utils.sampling import draw_sobol_samples
 from torch import Tensor
@@ -132,6 +139,17 @@ def training_interrupted_after(steps: int, error: BaseException) -> Iterator[Non
         yield
     finally:
         handle.remove()
+
+
+@contextmanager
+def short_conditioning(model, steps: int = 5) -> Iterator[None]:
+    r"""Condition ``model`` (e.g. a shared standard model) on observations with refits
+    of ``steps`` steps inside the block."""
+    model.conditioning_steps = steps
+    try:
+        yield
+    finally:
+        del model.conditioning_steps
 
 
 def fitted_state(model) -> dict[str, Any]:
@@ -245,6 +263,67 @@ class ConformanceKit:
         with pytest.raises(ValueError, match="output_indices"):
             model.posterior(X, output_indices=[2])
 
+    @pytest.mark.parametrize("indices", [[1], [0], [1, 0], [-2]])
+    def test_subset_output(self, entry: ConformanceEntry, indices: list[int]) -> None:
+        model, *_ = standard_model(entry, num_outputs=2)
+        X = test_points(4, 3)
+        before = model.posterior(X)
+        subset = model.subset_output(indices)
+        assert type(subset) is type(model)
+        assert subset.num_outputs == len(indices) and model.num_outputs == 2
+        served = [i % 2 for i in indices]
+        torch.testing.assert_close(
+            subset.outcome_transform.means, model.outcome_transform.means[..., served]
+        )
+        noise = torch.tensor([0.1, 0.3], dtype=X.dtype).expand(*X.shape[:-1], 2)
+        weights = torch.tensor([0.4, -0.6], dtype=X.dtype)[: len(indices)]
+        for observation_noise, subset_noise in [
+            (False, False),
+            (True, True),
+            (noise, noise[..., served]),
+        ]:
+            expected = model.posterior(
+                X, output_indices=indices, observation_noise=observation_noise
+            )
+            actual = subset.posterior(X, observation_noise=subset_noise)
+            assert type(actual) is type(expected)
+            torch.testing.assert_close(actual.mean, expected.mean, rtol=0, atol=0)
+            torch.testing.assert_close(actual.variance, expected.variance, rtol=0, atol=0)
+            samples = get_sampler(actual, torch.Size([8]), seed=3)(actual)
+            torch.testing.assert_close(
+                samples, get_sampler(expected, torch.Size([8]), seed=3)(expected), rtol=0, atol=0
+            )
+            full = model.posterior(X, observation_noise=observation_noise)
+            torch.testing.assert_close(actual.mean, full.mean[..., served])
+            torch.testing.assert_close(actual.variance, full.variance[..., served])
+            transform = ScalarizedPosteriorTransform(weights=weights)
+            scalarized = subset.posterior(
+                X, observation_noise=subset_noise, posterior_transform=transform
+            )
+            expected_scalarized = model.posterior(
+                X,
+                output_indices=indices,
+                observation_noise=observation_noise,
+                posterior_transform=transform,
+            )
+            torch.testing.assert_close(scalarized.mean, expected_scalarized.mean, rtol=0, atol=0)
+        # A subset of a subset selects from the original outputs.
+        torch.testing.assert_close(
+            subset.subset_output([0]).posterior(X).mean,
+            model.posterior(X, output_indices=indices[:1]).mean,
+            rtol=0,
+            atol=0,
+        )
+        after = model.posterior(X)
+        torch.testing.assert_close(after.mean, before.mean, rtol=0, atol=0)
+        torch.testing.assert_close(after.variance, before.variance, rtol=0, atol=0)
+
+    @pytest.mark.parametrize("indices", [[2], [-3], [], [0, 0], [0.0], "0", 1])
+    def test_subset_output_rejects_invalid_indices(self, entry, indices) -> None:
+        model, *_ = standard_model(entry, num_outputs=2)
+        with pytest.raises(ValueError, match="idcs|distinct output indices"):
+            model.subset_output(indices)
+
     def test_scalarized_posterior_transform(self, entry: ConformanceEntry) -> None:
         model, *_ = standard_model(entry, num_outputs=2)
         X = test_points(4, 3)
@@ -335,6 +414,21 @@ class ConformanceKit:
             value_at_candidate = acquisition(candidate.unsqueeze(0)).squeeze()
         torch.testing.assert_close(value_at_candidate, value.squeeze())
         assert value_at_candidate >= best_raw_sample - 1e-6 * best_raw_sample.abs()
+
+    @pytest.mark.parametrize("acquisition_class", [qMaxValueEntropy, qLowerBoundMaxValueEntropy])
+    def test_max_value_entropy(self, entry: ConformanceEntry, acquisition_class: type) -> None:
+        model, train_X, _ = standard_model(entry)
+        bounds = bounds_like(train_X)
+        candidate_set = draw_sobol_samples(bounds, n=64, q=1, seed=0).squeeze(-2)
+        torch.manual_seed(0)
+        acquisition = acquisition_class(model, candidate_set, num_mv_samples=8)
+        values = acquisition(test_points(6, 1))
+        assert values.shape == (6,) and values.isfinite().all()
+        candidate, value = optimize_acqf(
+            acquisition, bounds, q=1, num_restarts=2, raw_samples=16, options={"maxiter": 20}
+        )
+        assert candidate.shape == (1, DIM) and value.isfinite()
+        assert ((candidate >= bounds[0]) & (candidate <= bounds[1])).all()
 
     def test_model_list_with_single_task_gp(self, entry: ConformanceEntry) -> None:
         model, train_X, train_Y = standard_model(entry)
@@ -451,3 +545,80 @@ class ConformanceKit:
         with training_interrupted_after(3, error), pytest.raises(type(error)):
             model.fit(seed=1, epochs=7)
         assert_same_fitted_state(before, fitted_state(model))
+
+    @pytest.mark.parametrize("data", ["same", "other"])
+    def test_a_checkpoint_loads_into_a_fresh_model(self, entry, data, tmp_path) -> None:
+        model, train_X, train_Y = standard_model(entry)
+        torch.save(model.state_dict(), tmp_path / "model.pt")
+        if data == "other":
+            # The checkpoint is the trained function: another model's data do not matter.
+            train_X = test_points(17)
+            train_Y = toy_function(train_X)[..., :1]
+        fresh = entry.build(
+            train_X,
+            train_Y,
+            input_transform=Normalize(DIM, bounds=bounds_like(train_X)),
+            outcome_transform=Standardize(1),
+        )
+        fresh.load_state_dict(torch.load(tmp_path / "model.pt", weights_only=True))
+        assert fresh.is_fitted and fresh.fit_seed == model.fit_seed
+        X = test_points(5, 3)
+        for observation_noise in (False, True):
+            expected = model.posterior(X, observation_noise=observation_noise)
+            loaded = fresh.posterior(X, observation_noise=observation_noise)
+            assert torch.equal(loaded.mean, expected.mean)
+            assert torch.equal(loaded.variance, expected.variance)
+            sampler = get_sampler(expected, torch.Size([8]), seed=0)
+            assert torch.equal(sampler(loaded), sampler(expected))
+
+    def test_a_checkpoint_holds_no_training_data(self, entry: ConformanceEntry) -> None:
+        model, train_X, train_Y = standard_model(entry)
+        state = model.state_dict()
+        assert not {"train_X", "transformed_train_Y"} & set(state)
+        for data in (train_X, train_Y, model.transformed_train_Y):
+            assert not any(torch.equal(value, data) for value in state.values())
+
+    def test_fantasize_shapes(self, entry: ConformanceEntry) -> None:
+        model, *_ = standard_model(entry)
+        with short_conditioning(model):
+            fantasy = model.fantasize(test_points(3, 1), SobolQMCNormalSampler(torch.Size([2])))
+        assert fantasy.batch_shape == (2, 3) and fantasy.num_outputs == 1
+        for X in (test_points(2, 3, 4), test_points(4)):
+            posterior = fantasy.posterior(X)
+            assert posterior.mean.shape == posterior.variance.shape == (2, 3, 4, 1)
+            samples = get_sampler(posterior, torch.Size([5]), seed=0)(posterior)
+            assert samples.shape == (5, 2, 3, 4, 1) and samples.isfinite().all()
+
+    def test_conditioning_moves_the_mean_toward_an_observation(self, entry) -> None:
+        model, *_ = standard_model(entry)
+        x = test_points(1)
+        before = model.posterior(x, observation_noise=True)
+        y = before.mean + 3 * before.variance.sqrt()
+        conditioned = model.condition_on_observations(x, y, max_steps=20)
+        assert type(conditioned) is type(model)
+        after = conditioned.posterior(x).mean
+        assert (after - y).abs() < (model.posterior(x).mean - y).abs()
+
+    @pytest.mark.parametrize("acquisition_name", ["qKG", "qNIPV", "qLogNEI-pending"])
+    def test_look_ahead_acquisitions(self, entry: ConformanceEntry, acquisition_name) -> None:
+        model, train_X, _ = standard_model(entry)
+        bounds = bounds_like(train_X)
+        options = {"maxiter": 3, "seed": 0}
+        if acquisition_name == "qKG":
+            acquisition = qKnowledgeGradient(model, num_fantasies=2)
+            # The optimisation of the posterior mean that initialises the fantasy points.
+            options |= {"num_inner_restarts": 2, "raw_inner_samples": 4}
+        elif acquisition_name == "qNIPV":
+            mc_points = draw_sobol_samples(bounds, n=8, q=1, seed=0).squeeze(-2)
+            acquisition = qNegIntegratedPosteriorVariance(model, mc_points=mc_points)
+        else:
+            acquisition = qLogNoisyExpectedImprovement(
+                model, X_baseline=train_X, X_pending=test_points(2)
+            )
+        with short_conditioning(model):
+            candidate, value = optimize_acqf(
+                acquisition, bounds, q=1, num_restarts=1, raw_samples=4, options=options
+            )
+        assert candidate.shape == (1, DIM) and candidate.isfinite().all()
+        assert value.isfinite().all()
+        assert ((candidate >= bounds[0]) & (candidate <= bounds[1])).all()

@@ -126,6 +126,15 @@ def test_single_member_has_zero_variance():
     torch.testing.assert_close(posterior.mean, values[0])
 
 
+@pytest.mark.parametrize("num_members", [1, 2, 5])
+def test_mixture_statistics_are_the_mean_and_variance(num_members):
+    # Ax predicts from the mixture statistics of ensemble posteriors.
+    weights = torch.arange(1, num_members + 1, dtype=DTYPE)
+    posterior = FunctionEnsemblePosterior(_values((num_members, 3, 1)), weights)
+    torch.testing.assert_close(posterior.mixture_mean, posterior.mean)
+    torch.testing.assert_close(posterior.mixture_variance, posterior.variance)
+
+
 def test_is_a_botorch_ensemble_posterior():
     posterior = FunctionEnsemblePosterior(_values((2, 4, 3, 1)))
     assert isinstance(posterior, EnsemblePosterior)
@@ -359,3 +368,76 @@ def test_untransform_outcomes_with_a_nonlinear_transform_maps_every_function():
 def test_invalid_weights_raise(weights):
     with pytest.raises(ValueError, match="weights"):
         FunctionEnsemblePosterior(_values((2, 3, 4, 1)), weights)
+
+
+# ---------------------------------------------------------------------------
+# Fresh functions beyond the bank (draw_functions)
+
+
+class _LinearFunctions:
+    r"""Functions ``f_a(x) = a x`` with ``a ~ N(0, 1)`` at fixed ``batch x q x 1`` points."""
+
+    def __init__(self, points):
+        self.points = points
+        self.slopes = []
+
+    def __call__(self, n):
+        slopes = torch.randn(n, dtype=DTYPE)
+        self.slopes.append(slopes)
+        return slopes[:, None, None] * self.points.unsqueeze(-3)
+
+
+def _bank_posterior(num_functions=4):
+    points = torch.linspace(1.0, 2.0, 6, dtype=DTYPE).reshape(2, 3, 1)
+    draw = _LinearFunctions(points)
+    torch.manual_seed(0)
+    return FunctionEnsemblePosterior(draw(num_functions), draw_functions=draw), draw
+
+
+def _slopes(samples, points):
+    # Every sample is a * x at all points: recover a from the first point.
+    slopes = samples[:, 0, 0, 0] / points[0, 0, 0]
+    torch.testing.assert_close(samples, slopes[:, None, None, None] * points)
+    return slopes
+
+
+def test_rsample_within_the_bank_gives_distinct_bank_functions():
+    posterior, draw = _bank_posterior()
+    torch.manual_seed(1)
+    slopes = _slopes(posterior.rsample(torch.Size([4])), draw.points)
+    assert len(draw.slopes) == 1
+    torch.testing.assert_close(slopes.sort().values, draw.slopes[0].sort().values)
+
+
+def test_rsample_beyond_the_bank_draws_fresh_functions_all_distinct():
+    posterior, draw = _bank_posterior()
+    torch.manual_seed(1)
+    samples = posterior.rsample(torch.Size([5, 2]))
+    assert samples.shape == torch.Size([5, 2, 2, 3, 1])
+    slopes = _slopes(samples.flatten(0, 1), draw.points)
+    expected = torch.cat(draw.slopes)
+    assert [len(s) for s in draw.slopes] == [4, 6]
+    torch.testing.assert_close(slopes.sort().values, expected.sort().values)
+    assert slopes.unique().numel() == 10
+
+
+def test_fresh_functions_follow_outcome_transforms_subsets_and_scalarisation():
+    posterior, draw = _bank_posterior()
+    transform = Standardize(m=1)
+    transform(torch.tensor([[1.0], [3.0], [8.0]], dtype=DTYPE))
+    transform.eval()
+    mapped = posterior.untransform_outcomes(transform).subset_outputs([0])
+    mapped = mapped.scalarize(torch.tensor([2.0], dtype=DTYPE), offset=1.0)
+    torch.manual_seed(1)
+    samples = mapped.rsample(torch.Size([9]))
+    torch.manual_seed(1)
+    expected = posterior.rsample(torch.Size([9]))
+    expected = 1.0 + 2.0 * (transform.means + transform.stdvs * expected)
+    torch.testing.assert_close(samples, expected)
+
+
+def test_draw_functions_needs_an_equally_weighted_bank():
+    with pytest.raises(ValueError, match="equally weighted"):
+        FunctionEnsemblePosterior(
+            _values((3, 2, 1)), torch.ones(3, dtype=DTYPE), draw_functions=lambda n: None
+        )

@@ -5,6 +5,7 @@ import torch
 from botorch.exceptions.errors import UnsupportedError
 from botorch.models.transforms.outcome import Log, Standardize
 from botorch.sampling.get_sampler import get_sampler
+from botorch.sampling.normal import SobolQMCNormalSampler
 
 from botorch_nn_uq.posteriors import MixtureOfGaussiansPosterior, MixtureSampler
 
@@ -281,3 +282,41 @@ def test_invalid_component_shapes_raise(mean_shape, variance_shape):
         MixtureOfGaussiansPosterior(
             torch.zeros(mean_shape, dtype=DTYPE), torch.ones(variance_shape, dtype=DTYPE)
         )
+
+
+@pytest.mark.parametrize("num_outputs", [1, 2])
+def test_moment_matched_gaussian_has_the_mixture_covariance(num_outputs):
+    means, variances = _components((2, 3, 4, num_outputs), seed=5)
+    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+    gaussian = posterior.moment_matched_posterior()
+    torch.testing.assert_close(gaussian.mean, posterior.mean)
+    torch.testing.assert_close(gaussian.variance, posterior.variance)
+    # Cov(Y) = E[Cov(Y | k)] + Cov(E[Y | k]) over the flattened q x m values.
+    flat_means = means.flatten(-2)
+    deviations = flat_means - (posterior.weights[:, None] * flat_means).sum(-2, keepdim=True)
+    epistemic = torch.einsum("k,bki,bkj->bij", posterior.weights, deviations, deviations)
+    aleatoric = torch.diag_embed(posterior.aleatoric_variance.flatten(-2))
+    expected = epistemic + aleatoric
+    torch.testing.assert_close(posterior.distribution.covariance_matrix, expected)
+    assert posterior.mvn is posterior.distribution
+    assert (epistemic.diagonal(dim1=-2, dim2=-1) > 0).all() and (epistemic.triu(1) != 0).any()
+
+
+def test_normal_samplers_draw_from_the_moment_matched_gaussian():
+    means, variances = _components((3, 2, 1), seed=6)
+    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+    samples = SobolQMCNormalSampler(torch.Size([4096]), seed=0)(posterior)
+    assert samples.shape == torch.Size([4096, 2, 1])
+    flat = samples.squeeze(-1)
+    torch.testing.assert_close(flat.mean(0), posterior.mean.squeeze(-1), atol=0.05, rtol=0)
+    empirical = torch.cov(flat.T)
+    expected = posterior.distribution.covariance_matrix
+    torch.testing.assert_close(empirical, expected, rtol=0.05, atol=0.05)
+    # get_sampler stays with the exact mixture sampler.
+    assert isinstance(get_sampler(posterior, torch.Size([8])), MixtureSampler)
+
+
+def test_moment_matched_covariance_stays_positive_definite_without_member_noise():
+    means = torch.randn(2, 5, 1, dtype=DTYPE)
+    posterior = MixtureOfGaussiansPosterior(means, torch.zeros_like(means))
+    torch.linalg.cholesky(posterior.distribution.covariance_matrix)

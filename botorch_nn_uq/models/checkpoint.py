@@ -1,0 +1,299 @@
+"""Checkpoints of fitted neural surrogates: ``state_dict`` and ``load_state_dict``.
+
+A fitted model's ``state_dict`` is the trained function: the network's weights, the
+state its posterior needs (member weights, dropout masks, epistemic indices, noise
+variance, calibration constant) and the fitted input and outcome transforms. It loads
+into a freshly constructed model of the same class and configuration, on the same or on
+other training data, which then serves the same predictions bit for bit. The training
+data are not part of it (as for BoTorch's GPs, they belong to the model's construction).
+
+Besides the weights, the ``state_dict`` holds a header under ``"_extra_state"`` (JSON
+text in a tensor, see :func:`encode_header`): the model's class, its dimensions, the
+hyperparameters that shape the fitted network (``checkpoint_hyperparameters``), the
+architectures of ensemble members (a search chooses them, so no hyperparameter does),
+and the names of the buffers the fit registered. Loading checks the header against the
+model before anything is changed, builds the network skeleton, and lets PyTorch copy the
+tensors into it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor, nn
+
+from botorch_nn_uq.nn.batched_mlp import BatchedMLP, EnsembleNetwork
+from botorch_nn_uq.training.seeding import seeded
+
+if TYPE_CHECKING:
+    from botorch_nn_uq.models.base import NeuralSurrogateModel
+
+#: Version of the header layout; a header of another version is refused.
+CHECKPOINT_FORMAT = 1
+#: The ``state_dict`` key (after the model's prefix) of the header.
+HEADER_KEY = "_extra_state"
+
+
+def encode_header(header: dict[str, Any]) -> Tensor:
+    r"""The header as a 1-D ``uint8`` tensor of its JSON text.
+
+    A tensor, not a dict: every value of the ``state_dict`` stays a tensor, so it can be
+    saved with safetensors, compared tensor by tensor, passed where a ``Mapping[str,
+    Tensor]`` is expected (Ax's surrogates), and read with ``torch.load(...,
+    weights_only=True)``.
+    """
+    text = json.dumps(header, sort_keys=True).encode()
+    return torch.frombuffer(bytearray(text), dtype=torch.uint8).clone()
+
+
+def decode_header(state: Any) -> dict[str, Any]:
+    r"""The header dict of a tensor written by :func:`encode_header`."""
+    if not isinstance(state, Tensor) or state.dtype != torch.uint8 or state.ndim != 1:
+        raise RuntimeError(
+            f"The state_dict's {HEADER_KEY!r} entry is not the header of a checkpoint of "
+            "this package (a 1-D uint8 tensor)."
+        )
+    return json.loads(bytes(state.tolist()).decode())
+
+
+def model_header(model: NeuralSurrogateModel) -> dict[str, Any]:
+    r"""What a checkpoint of ``model`` needs besides its tensors (plain JSON data)."""
+    header = {
+        "format": CHECKPOINT_FORMAT,
+        "model_class": _qualified_name(type(model)),
+        "fitted": model.is_fitted,
+    }
+    if not model.is_fitted:
+        return header
+    # Ensembles are described member group by member group (a search may have chosen
+    # them); other networks are rebuilt from the hyperparameters.
+    network = model.network
+    spec = _ensemble_spec(network) if isinstance(network, EnsembleNetwork) else None
+    return {
+        **header,
+        **_configuration(model),
+        "network": spec,
+        "fitted_buffers": sorted(model._fitted_buffers),
+        "fit_seed": model.fit_seed,
+    }
+
+
+def prepare_to_load(model: NeuralSurrogateModel, state_dict: dict[str, Any], prefix: str) -> None:
+    r"""Check a checkpoint's header against ``model`` and give ``model`` the network
+    skeleton and the fitted buffers that ``Module._load_from_state_dict`` then fills.
+
+    Nothing is changed unless every check passes. A ``state_dict`` without a header (a
+    partial one, loaded with ``strict=False``) is left to PyTorch.
+
+    Args:
+        model: The model being loaded.
+        state_dict: The (full) ``state_dict`` being loaded.
+        prefix: The model's prefix in ``state_dict`` (``""`` unless it is a submodule).
+
+    Raises:
+        RuntimeError: If the checkpoint is of another class, of an unfitted model, of
+            another configuration, or lacks tensors the fitted model needs.
+    """
+    if prefix + HEADER_KEY not in state_dict:
+        return
+    header = decode_header(state_dict[prefix + HEADER_KEY])
+    _check_header(model, header)
+    network = _network_skeleton(model, header).to(model.train_X)
+    _check_network_state(model, network, state_dict, prefix + "network.")
+    missing = [name for name in header["fitted_buffers"] if prefix + name not in state_dict]
+    if missing:
+        raise _mismatch(model, f"the state_dict lacks the fitted buffer(s) {missing}.")
+    # Placeholders of the checkpoint's shapes: bank sizes may differ from the
+    # hyperparameters (`resample_function_bank`), and searches choose the member count.
+    buffers = {
+        name: _placeholder(state_dict[prefix + name], model.train_X)
+        for name in header["fitted_buffers"]
+    }
+    targets = _retransformed_targets(model, state_dict, prefix + "outcome_transform.")
+    for name in model._fitted_buffers:
+        delattr(model, name)
+    model._fitted_buffers = set()
+    for name, value in buffers.items():
+        model._register_fitted_buffer(name, value)
+    model.network = network
+    if targets is not None:
+        model.transformed_train_Y = targets
+
+
+def restore_fit_attributes(model: NeuralSurrogateModel, state: Tensor) -> None:
+    r"""Set the attributes of a fit that are not tensors: the fit's seed; the records
+    of how the fit went (``training_result``, search histories) are not part of a
+    checkpoint, so those of an earlier fit of ``model`` are cleared."""
+    header = decode_header(state)
+    model.fit_seed = header["fit_seed"]
+    model.training_result = None
+    for name in model.fit_records:
+        model.__dict__.pop(name, None)
+
+
+def _qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _mismatch(model: NeuralSurrogateModel, reason: str) -> RuntimeError:
+    return RuntimeError(f"Cannot load the state_dict into this {type(model).__name__}: {reason}")
+
+
+def _configuration(model: NeuralSurrogateModel) -> dict[str, Any]:
+    r"""What a checkpoint and the model it loads into must agree on, as JSON data (so a
+    tuple compares equal to the list the header gives back)."""
+    hp = model.hyperparameters
+    configuration = {
+        "input_dim": model.train_X.shape[-1],
+        "network_input_dim": _network_inputs(model).shape[-1],
+        # The network's outputs, and those a `subset_output` copy serves.
+        "num_outputs": model._num_outputs,
+        "output_selection": getattr(model, "_output_selection", None),
+        "input_transform": _type_name(getattr(model, "input_transform", None)),
+        "outcome_transform": _type_name(getattr(model, "outcome_transform", None)),
+        "hyperparameters": {name: getattr(hp, name) for name in model.checkpoint_hyperparameters},
+    }
+    return json.loads(json.dumps(configuration))
+
+
+def _check_header(model: NeuralSurrogateModel, header: dict[str, Any]) -> None:
+    if header.get("format") != CHECKPOINT_FORMAT:
+        raise _mismatch(
+            model,
+            f"the checkpoint has format {header.get('format')!r}; this version reads "
+            f"format {CHECKPOINT_FORMAT}.",
+        )
+    if header["model_class"] != _qualified_name(type(model)):
+        raise _mismatch(
+            model,
+            f"the checkpoint is of a {header['model_class']}, this model is a "
+            f"{_qualified_name(type(model))}.",
+        )
+    if not header["fitted"]:
+        raise _mismatch(
+            model,
+            "the checkpoint is of an unfitted model, which holds no trained network; save "
+            "the state_dict after fit().",
+        )
+    expected = _configuration(model)
+    differences = [
+        f"{name} ({header.get(name)!r} in the checkpoint, {expected[name]!r} in this model)"
+        for name in expected
+        if name != "hyperparameters" and header.get(name) != expected[name]
+    ]
+    saved = header.get("hyperparameters", {})
+    differences += [
+        f"hyperparameter {name} ({saved.get(name)!r} in the checkpoint, {value!r} in this model)"
+        for name, value in expected["hyperparameters"].items()
+        if saved.get(name) != value
+    ]
+    if differences:
+        raise _mismatch(
+            model,
+            "the checkpoint's model has another configuration: " + "; ".join(differences) + ".",
+        )
+
+
+def _network_skeleton(model: NeuralSurrogateModel, header: dict[str, Any]) -> nn.Module:
+    r"""A network of the checkpoint's architecture, with weights to be overwritten."""
+    if header["network"] is not None:
+        return EnsembleNetwork([BatchedMLP(**group) for group in header["network"]])
+    # The initial weights are overwritten; the seed keeps the caller's RNG untouched.
+    with seeded(0):
+        return model._build_network(header["network_input_dim"], model._num_outputs)
+
+
+def _ensemble_spec(network: EnsembleNetwork) -> list[dict[str, Any]]:
+    r"""The arguments of :class:`BatchedMLP` that rebuild each member group."""
+    return [
+        {
+            "input_dim": group.weights[0].shape[1],
+            "output_dim": group.output_dim,
+            "hidden_widths": group.hidden_widths,
+            "member_seeds": group.member_seeds,
+            "activation": list(group.activation_names),
+            "gaussian_head": group.gaussian_head,
+            "dropout": group.dropout_rates.tolist(),
+            "min_std": group.min_std,
+            "skip_connections": [list(sources) for sources in group.skip_connections],
+        }
+        for group in network.groups
+    ]
+
+
+def _check_network_state(
+    model: NeuralSurrogateModel, network: nn.Module, state_dict: dict[str, Any], prefix: str
+) -> None:
+    r"""Refuse a checkpoint whose network tensors are missing or of other shapes: the
+    model would otherwise serve a partly untrained network as fitted."""
+    problems = []
+    for name, value in network.state_dict().items():
+        saved = state_dict.get(prefix + name)
+        if saved is None:
+            problems.append(f"{prefix}{name} is missing")
+        elif saved.shape != value.shape:
+            problems.append(
+                f"{prefix}{name} has shape {tuple(saved.shape)} in the checkpoint and "
+                f"{tuple(value.shape)} in this model"
+            )
+    if problems:
+        raise _mismatch(model, "its network differs: " + "; ".join(problems) + ".")
+
+
+def _placeholder(value: Tensor, reference: Tensor) -> Tensor:
+    dtype = reference.dtype if value.is_floating_point() else value.dtype
+    return torch.empty(value.shape, dtype=dtype, device=reference.device)
+
+
+def _network_inputs(model: NeuralSurrogateModel) -> Tensor:
+    r"""The ``n x d'`` training inputs as the fitted network sees them: the input
+    transform applied in ``eval`` mode, which leaves a learned transform as it is."""
+    transform = getattr(model, "input_transform", None)
+    if transform is None:
+        return model.train_X
+    was_training = transform.training
+    transform.eval()
+    try:
+        with torch.no_grad():
+            return transform(model.train_X)
+    finally:
+        transform.train(was_training)
+
+
+def _retransformed_targets(
+    model: NeuralSurrogateModel, state_dict: dict[str, Any], prefix: str
+) -> Tensor | None:
+    r"""The model's training targets under the checkpoint's outcome transform.
+
+    The checkpoint's transform replaces the one fitted to the model's own targets, and
+    a later fit must train on targets in the units the posterior maps back from. A
+    ``subset_output`` copy's transform covers its served outputs only; the others stay
+    in the units of the model's construction.
+    """
+    transform = getattr(model, "outcome_transform", None)
+    if transform is None:
+        return None
+    loaded = copy.deepcopy(transform)
+    loaded.load_state_dict(
+        {
+            name[len(prefix) :]: value
+            for name, value in state_dict.items()
+            if name.startswith(prefix)
+        }
+    )
+    loaded.eval()
+    selection = getattr(model, "_output_selection", None)
+    served = slice(None) if selection is None else selection
+    X = _network_inputs(model)
+    targets = model.transformed_train_Y.clone()
+    with torch.no_grad():
+        train_Y, _ = transform.untransform(targets[..., served], X=X)
+        targets[..., served] = loaded(train_Y, X=X)[0]
+    return targets
+
+
+def _type_name(transform: nn.Module | None) -> str | None:
+    return None if transform is None else type(transform).__name__

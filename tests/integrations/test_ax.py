@@ -1,0 +1,266 @@
+"""The package's models in Ax: ``ModelConfig(botorch_model_class=...)`` in a real
+``ax.api.Client`` loop trains the model on every BoTorch trial, and Ax's best point,
+predictions and (honest) cross-validation work."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ax", reason="the Ax integration needs ax-platform (botorch-nn-uq[ax])")
+
+import numpy as np
+import torch
+from ax.adapter.cross_validation import cross_validate
+from ax.adapter.registry import Generators
+from ax.api.client import Client
+from ax.api.configs import RangeParameterConfig
+from ax.generation_strategy.generation_node import GenerationNode
+from ax.generation_strategy.generation_strategy import GenerationStrategy
+from ax.generation_strategy.generator_spec import GeneratorSpec
+from ax.generation_strategy.transition_criterion import MinTrials
+from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
+from ax.generators.torch.botorch_modular.utils import ModelConfig, fit_botorch_model
+
+from botorch_nn_uq.ensembles import ArchitectureSpace
+from botorch_nn_uq.integrations.ax import fit_neural_surrogate
+from botorch_nn_uq.models import (
+    NEON,
+    NOMU,
+    AutoDEUQ,
+    DeepEnsemble,
+    HyperDeepEnsemble,
+    MCDropout,
+    NESRandomSearch,
+    NESRegularizedEvolution,
+    NeuralSurrogateModel,
+)
+
+NUM_SOBOL = 3
+NUM_BOTORCH = 2
+
+# Tiny networks and searches: the tests check the plumbing, not the fits' quality.
+TINY_SEARCH = {
+    "epochs": 10,
+    "pool_size": 3,
+    "ensemble_size": 2,
+    "architecture_space": ArchitectureSpace(
+        num_nodes=1, units=(4, 8), activations=("tanh",), allow_empty_nodes=False
+    ),
+}
+MODEL_OPTIONS: dict[type[NeuralSurrogateModel], dict[str, Any]] = {
+    DeepEnsemble: {"ensemble_size": 2, "hidden_widths": (8,), "epochs": 10},
+    MCDropout: {"hidden_widths": (8,), "epochs": 10, "num_masks": 8},
+    NOMU: {
+        "mean_widths": (8,),
+        "uncertainty_widths": (8,),
+        "epochs": 10,
+        "num_artificial_points": 16,
+    },
+    NEON: {
+        "encoder_widths": (8,),
+        "latent_dim": 8,
+        "decoder_width": 8,
+        "epinet_widths": (8,),
+        "index_dim": 4,
+        "epochs": 10,
+        "num_epistemic_samples": 8,
+    },
+    HyperDeepEnsemble: {
+        "hidden_widths": (8,),
+        "epochs": 10,
+        "num_candidates": 3,
+        "ensemble_size": 2,
+        "num_folds": 2,
+    },
+    NESRandomSearch: TINY_SEARCH,
+    NESRegularizedEvolution: {**TINY_SEARCH, "population_size": 2, "num_parents": 1},
+    AutoDEUQ: {
+        **TINY_SEARCH,
+        "population_size": 2,
+        "num_initial_random": 2,
+        "num_acquisition_candidates": 8,
+    },
+}
+
+
+def _outcomes(parameters: dict[str, float], metrics: str) -> dict[str, float]:
+    x0, x1 = parameters["x0"], parameters["x1"]
+    values = {"y": (x0 - 0.3) ** 2 + x1**2, "z": (x0 + 0.5) ** 2 + (x1 - 0.2) ** 2}
+    return {name: values[name] for name in metrics}
+
+
+def _client(
+    model_config: ModelConfig,
+    objective: str = "-y",
+    seed: int = 0,
+    num_sobol: int = NUM_SOBOL,
+    **generator_kwargs: Any,
+) -> Client:
+    client = Client(random_seed=seed)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name=name, parameter_type="float", bounds=(-1.0, 2.0))
+            for name in ("x0", "x1")
+        ]
+    )
+    client.configure_optimization(objective=objective)
+    botorch_spec = GeneratorSpec(
+        generator_enum=Generators.BOTORCH_MODULAR,
+        generator_kwargs={
+            "surrogate_spec": SurrogateSpec(model_configs=[model_config]),
+            **generator_kwargs,
+        },
+    )
+    sobol = GenerationNode(
+        name="Sobol",
+        generator_specs=[GeneratorSpec(generator_enum=Generators.SOBOL)],
+        transition_criteria=[MinTrials(threshold=num_sobol, transition_to="BoTorch")],
+    )
+    client.set_generation_strategy(
+        GenerationStrategy(
+            name="neural",
+            nodes=[sobol, GenerationNode(name="BoTorch", generator_specs=[botorch_spec])],
+        )
+    )
+    return client
+
+
+def _run(client: Client, num_trials: int, metrics: str = "y") -> list[dict[str, float]]:
+    r"""Run ``num_trials`` trials, reporting the ``metrics`` (each metric is modelled by
+    a model of its own)."""
+    parameters = []
+    for _ in range(num_trials):
+        for index, point in client.get_next_trials(max_trials=1).items():
+            client.complete_trial(index, raw_data=_outcomes(point, metrics))
+            parameters.append(point)
+    return parameters
+
+
+@pytest.fixture
+def fits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[NeuralSurrogateModel, int]]:
+    r"""Every ``fit`` of a model of the package: the model and its number of points."""
+    calls = []
+    fit = NeuralSurrogateModel.fit
+
+    def recording_fit(self, *args, **kwargs):
+        calls.append((self, self.train_X.shape[0]))
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(NeuralSurrogateModel, "fit", recording_fit)
+    return calls
+
+
+def test_importing_the_package_registers_with_ax_without_importing_it() -> None:
+    code = (
+        "import sys, botorch_nn_uq\n"
+        "assert 'ax' not in sys.modules\n"
+        "from ax.generators.torch.botorch_modular.utils import fit_botorch_model\n"
+        "from botorch_nn_uq.models import DeepEnsemble\n"
+        "print(fit_botorch_model.dispatch(DeepEnsemble).__module__)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "botorch_nn_uq.integrations.ax"
+
+
+def test_ax_dispatches_fits_of_every_model_to_the_package() -> None:
+    for model_class in MODEL_OPTIONS:
+        assert fit_botorch_model.dispatch(model_class) is fit_neural_surrogate
+
+
+@pytest.mark.parametrize("model_class", list(MODEL_OPTIONS), ids=lambda cls: cls.__name__)
+def test_a_client_loop_trains_the_model_on_every_botorch_trial(model_class, fits) -> None:
+    options = MODEL_OPTIONS[model_class]
+    # Enough initial points that the leave-one-out folds of the best-point check below
+    # hold as many as the model needs.
+    num_sobol = max(NUM_SOBOL, model_class.min_training_points + 1)
+    client = _client(
+        ModelConfig(botorch_model_class=model_class, model_options=options), num_sobol=num_sobol
+    )
+    _run(client, num_sobol + NUM_BOTORCH)
+
+    # One fit per BoTorch trial, on all the data so far, with the model options.
+    assert [n for _, n in fits] == list(range(num_sobol, num_sobol + NUM_BOTORCH))
+    for model, _ in fits:
+        assert type(model) is model_class
+        assert model.is_fitted
+        assert model.hyperparameters.epochs == options["epochs"]
+    if model_class is NOMU:
+        # The search space's box, not the training points' bounding box.
+        expected = torch.tensor([[-1.0, -1.0], [2.0, 2.0]], dtype=torch.float64)
+        assert all(torch.equal(model.bounds, expected) for model, _ in fits)
+
+    prediction = client.predict([{"x0": 0.2, "x1": 0.1}])[0]
+    assert np.isfinite(prediction["y"]).all()
+    parameters, _, _, _ = client.get_best_parameterization()
+    assert set(parameters) == {"x0", "x1"}
+
+
+def test_a_multi_objective_client_loop_trains_a_model_per_objective(fits) -> None:
+    options = MODEL_OPTIONS[DeepEnsemble]
+    client = _client(
+        ModelConfig(botorch_model_class=DeepEnsemble, model_options=options), objective="-y, -z"
+    )
+    _run(client, NUM_SOBOL + NUM_BOTORCH, metrics="yz")
+
+    sizes = [n for _, n in fits]
+    assert sizes == [n for n in range(NUM_SOBOL, NUM_SOBOL + NUM_BOTORCH) for _ in "yz"]
+    assert all(model.num_outputs == 1 for model, _ in fits)
+    frontier = client.get_pareto_frontier()
+    assert frontier and all(set(outcomes) == {"y", "z"} for _, outcomes, _, _ in frontier)
+
+    # Cross-validation trains both objectives' models of every fold on the fold's points.
+    fits.clear()
+    num_points = NUM_SOBOL + NUM_BOTORCH  # get_pareto_frontier fitted them to all trials
+    cross_validate(client._generation_strategy.adapter)
+    assert [n for _, n in fits] == [num_points - 1] * (2 * num_points)
+
+
+def test_a_seeded_client_proposes_the_same_trials() -> None:
+    config = ModelConfig(
+        botorch_model_class=DeepEnsemble, model_options=MODEL_OPTIONS[DeepEnsemble]
+    )
+    first, second = (_run(_client(config), NUM_SOBOL + NUM_BOTORCH) for _ in range(2))
+    assert first == second
+
+
+def _cross_validated_fold_sizes(fits, **model_options: Any) -> tuple[list[int], int]:
+    options = {**MODEL_OPTIONS[DeepEnsemble], **model_options}
+    client = _client(ModelConfig(botorch_model_class=DeepEnsemble, model_options=options))
+    _run(client, NUM_SOBOL + 1)
+    fits.clear()
+    results = cross_validate(client._generation_strategy.adapter)
+    return [n for _, n in fits], len(results)
+
+
+def test_cross_validation_trains_every_fold_without_its_held_out_point(fits) -> None:
+    sizes, num_folds = _cross_validated_fold_sizes(fits)
+    # Ax's default refit_on_cv=False loads the all-data model into each fold's model,
+    # which then trains on the fold's points.
+    assert num_folds == NUM_SOBOL
+    assert sizes == [NUM_SOBOL - 1] * NUM_SOBOL
+
+
+def test_cross_validation_reuses_the_all_data_model_only_if_asked(fits) -> None:
+    sizes, num_folds = _cross_validated_fold_sizes(fits, refit_on_load=False)
+    assert num_folds == NUM_SOBOL
+    assert sizes == []
+
+
+def test_cross_validation_with_refit_on_cv_trains_each_fold_once(fits) -> None:
+    options = MODEL_OPTIONS[DeepEnsemble]
+    for warm_start_refit in (True, False):
+        client = _client(
+            ModelConfig(botorch_model_class=DeepEnsemble, model_options=options),
+            refit_on_cv=True,
+            warm_start_refit=warm_start_refit,
+        )
+        _run(client, NUM_SOBOL + 1)
+        fits.clear()
+        cross_validate(client._generation_strategy.adapter)
+        assert [n for _, n in fits] == [NUM_SOBOL - 1] * NUM_SOBOL
