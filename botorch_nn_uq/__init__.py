@@ -24,6 +24,7 @@ from botorch_nn_uq.posteriors import (
 
 register_integrations()
 
+# The one place of the version: pyproject.toml reads it (a literal, read without importing).
 __version__ = "0.1.0"
 
 __all__ = [

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from torch import Tensor
 
+from botorch_nn_uq import __version__
 from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.loop import BOIterationRecord, BOResult, run_bo
 from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES
@@ -93,6 +94,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         prog="botorch-nn-uq",
         description="Neural-network surrogates with uncertainty for BoTorch.",
     )
+    parser.add_argument("--version", action="version", version=f"botorch-nn-uq {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     models = [*SURROGATES, RANDOM_SEARCH]
@@ -472,14 +474,17 @@ def _open_csv(path: Path, optimize: argparse.ArgumentParser) -> TextIO:
 
 
 def _list() -> int:
-    print("problems:     " + ", ".join(BO_PROBLEM_NAMES))
-    print("models:")
-    for name, spec in SURROGATES.items():
-        print(f"  {name:14s} {spec.description}")
-    print(f"  {RANDOM_SEARCH:14s} uniform random search (no surrogate)")
-    print("acquisitions:")
-    for name, spec in ACQUISITIONS.items():
-        print(f"  {name:14s} {spec.description}")
+    models = {name: spec.description for name, spec in SURROGATES.items()}
+    models[RANDOM_SEARCH] = "uniform random search (no surrogate)"
+    acquisitions = {name: spec.description for name, spec in ACQUISITIONS.items()}
+    # One name column for both tables, as wide as the longest registered name, so the
+    # descriptions line up whatever gets registered (e.g. "hyper-deep-ensemble").
+    width = max(map(len, [*models, *acquisitions]))
+    print("problems:  " + ", ".join(BO_PROBLEM_NAMES))
+    for title, rows in (("models:", models), ("acquisitions:", acquisitions)):
+        print(title)
+        for name, description in rows.items():
+            print(f"  {name:<{width}}  {description}")
     return 0
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Sets up the environment, then runs a Bayesian-optimisation loop from the command line.
+# Sets up the environment (the package and matplotlib, which the CLI's --plot needs), then
+# runs a Bayesian-optimisation loop from the command line.
 # Any arguments are passed to `botorch-nn-uq optimize`; without arguments it runs the
 # default job (Levy 5-D, MC dropout surrogate, LogEI, 30 iterations, seed 0).
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh" plots
 cd "$repo_root"
 if [ "$#" -eq 0 ]; then
     set -- --problem levy --dim 5 --model mc-dropout --acquisition logei --iterations 30 --seed 0

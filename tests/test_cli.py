@@ -72,6 +72,28 @@ def test_list_and_help(capsys) -> None:
         assert flag in help_text
 
 
+def test_version_prints_the_package_version(capsys) -> None:
+    import botorch_nn_uq
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"botorch-nn-uq {botorch_nn_uq.__version__}"
+
+
+def test_list_columns_fit_the_longest_name(capsys) -> None:
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith("  ")]
+    names = [line.split()[0] for line in rows]
+    assert names == [*registry.SURROGATES, registry.RANDOM_SEARCH, *registry.ACQUISITIONS]
+    # Every description starts in one column, at least two spaces after the longest name.
+    longest = max(map(len, names))
+    starts = {len(line) - len(line[2:].split(maxsplit=1)[1]) for line in rows}
+    assert starts == {2 + longest + 2}
+    assert "hyper-deep-ensemble" in names
+
+
 def test_module_entry_point_runs() -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "botorch_nn_uq", "list"], capture_output=True, text=True, check=True

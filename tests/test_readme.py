@@ -1,29 +1,57 @@
-"""The README's quick start must keep working exactly as written."""
+"""The README's examples must keep working exactly as written, and what it lists must
+match what the code registers and the scripts do."""
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
 import torch
 
+from botorch_nn_uq.bo.registry import RANDOM_SEARCH, SURROGATES
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
+#: Decimal numbers in a printed line, signs included.
+NUMBER = r"-?\d+(?:\.\d+)?"
 
-def test_quick_start_runs() -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+
+def test_quick_start_runs_and_prints_what_the_readme_shows() -> None:
+    text = README.read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
     quick_start = next(block for block in blocks if "optimize_acqf" in block)
     code_lines = [
         line
         for line in quick_start.splitlines()
         if line.strip() and not line.startswith(("import ", "from "))
     ]
-    assert len(code_lines) <= 10
+    assert len(code_lines) <= 12
     namespace: dict = {}
-    exec(compile(quick_start, str(README), "exec"), namespace)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(quick_start, str(README), "exec"), namespace)
     bounds = namespace["bounds"]
     candidate = namespace["candidate"]
     assert candidate.shape == (1, 2)
     assert ((candidate >= bounds[0]) & (candidate <= bounds[1])).all()
     assert torch.isfinite(namespace["value"]).all()
+    # The output shown below the code: the same line, up to the last digits that another
+    # platform's floating point may change.
+    shown = re.search(r"```text\n(next x = .*?)\n```", text).group(1)
+    (line,) = printed.getvalue().splitlines()
+    assert re.sub(NUMBER, "#", line) == re.sub(NUMBER, "#", shown)
+    expected = torch.tensor([float(number) for number in re.findall(NUMBER, shown)])
+    actual = torch.tensor([float(number) for number in re.findall(NUMBER, line)])
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0.02)
+
+
+def test_models_table_lists_every_registered_model() -> None:
+    text = README.read_text()
+    section = text.split("\n## Models\n", 1)[1].split("\n## ", 1)[0]
+    table = re.search(r"\| name \(CLI\) \|.*?\n\n", section, flags=re.DOTALL).group(0)
+    first_cells = [row.split("|")[1] for row in table.strip().splitlines()[2:]]
+    listed = {name for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)}
+    assert listed == {*SURROGATES, RANDOM_SEARCH}
 
 
 def test_readme_names_the_two_commands_and_they_exist() -> None:
@@ -33,6 +61,19 @@ def test_readme_names_the_two_commands_and_they_exist() -> None:
         assert f"bash {script}" in text
         assert (root / script).exists()
     assert "torch==2.13.0" in (root / "scripts" / "setup_env.sh").read_text()
+
+
+def test_readme_names_the_extras_each_command_installs() -> None:
+    text = " ".join(README.read_text().split())
+    root = README.parent
+    for script in ("scripts/optimize.sh", "scripts/test.sh"):
+        (extras,) = re.findall(r'setup_env\.sh" (\S+)', (root / script).read_text())
+        sentence = re.search(
+            rf"`{re.escape(script)}` installs (.*?)(?:, everything| and passes)", text
+        )
+        assert sentence is not None, script
+        named = set(re.findall(r"`([a-z]+)`", sentence.group(1)))
+        assert named == set(extras.split(",")), script
 
 
 def test_large_batch_example_runs() -> None:

