@@ -20,6 +20,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, TextIO
 
+import torch
 from torch import Tensor
 
 from botorch_nn_uq import __version__
@@ -30,6 +31,28 @@ from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
 
 #: Seeds are 64-bit signed integers for torch's generators.
 _MAX_SEED = 2**63 - 1
+
+#: A run shorter than this is not worth a hint about its speed (seconds).
+_SLOW_RUN_SECONDS = 10.0
+
+#: The wall clock of the summary (a name of its own, so tests can replace it).
+_clock = time.perf_counter
+
+
+def _load_average() -> float | None:
+    r"""The machine's 1-minute load average, or ``None`` where the platform has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def _cpu_count() -> int:
+    r"""The cores this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _choice(valid: Sequence[str], kind: str) -> Callable[[str], str]:
@@ -237,6 +260,14 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     optimize.add_argument(
         "--quiet", action="store_true", help="print only the summary, not every iteration"
     )
+    optimize.add_argument(
+        "--threads",
+        type=_integer(1),
+        help="torch intra-op threads for this run (torch.set_num_threads, for this process "
+        "only; default: torch's own, OMP_NUM_THREADS or one per core); on a busy machine "
+        "--threads 1 avoids oversubscription and is much faster (the networks always train "
+        "on one thread; this sets the threads of the acquisition optimisation and GP fits)",
+    )
 
     commands.add_parser("list", help="list the registered problems, models and acquisitions")
     return parser, optimize
@@ -341,6 +372,9 @@ def _optimize(args: argparse.Namespace, csv_file: TextIO | None) -> int:
     # L-BFGS-B often stops "abnormally" on the piecewise-linear acquisition surfaces of
     # ReLU networks; optimize_acqf then retries by itself, so the warning is only noise here.
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
+    # The total covers everything the command does: the problem's set-up, the initial
+    # design and the BO steps.
+    start, load_at_start = _clock(), _load_average()
     problem = get_bo_problem(args.problem, args.dim, problem_seed=args.problem_seed)
     writer = None
     if csv_file is not None:
@@ -358,7 +392,6 @@ def _optimize(args: argparse.Namespace, csv_file: TextIO | None) -> int:
         f"points + {args.iterations} iterations | seed {args.seed}",
         flush=True,
     )
-    start = time.perf_counter()
     try:
         result = run_bo(
             problem,
@@ -395,20 +428,84 @@ def _optimize(args: argparse.Namespace, csv_file: TextIO | None) -> int:
         kept = "" if writer is None else f"; {args.csv} holds its {writer.rows} evaluations"
         print(f"interrupted{kept}", file=sys.stderr, flush=True)
         return 130
-    total = time.perf_counter() - start
+    total = _clock() - start
+    threads, cores = torch.get_num_threads(), _cpu_count()
     print(
         f"summary | best value {result.records[-1].best_value:.6g} ("
         + (f"minimum {problem.min_value:.6g}" if args.target is None else f"target {args.target:g}")
         + f") | normalised regret {result.final_regret:.4e} | "
-        f"{result.values.numel()} evaluations | {total:.1f} s total, "
-        f"{result.seconds_per_iteration:.2f} s per iteration"
+        f"{result.values.numel()} evaluations | {total:.1f} s total (set-up, initial design "
+        f"and {len(result.records) - 1} iterations), {result.seconds_per_iteration:.2f} s per "
+        f"iteration | torch threads {threads} ({cores} cores)",
+        flush=True,
     )
+    loads = [load for load in (load_at_start, _load_average()) if load is not None]
+    hint = slow_run_hint(total, threads, cores, max(loads) if loads else None)
+    if hint is not None:
+        print(f"hint | {hint}", flush=True)
+    note = no_improvement_note(result, args.model, problem.dim)
+    if note is not None:
+        print(f"note | {note}", flush=True)
     if args.csv is not None:
         print(f"wrote {args.csv}")
     if args.plot is not None:
         plot_best_so_far([result], args.plot)
         print(f"wrote {args.plot}")
     return 0
+
+
+def slow_run_hint(seconds: float, threads: int, cores: int, load: float | None) -> str | None:
+    r"""Why a run that took ``seconds`` was slow and what avoids it, or ``None``.
+
+    A run of at least :data:`_SLOW_RUN_SECONDS` gets a hint when torch ran more than one
+    intra-op thread and either more threads than cores or on a busy machine, whose load
+    average ``load`` (this run's own threads included) was at least half a process above
+    its cores: the threads then wait for each other on cores that other processes hold,
+    and the small tensors of a BO step take many times longer than on one thread. A
+    one-thread run on a busy machine gets a note that it shared its cores.
+
+    Args:
+        seconds: The run's wall-clock seconds.
+        threads: torch's intra-op threads during the run.
+        cores: The cores available to the process.
+        load: The highest 1-minute load average seen during the run (``None`` where the
+            platform has none).
+    """
+    if seconds < _SLOW_RUN_SECONDS:
+        return None
+    busy = load is not None and load >= cores + 0.5
+    if threads > 1 and (threads > cores or busy):
+        under = f" under load {load:.1f}" if busy else ""
+        return (
+            f"torch used {threads} threads on {cores} cores{under}; `OMP_NUM_THREADS=1` or "
+            f"`--threads 1` avoids oversubscription (much faster on a busy machine)"
+        )
+    if busy:
+        return (
+            f"the machine was busy (load {load:.1f} on {cores} cores): the run shared its "
+            f"cores with other processes and took longer than on an idle machine"
+        )
+    return None
+
+
+def no_improvement_note(result: BOResult, model: str, dim: int) -> str | None:
+    r"""A note when no BO iteration of ``result`` improved on its initial design's best
+    value (the proposals were all worse), with what to try instead; ``None`` otherwise
+    or without iterations."""
+    iterations = len(result.records) - 1
+    if iterations == 0 or result.records[-1].best_value != result.records[0].best_value:
+        return None
+    remedies = [f"more iterations (--iterations {max(30, 2 * iterations)})"]
+    if model == RANDOM_SEARCH:
+        remedies.append("a surrogate (--model gp)")
+    elif model != "gp":
+        remedies.append("a GP (--model gp)")
+    proposals = "proposal" if model != RANDOM_SEARCH else "random point"
+    return (
+        f"no {proposals} improved on the best initial point in {iterations} "
+        f"iteration{'s' if iterations > 1 else ''}: with {dim} dimensions, try "
+        + " or ".join(remedies)
+    )
 
 
 def _check_optimize(args: argparse.Namespace, optimize: argparse.ArgumentParser) -> None:
@@ -505,4 +602,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with (
         contextlib.nullcontext() if args.csv is None else _open_csv(args.csv, optimize)
     ) as csv_file:
-        return _optimize(args, csv_file)
+        # --threads applies to this run only: main() called in a process (e.g. a test)
+        # gives the process its own setting back.
+        previous_threads = torch.get_num_threads()
+        if args.threads is not None:
+            torch.set_num_threads(args.threads)
+        try:
+            return _optimize(args, csv_file)
+        finally:
+            if args.threads is not None:
+                torch.set_num_threads(previous_threads)

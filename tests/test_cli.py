@@ -1,5 +1,7 @@
 import csv
 import dataclasses
+import itertools
+import re
 import subprocess
 import sys
 
@@ -7,7 +9,7 @@ import pytest
 import torch
 
 from botorch_nn_uq import cli
-from botorch_nn_uq.bo import registry
+from botorch_nn_uq.bo import loop, registry
 from botorch_nn_uq.bo.loop import initial_design
 from botorch_nn_uq.cli import main
 from botorch_nn_uq.problems import get_bo_problem
@@ -68,7 +70,9 @@ def test_list_and_help(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["optimize", "--help"])
     help_text = capsys.readouterr().out
-    for flag in ("--problem", "--dim", "--model", "--acquisition", "--iterations", "--seed"):
+    for flag in (
+        "--problem", "--dim", "--model", "--acquisition", "--iterations", "--seed", "--threads"
+    ):  # fmt: skip
         assert flag in help_text
 
 
@@ -263,3 +267,182 @@ def test_an_interrupted_run_keeps_every_evaluation_in_the_csv(tmp_path, capsys, 
     assert torch.equal(X[:3], initial_design(problem, 3, seed=4))
     assert [float(row["value"]) for row in rows] == problem.evaluate(X).tolist()
     assert float(rows[-1]["best_value"]) == min(float(row["value"]) for row in rows)
+
+
+# ------------------------------------------------------------------------------------
+# Time, threads and notes of the summary
+# ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_threads(monkeypatch):
+    r"""torch's thread setting replaced by a record of the calls (starting at 4 threads),
+    so a test sees which setting the command asks for without changing the process's."""
+    state = {"threads": 4, "calls": []}
+
+    def set_num_threads(threads: int) -> None:
+        state["calls"].append(threads)
+        state["threads"] = threads
+
+    monkeypatch.setattr(torch, "set_num_threads", set_num_threads)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: state["threads"])
+    return state
+
+
+def _fake_machine(monkeypatch, *, seconds: float, load: float, cores: int = 2) -> None:
+    r"""A run that takes ``seconds`` on ``cores`` cores under a load average ``load``."""
+    ticks = itertools.count(0.0, seconds)  # the start, then the end, of each run
+    monkeypatch.setattr(cli, "_clock", lambda: next(ticks))
+    monkeypatch.setattr(cli, "_load_average", lambda: load)
+    monkeypatch.setattr(cli, "_cpu_count", lambda: cores)
+
+
+def _fake_bo(monkeypatch, proposal) -> None:
+    r"""A surrogate that costs nothing and a proposing strategy ``ts`` that proposes
+    ``proposal(context)`` (a ``d``-vector), so a run's values are known in advance."""
+    spec = registry.SURROGATES["mc-dropout"]
+    monkeypatch.setitem(
+        registry.SURROGATES, "mc-dropout", dataclasses.replace(spec, build=lambda *a, **k: None)
+    )
+    monkeypatch.setitem(
+        registry.ACQUISITIONS,
+        "ts",
+        dataclasses.replace(
+            registry.ACQUISITIONS["ts"],
+            propose=lambda model, context, q: proposal(context).expand(q, -1).clone(),
+        ),
+    )
+
+
+_FAKE_RUN = ["optimize", "--problem", "levy", "--dim", "2", "--model", "mc-dropout",
+             "--acquisition", "ts", "--n-initial", "4", "--iterations", "3", "--quiet"]  # fmt: skip
+
+
+def _worst_point(context):
+    # train_Y is -f: its smallest entry is the worst point evaluated so far.
+    return context.train_X[context.train_Y.squeeze(-1).argmin()]
+
+
+def _levy_minimiser(context):
+    return torch.ones(context.bounds.shape[-1], dtype=context.bounds.dtype)  # f = 0
+
+
+def test_the_summary_gives_the_total_time_and_the_torch_threads(capsys) -> None:
+    argv = ["optimize", "--dim", "2", "--model", "random", "--iterations", "2", "--n-initial", "3"]
+    assert main(argv) == 0
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert re.search(
+        r"\| \d+\.\d s total \(set-up, initial design and 2 iterations\), \d+\.\d\d s per "
+        rf"iteration \| torch threads {torch.get_num_threads()} \(\d+ cores\)$",
+        summary,
+    ), summary
+
+
+def test_threads_is_applied_to_the_run_and_then_given_back(
+    fake_threads, monkeypatch, capsys
+) -> None:
+    _fake_bo(monkeypatch, _levy_minimiser)
+    _fake_machine(monkeypatch, seconds=2.0, load=0.1)
+    during_run: list[int] = []
+    run_bo = cli.run_bo
+
+    def recording_run_bo(*args, **kwargs):
+        during_run.append(torch.get_num_threads())
+        return run_bo(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "run_bo", recording_run_bo)
+    assert main([*_FAKE_RUN, "--threads", "1"]) == 0
+    assert during_run == [1]
+    assert fake_threads["calls"][0] == 1 and fake_threads["calls"][-1] == 4
+    assert fake_threads["threads"] == 4  # the process's own setting again
+    assert "2.0 s total" in capsys.readouterr().out
+    # Without --threads the run keeps torch's own setting.
+    fake_threads["calls"].clear()
+    assert main(_FAKE_RUN) == 0
+    assert during_run[-1] == 4 and 1 not in fake_threads["calls"]
+    assert "| torch threads 4 (2 cores)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "1.5", "all"])
+def test_threads_must_be_a_positive_integer(value, capsys, no_work, fake_threads) -> None:
+    message = _rejected(["optimize", "--threads", value], capsys)
+    assert "argument --threads: must be" in message
+    assert fake_threads["calls"] == []
+
+
+def test_a_slow_oversubscribed_run_says_why_and_what_avoids_it(
+    fake_threads, monkeypatch, capsys
+) -> None:
+    _fake_bo(monkeypatch, _levy_minimiser)
+    _fake_machine(monkeypatch, seconds=415.0, load=3.1)
+    assert main([*_FAKE_RUN, "--threads", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "415.0 s total" in lines[-2] and "| torch threads 2 (2 cores)" in lines[-2]
+    assert lines[-1] == (
+        "hint | torch used 2 threads on 2 cores under load 3.1; `OMP_NUM_THREADS=1` or "
+        "`--threads 1` avoids oversubscription (much faster on a busy machine)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("threads", "seconds", "load"),
+    [
+        ("2", 415.0, 1.2),  # an idle machine: its cores were free
+        ("1", 415.0, 1.2),
+        ("2", 4.0, 3.1),  # a short run: not worth a hint
+    ],
+)
+def test_no_hint_without_its_cause(threads, seconds, load, fake_threads, monkeypatch, capsys):
+    _fake_bo(monkeypatch, _levy_minimiser)
+    _fake_machine(monkeypatch, seconds=seconds, load=load)
+    assert main([*_FAKE_RUN, "--threads", threads]) == 0
+    out = capsys.readouterr().out
+    assert "hint" not in out and out.splitlines()[-1].startswith("summary |")
+
+
+def test_slow_run_hint_names_each_cause() -> None:
+    hint = cli.slow_run_hint(60.0, threads=8, cores=2, load=None)
+    assert hint is not None and "torch used 8 threads on 2 cores;" in hint
+    assert "--threads 1" in hint
+    hint = cli.slow_run_hint(60.0, threads=1, cores=2, load=3.5)
+    assert hint is not None and "the machine was busy (load 3.5 on 2 cores)" in hint
+    assert cli.slow_run_hint(60.0, threads=2, cores=4, load=2.5) is None
+    # A load at the cores is this run's own threads on an otherwise idle machine.
+    assert cli.slow_run_hint(60.0, threads=2, cores=2, load=2.3) is None
+    assert cli.slow_run_hint(9.0, threads=8, cores=2, load=9.0) is None
+
+
+def test_a_run_whose_proposals_never_improve_says_so(monkeypatch, capsys) -> None:
+    _fake_bo(monkeypatch, _worst_point)
+    assert main([*_FAKE_RUN, "--dim", "10"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == (
+        "note | no proposal improved on the best initial point in 3 iterations: with 10 "
+        "dimensions, try more iterations (--iterations 30) or a GP (--model gp)"
+    )
+    # A run that improves has no note.
+    _fake_bo(monkeypatch, _levy_minimiser)
+    assert main(_FAKE_RUN) == 0
+    out = capsys.readouterr().out
+    assert "note" not in out
+    assert float(re.search(r"best value (\S+)", out).group(1)) < 1e-12  # Levy's minimum, 0
+
+
+def test_the_note_suggests_what_fits_the_model() -> None:
+    problem = get_bo_problem("levy", 2)
+    X = initial_design(problem, 4, seed=0)
+    values = problem.evaluate(X)
+    first = loop.BOIterationRecord(0, 4, float(values.min()), float(values.min()), 0.1, 0.0)
+    replace = dataclasses.replace
+    later = replace(first, iteration=1, num_evaluations=5, value=1e9)
+    result = loop.BOResult("levy-2d", "gp", "logei", 0, X, values, [first, later])
+    assert cli.no_improvement_note(result, "gp", 2) == (
+        "no proposal improved on the best initial point in 1 iteration: with 2 dimensions, "
+        "try more iterations (--iterations 30)"
+    )
+    note = cli.no_improvement_note(result, "random", 2)
+    assert note is not None and note.startswith("no random point improved")
+    assert note.endswith("or a surrogate (--model gp)")
+    assert cli.no_improvement_note(replace(result, records=[first]), "gp", 2) is None
+    improved = replace(result, records=[first, replace(later, best_value=-1.0)])
+    assert cli.no_improvement_note(improved, "gp", 2) is None

@@ -1,4 +1,5 @@
-"""Execute every tutorial notebook (in smoke mode) and check that they are saved clean.
+"""Execute every tutorial notebook (in smoke mode), check that they are saved clean and that
+the index, ``tutorials/README.md``, lists exactly them.
 
 Each ``tutorials/*.ipynb`` is run top to bottom with nbclient, with
 ``BOTORCH_NN_UQ_SMOKE=1`` (tiny budgets), ``MPLBACKEND=Agg`` and (unless set)
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -30,6 +32,23 @@ KERNEL_NAME = "python3"
 
 def test_tutorials_are_found() -> None:
     assert NOTEBOOKS, f"No tutorial notebooks found in {TUTORIALS_DIR}."
+
+
+def test_index_lists_exactly_the_notebooks() -> None:
+    r"""``tutorials/README.md`` links every notebook in ``tutorials/`` once, in its
+    numbered list, and names no notebook that does not exist."""
+    index = (TUTORIALS_DIR / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"[\w.-]+\.ipynb", index))
+    existing = set(NOTEBOOK_IDS)
+    assert not named - existing, f"tutorials/README.md names missing notebooks: {named - existing}"
+    listed = re.findall(r"^\d+\. \[`([^`]+)`\]\(([^)]+)\)", index, flags=re.MULTILINE)
+    mislinked = [(text, target) for text, target in listed if text != target]
+    assert not mislinked, f"tutorials/README.md links a name to another file: {mislinked}"
+    linked = [target for _, target in listed]
+    assert not existing - set(linked), (
+        f"tutorials/README.md does not list {sorted(existing - set(linked))}: add a line for each."
+    )
+    assert len(linked) == len(set(linked)), f"tutorials/README.md lists a notebook twice: {linked}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=NOTEBOOK_IDS)
