@@ -18,11 +18,7 @@ not apply; ``optimize_acqf``'s default initialiser is appropriate.
 from __future__ import annotations
 
 import torch
-from botorch.acquisition.analytic import (
-    AnalyticAcquisitionFunction,
-    _log_ei_helper,
-    _scaled_improvement,
-)
+from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 from botorch.acquisition.monte_carlo import SampleReducingMCAcquisitionFunction
 from botorch.acquisition.objective import MCAcquisitionObjective, PosteriorTransform
 from botorch.models.model import Model
@@ -32,6 +28,7 @@ from torch import Tensor
 
 from botorch_nn_uq.acquisition.validation import validate_best_f
 from botorch_nn_uq.checks import Interval, check_boolean, check_real_number
+from botorch_nn_uq.compat import log_ei_helper, scaled_improvement
 
 DEFAULT_NEGATIVE_SLOPE = 0.01
 
@@ -100,8 +97,8 @@ class LeakyExpectedImprovement(AnalyticAcquisitionFunction):
         """
         mean, sigma = self._mean_and_sigma(X)
         best_f = self.best_f.to(mean)
-        scaled_improvement = _scaled_improvement(mean, sigma, best_f, self.maximize)
-        expected_improvement = sigma * _log_ei_helper(scaled_improvement).exp()
+        u = scaled_improvement(mean, sigma, best_f, self.maximize)
+        expected_improvement = sigma * log_ei_helper(u).exp()
         mean_improvement = mean - best_f if self.maximize else best_f - mean
         leaky = (
             1 - self.negative_slope

@@ -17,6 +17,8 @@ from botorch.sampling.base import MCSampler
 from botorch.sampling.get_sampler import GetSampler
 from torch import Tensor
 
+from botorch_nn_uq.compat import ensemble_weights
+
 if TYPE_CHECKING:
     from botorch.models.transforms.outcome import OutcomeTransform
 
@@ -181,7 +183,7 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
         draw = self._draw_functions
         return FunctionEnsemblePosterior(
             function_map(self.values),
-            self._weights,
+            ensemble_weights(self),
             draw_functions=None if draw is None else lambda n: function_map(draw(n)),
         )
 
@@ -200,7 +202,7 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
         return MixtureOfGaussiansPosterior(
             component_means=self.values,
             component_variances=noise_variance.expand_as(self.values),
-            weights=self._weights,
+            weights=ensemble_weights(self),
         )
 
     def untransform_outcomes(

@@ -11,6 +11,8 @@ from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNorm
 from linear_operator.operators import DiagLinearOperator
 from torch import Tensor
 
+from botorch_nn_uq.compat import is_linear
+
 if TYPE_CHECKING:
     from botorch.models.transforms.outcome import OutcomeTransform
     from botorch.posteriors import Posterior
@@ -125,7 +127,7 @@ class GaussianMarginalPosterior(GPyTorchPosterior):
         analytic acquisitions keep working). Non-linear transforms go through
         ``outcome_transform.untransform_posterior`` as for ``SingleTaskGP``.
         """
-        if outcome_transform._is_linear:
+        if is_linear(outcome_transform):
             mean, variance = outcome_transform.untransform(self.mean, self.variance, X=X)
             return GaussianMarginalPosterior(mean, variance)
         return outcome_transform.untransform_posterior(self, X=X)

@@ -26,6 +26,7 @@ from botorch.sampling.get_sampler import GetSampler
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from torch import Tensor
 
+from botorch_nn_uq.compat import is_linear
 from botorch_nn_uq.posteriors.ensemble import base_samples_are_stale, systematic_member_indices
 from botorch_nn_uq.posteriors.gaussian import min_variance
 
@@ -245,7 +246,7 @@ class MixtureOfGaussiansPosterior(Posterior):
         as ``Standardize`` keep a mixture of Gaussians a mixture of Gaussians."""
         from botorch.exceptions.errors import UnsupportedError
 
-        if not outcome_transform._is_linear:
+        if not is_linear(outcome_transform):
             raise UnsupportedError(
                 "A mixture-of-Gaussians posterior requires a linear outcome transform such as "
                 f"Standardize; got {type(outcome_transform).__name__}."

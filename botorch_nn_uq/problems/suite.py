@@ -51,6 +51,7 @@ from botorch.test_functions.synthetic import (
 )
 from torch import Tensor
 
+from botorch_nn_uq.compat import evaluate_true_unchecked
 from botorch_nn_uq.problems.scale import (
     RandomTanhNetwork,
     ackley_maximizer,
@@ -149,7 +150,7 @@ class BOProblem:
             raise ValueError(f"{self.name}: X lies outside the bounds of the problem.")
         # BoTorch's public `evaluate_true` checks X against its CPU bounds buffer,
         # which fails for X on another device; the bounds were checked above.
-        return self.test_function._evaluate_true(X)
+        return evaluate_true_unchecked(self.test_function, X)
 
     def normalized_regret(self, best_value: float | Tensor) -> float | Tensor:
         r"""Normalised regret ``2 (best_value - min_value) / (max_value - min_value)``.
