@@ -27,6 +27,7 @@ from botorch_nn_uq import __version__
 from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.loop import BOIterationRecord, BOResult, run_bo
 from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES
+from botorch_nn_uq.checks import NON_NEGATIVE, OPEN_UNIT_INTERVAL, REALS, Interval
 from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
 
 #: Seeds are 64-bit signed integers for torch's generators.
@@ -84,27 +85,16 @@ def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-def _real(
-    low: float | None = None, high: float | None = None, *, open_interval: bool = False
-) -> Callable[[str], float]:
-    r"""An argparse type: a finite number, at least ``low`` and below ``high`` (each
-    bound optional); with ``open_interval`` also above ``low``."""
-
-    if low is None:
-        requirement = "a finite number"
-    elif high is None:
-        requirement = f"a finite number {'>' if open_interval else '>='} {low:g}"
-    else:
-        requirement = f"a number in {'(' if open_interval else '['}{low:g}, {high:g})"
+def _real(interval: Interval = REALS) -> Callable[[str], float]:
+    r"""An argparse type: a finite number in ``interval``."""
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be a number; got {text!r}") from None
-        low_ok = low is None or (value > low if open_interval else value >= low)
-        if not (math.isfinite(value) and low_ok and (high is None or value < high)):
-            raise argparse.ArgumentTypeError(f"must be {requirement}; got {text!r}")
+        if not (math.isfinite(value) and interval.contains(value)):
+            raise argparse.ArgumentTypeError(f"must be {interval}; got {text!r}")
         return value
 
     return parse
@@ -178,11 +168,11 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help="optimize_acqf raw samples (at least --num-restarts)",
     )
     optimize.add_argument(
-        "--beta", type=_real(0.0), default=4.0, help="exploration weight of ucb / qucb"
+        "--beta", type=_real(NON_NEGATIVE), default=4.0, help="exploration weight of ucb / qucb"
     )
     optimize.add_argument(
         "--negative-slope",
-        type=_real(0.0, 1.0),
+        type=_real(Interval(0.0, 1.0, upper_closed=False)),
         default=0.01,
         help="slope delta of leaky-ei / q-leaky-ei, in [0, 1)",
     )
@@ -194,13 +184,13 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     optimize.add_argument(
         "--aleatoric-variance",
-        type=_real(0.0),
+        type=_real(NON_NEGATIVE),
         default=0.0,
         help="known aleatoric variance of the outputs for the target-value acquisitions",
     )
     optimize.add_argument(
         "--quantile",
-        type=_real(0.0, 1.0, open_interval=True),
+        type=_real(OPEN_UNIT_INTERVAL),
         default=0.1,
         help="quantile q of robust-lcb, in (0, 1) (small = optimistic)",
     )
