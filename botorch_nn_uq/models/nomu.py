@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,82 +26,13 @@ from botorch_nn_uq.checks import (
     is_integer,
 )
 from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.models.nomu_presets import build_preset, rescale_outputs
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.nomu import READOUTS, NOMUNetwork, nomu_readout
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
-from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, l2_penalty, train_network
-from botorch_nn_uq.training.nomu_loss import (
-    artificial_inputs,
-    data_fit_loss,
-    enlarge_box,
-    nomu_loss,
-)
-
-#: Standardised outcome units per unit of the paper's ``[-1, 1]`` output scaling: outputs
-#: spread over ``[-1, 1]`` have a standard deviation of about 0.5, so ``Standardize``
-#: doubles them. :meth:`NOMUHyperparameters.rescale_outputs` uses it to carry the paper's
-#: values over to BoTorch's coordinates.
-PAPER_TO_STANDARDIZED_OUTPUT_SCALE = 2.0
-
-#: The paper's settings, in the paper's coordinates (inputs in ``[-1, 1]^d``, outputs
-#: roughly in ``[-1, 1]``): toy regression (Section 4.1.1, App. B.2.2), Bayesian
-#: optimisation (App. B.3.1) and UCI regression (App. B.2.7).
-PAPER_SETTINGS: dict[str, dict[str, Any]] = {
-    "toy-regression-1d": {
-        "mean_widths": (1024, 1024, 1024),
-        "uncertainty_widths": (1024, 1024, 1024),
-        "pi_sqr": 0.1,
-        "pi_exp": 0.01,
-        "c_exp": 30.0,
-        "l2_regularization": 1e-8,
-        "min_uncertainty": 1e-3,
-        "max_uncertainty": 2.0,
-        "num_artificial_points": 128,
-        "box_enlargement": 0.05,
-        "epochs": 1024,
-        "learning_rate": 1e-3,
-        "batch_size": None,
-        "init_scale": 0.05,
-        "stable_loss": False,
-    },
-    "bo": {
-        "mean_widths": (1024, 1024, 1024),
-        "uncertainty_widths": (1024, 1024, 1024),
-        "pi_sqr": 1.0,
-        "pi_exp": 0.01,
-        "c_exp": 30.0,
-        "l2_regularization": 1e-8,
-        "min_uncertainty": 1e-6,
-        "max_uncertainty": 2.0,
-        "num_artificial_points": 500,
-        "box_enlargement": 0.0,
-        "epochs": 1024,
-        "learning_rate": 1e-3,
-        "batch_size": None,
-        "init_scale": 0.05,
-        "stable_loss": False,
-    },
-    "uci": {
-        "mean_widths": (50,),
-        "uncertainty_widths": (50,),
-        "pi_sqr": 0.1,
-        "pi_exp": 0.01,
-        "c_exp": 30.0,
-        "l2_regularization": 1e-9,
-        "uncertainty_l2_regularization": 1e-4,
-        "min_uncertainty": 0.1,
-        "max_uncertainty": 1.0,
-        "num_artificial_points": 100,
-        "box_enlargement": 0.0,
-        "epochs": 400,
-        "learning_rate": 1e-2,
-        "batch_size": 100,
-        "init_scale": 0.05,
-        "stable_loss": True,
-    },
-}
-PAPER_SETTINGS["toy-regression-2d"] = {**PAPER_SETTINGS["toy-regression-1d"]}
-PAPER_SETTINGS["toy-regression-2d"]["num_artificial_points"] = 256
+from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.nomu_loss import enlarge_box
+from botorch_nn_uq.training.nomu_training import train_nomu_network
 
 
 @dataclass(frozen=True)
@@ -238,46 +167,27 @@ class NOMUHyperparameters:
         )
 
     def rescale_outputs(self, scale: float) -> NOMUHyperparameters:
-        r"""The same uncertainty shape for outputs multiplied by ``scale``.
-
-        If ``y' = scale * y`` and the network's outputs scale alike (``f' = scale * f``,
-        ``r' = scale * r``), then the loss is multiplied by ``scale^2`` (so its minimiser
-        is unchanged) when ``pi_exp`` and ``lambda`` are multiplied by ``scale^2``,
-        ``c_exp`` is divided by ``scale``, and ``l_min``, ``l_max`` (output units) are
-        multiplied by ``scale``; ``pi_sqr`` is unchanged. Inputs need no rescaling: term
-        (c) is a mean over the box and the box enlargement is a fraction of its width,
-        so mapping ``[-1, 1]^d`` affinely to ``[0, 1]^d`` changes neither.
+        r"""The same uncertainty shape for outputs multiplied by ``scale`` (see
+        :func:`botorch_nn_uq.models.nomu_presets.rescale_outputs`).
 
         Args:
             scale: The positive output scale factor.
         """
-        if not scale > 0:
-            raise ValueError(f"scale must be positive; got {scale}.")
-        uncertainty_l2 = self.uncertainty_l2_regularization
-        return dataclasses.replace(
-            self,
-            pi_exp=self.pi_exp * scale**2,
-            c_exp=self.c_exp / scale,
-            l2_regularization=self.l2_regularization * scale**2,
-            uncertainty_l2_regularization=None
-            if uncertainty_l2 is None
-            else uncertainty_l2 * scale**2,
-            min_uncertainty=self.min_uncertainty * scale,
-            max_uncertainty=self.max_uncertainty * scale,
-        )
+        return rescale_outputs(self, scale)
 
     @classmethod
     def preset(
         cls, name: str, coordinates: str = "botorch", **overrides: Any
     ) -> NOMUHyperparameters:
-        r"""The paper's settings.
+        r"""The paper's settings (see :func:`botorch_nn_uq.models.nomu_presets.build_preset`).
 
         Args:
             name: ``"toy-regression-1d"``, ``"toy-regression-2d"``, ``"bo"``, ``"uci"``
                 (the paper's networks: 3 x 1024 units per branch for the first three,
                 minutes per fit on a CPU) or ``"fast-bo"`` (the defaults).
             coordinates: ``"botorch"`` (inputs in ``[0, 1]^d``, standardised outputs:
-                the paper's values rescaled by ``PAPER_TO_STANDARDIZED_OUTPUT_SCALE``)
+                the paper's values rescaled by
+                :data:`~botorch_nn_uq.models.nomu_presets.PAPER_TO_STANDARDIZED_OUTPUT_SCALE`)
                 or ``"paper"`` (inputs in ``[-1, 1]^d``, outputs in ``[-1, 1]``: the
                 printed values).
             **overrides: Fields to change on top of the preset.
@@ -286,36 +196,7 @@ class NOMUHyperparameters:
             >>> NOMUHyperparameters.preset("bo").c_exp
             15.0
         """
-        if coordinates not in ("botorch", "paper"):
-            raise ValueError(f"coordinates must be 'botorch' or 'paper'; got {coordinates!r}.")
-        if name == "fast-bo":
-            fast = cls()
-            if coordinates == "paper":
-                fast = fast.rescale_outputs(1.0 / PAPER_TO_STANDARDIZED_OUTPUT_SCALE)
-            return dataclasses.replace(fast, **overrides)
-        if name not in PAPER_SETTINGS:
-            valid = ", ".join([*PAPER_SETTINGS, "fast-bo"])
-            raise ValueError(f"Unknown NOMU preset {name!r}; valid: {valid}.")
-        settings = cls(**PAPER_SETTINGS[name])
-        if coordinates == "botorch":
-            settings = settings.rescale_outputs(PAPER_TO_STANDARDIZED_OUTPUT_SCALE)
-        return dataclasses.replace(settings, **overrides)
-
-
-@contextmanager
-def _trainable_only(network: nn.Module, modules: Iterable[nn.Module]) -> Iterator[None]:
-    r"""Within the block, only the parameters of ``modules`` (that required gradients
-    before) are trained; every flag is restored afterwards."""
-    parameters = list(network.parameters())
-    flags = [parameter.requires_grad for parameter in parameters]
-    trainable = {id(parameter) for module in modules for parameter in module.parameters()}
-    try:
-        for parameter, flag in zip(parameters, flags, strict=True):
-            parameter.requires_grad_(flag and id(parameter) in trainable)
-        yield
-    finally:
-        for parameter, flag in zip(parameters, flags, strict=True):
-            parameter.requires_grad_(flag)
+        return build_preset(cls, name, coordinates, **overrides)
 
 
 class NOMU(NeuralSurrogateModel):
@@ -333,11 +214,13 @@ class NOMU(NeuralSurrogateModel):
     states no correlation between points), so q-batch acquisitions treat the q points as
     independent.
 
-    Training (:meth:`fit`): Adam on NOMU's loss (Definition 3.3) plus ``lambda
-    ||theta||^2``, with ``l`` artificial inputs redrawn uniformly from the (optionally
-    enlarged) input box at every step; the weights with the best training loss are
-    kept. The box is ``bounds`` (original input units) mapped through the input
-    transform, or the bounding box of the training inputs if ``bounds`` is ``None``.
+    Training (:meth:`fit`, by
+    :func:`~botorch_nn_uq.training.nomu_training.train_nomu_network`): Adam on NOMU's
+    loss (Definition 3.3) plus ``lambda ||theta||^2``, with ``l`` artificial inputs
+    redrawn uniformly from the (optionally enlarged) input box at every step; the
+    weights with the best training loss are kept. The box is ``bounds`` (original input
+    units) mapped through the input transform, or the bounding box of the training
+    inputs if ``bounds`` is ``None``.
 
     Observation noise: the noiseless model (default) has no noise model, so
     ``posterior(X, observation_noise=True)`` equals the latent posterior (as for a
@@ -509,104 +392,26 @@ class NOMU(NeuralSurrogateModel):
             mean_network=copy.deepcopy(self.pretrained_mean_network),
         )
 
-    def _l2_penalty(self, scale: float = 1.0) -> Tensor:
-        r"""``lambda ||theta||^2`` over the trainable parameters, with the uncertainty
-        network's own ``lambda`` if set, all multiplied by ``scale``."""
-        hp = self.hyperparameters
-        network = self.network
-        uncertainty_l2 = hp.uncertainty_l2_regularization
-        if uncertainty_l2 is None:
-            return scale * hp.l2_regularization * l2_penalty(network)
-        mean_part = sum(l2_penalty(module) for module in network.mean_branch_modules())
-        uncertainty_part = sum(
-            l2_penalty(module) for module in network.uncertainty_branch_modules()
-        )
-        return scale * (hp.l2_regularization * mean_part + uncertainty_l2 * uncertainty_part)
-
     def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
         hp = self.hyperparameters
-        network = self.network
         box = self.artificial_input_box()
         self._register_fitted_buffer("fitted_artificial_input_box", box)
-        config = hp.training_config()
-        num_data = train_X.shape[0]
-        train_mean = self.pretrained_mean_network is None
-
-        def rows(indices: Tensor | None) -> tuple[Tensor, Tensor]:
-            return (train_X, train_Y) if indices is None else (train_X[indices], train_Y[indices])
-
-        if not hp.learn_noise:
-
-            def loss(indices: Tensor | None) -> Tensor:
-                X, Y = rows(indices)
-                artificial = artificial_inputs(box, hp.num_artificial_points)
-                output = network(torch.cat([X, artificial]))
-                batch = X.shape[0]
-                return (
-                    nomu_loss(
-                        output.mean[:batch] if train_mean else None,
-                        Y,
-                        output.raw_uncertainty[:batch],
-                        output.raw_uncertainty[batch:],
-                        pi_sqr=hp.pi_sqr,
-                        pi_exp=hp.pi_exp,
-                        c_exp=hp.c_exp,
-                        stable=hp.stable_loss,
-                    )
-                    + self._l2_penalty()
-                )
-
-            return train_network(
-                network, loss, num_data, config, progress=progress, description="NOMU"
-            )
-
-        def noise_loss(indices: Tensor | None) -> Tensor:
-            X, Y = rows(indices)
-            output = network(X)
-            return data_fit_loss(output.mean, Y, output.noise_std) + self._l2_penalty()
-
-        with _trainable_only(network, network.mean_branch_modules()):
-            train_network(
-                network,
-                noise_loss,
-                num_data,
-                config,
-                progress=progress,
-                description="NOMU mean and noise",
-            )
-        with torch.no_grad():
-            noise_std = network(train_X).noise_std
-        # Dividing pi_exp and lambda by 2 * mean(sigma_n^2) (per output; lambda by the
-        # average over outputs) makes the noisy loss (57) a multiple of the noiseless
-        # loss (4) for homoscedastic noise (App. C.1).
-        consistency = 1.0 / (2.0 * noise_std.square().mean(dim=0))
-
-        def uncertainty_loss(indices: Tensor | None) -> Tensor:
-            X, _ = rows(indices)
-            artificial = artificial_inputs(box, hp.num_artificial_points)
-            raw = network(torch.cat([X, artificial])).raw_uncertainty
-            batch = X.shape[0]
-            return nomu_loss(
-                None,
-                train_Y,
-                raw[:batch],
-                raw[batch:],
-                pi_sqr=hp.pi_sqr,
-                pi_exp=hp.pi_exp * consistency,
-                c_exp=hp.c_exp,
-                stable=hp.stable_loss,
-                noise_std=noise_std if indices is None else noise_std[indices],
-            ) + self._l2_penalty(consistency.mean().item())
-
-        with _trainable_only(network, network.uncertainty_branch_modules()):
-            return train_network(
-                network,
-                uncertainty_loss,
-                num_data,
-                config,
-                progress=progress,
-                description="NOMU uncertainty",
-            )
+        return train_nomu_network(
+            self.network,
+            train_X,
+            train_Y,
+            box,
+            hp.training_config(),
+            pi_sqr=hp.pi_sqr,
+            pi_exp=hp.pi_exp,
+            c_exp=hp.c_exp,
+            stable_loss=hp.stable_loss,
+            num_artificial_points=hp.num_artificial_points,
+            l2_regularization=hp.l2_regularization,
+            uncertainty_l2_regularization=hp.uncertainty_l2_regularization,
+            train_mean=self.pretrained_mean_network is None,
+            progress=progress,
+        )
 
     def _predict(self, X: Tensor, observation_noise: bool) -> GaussianMarginalPosterior:
         hp = self.hyperparameters
