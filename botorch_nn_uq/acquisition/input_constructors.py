@@ -104,13 +104,7 @@ def _incumbent_e_min(
     X, Y = _scalar_outcomes(
         model, training_data, posterior_transform, objective, use_posterior_mean
     )
-    if callable(aleatoric_variance) and not isinstance(aleatoric_variance, Tensor):
-        with torch.no_grad():
-            variance = aleatoric_variance(X.unsqueeze(-2))
-        variance = variance.reshape(Y.shape)
-    else:
-        variance = aleatoric_variance
-    return compute_e_min(Y, target=target, aleatoric_variance=variance)
+    return compute_e_min(Y, target=target, aleatoric_variance=aleatoric_variance, X=X)
 
 
 @acqf_input_constructor(LeakyExpectedImprovement)

@@ -71,7 +71,12 @@ Approximation = Literal["exact", "sankaran"]
 APPROXIMATIONS = ("exact", "sankaran")
 
 
-def compute_e_min(Y_mean: Tensor, target: float, aleatoric_variance: Tensor | float) -> Tensor:
+def compute_e_min(
+    Y_mean: Tensor,
+    target: float,
+    aleatoric_variance: AleatoricVariance,
+    X: Tensor | None = None,
+) -> Tensor:
     r"""Incumbent expected squared error ``E_min = min_i [(ȳ_i − y•)² + σ_a²(x_i)]``.
 
     Args:
@@ -80,9 +85,12 @@ def compute_e_min(Y_mean: Tensor, target: float, aleatoric_variance: Tensor | fl
             ``μ(x_i)`` for noisy data. Shape ``batch_shape x n x 1`` (BoTorch's
             layout of training targets) or ``n``.
         target: The target value ``y•``.
-        aleatoric_variance: ``σ_a²`` at the observed points: a non-negative float, or a
+        aleatoric_variance: ``σ_a²`` at the observed points: a non-negative float, a
             tensor broadcastable to ``Y_mean`` (e.g. ``n x 1`` for ``Y_mean`` of shape
-            ``n x 1``).
+            ``n x 1``), or a callable as taken by the acquisition functions, evaluated
+            (without gradients) at ``X`` as ``batch_shape x n x 1 x d``.
+        X: The observed inputs, ``batch_shape x n x d`` (or ``n x d``); needed only
+            for a callable ``aleatoric_variance``.
 
     Returns:
         ``E_min``, a ``batch_shape``-dim tensor (a scalar tensor for unbatched data).
@@ -103,6 +111,11 @@ def compute_e_min(Y_mean: Tensor, target: float, aleatoric_variance: Tensor | fl
     if Y_mean.shape[-2] == 0:
         raise ValueError(f"Y_mean holds no observations (shape {tuple(Y_mean.shape)}).")
     target = _validate_target(target)
+    if callable(aleatoric_variance) and not isinstance(aleatoric_variance, Tensor):
+        if X is None:
+            raise ValueError("A callable aleatoric_variance needs the observed inputs X.")
+        with torch.no_grad():
+            aleatoric_variance = aleatoric_variance(X.unsqueeze(-2)).reshape(Y_mean.shape)
     variance = check_finite_tensor(
         "aleatoric_variance", aleatoric_variance, interval=NON_NEGATIVE, dtype=Y_mean.dtype
     ).to(Y_mean.device)

@@ -1,5 +1,17 @@
-"""Registries of surrogates and acquisition functions, by the names the CLI and the
-benchmarks use. Each model or acquisition of the package registers itself here."""
+r"""Registries of surrogates and acquisition functions, by the names the CLI and the
+benchmarks use.
+
+Every surrogate and acquisition of the package is registered centrally, below in this
+module. To add a surrogate, register a :class:`SurrogateSpec` whose ``build`` fits
+it. To add an acquisition function, register an :class:`AcquisitionSpec` naming its
+class and the options it reads; the class needs a BoTorch input constructor
+(``botorch.acquisition.input_constructors.acqf_input_constructor``, as
+:mod:`botorch_nn_uq.acquisition.input_constructors` does for the package's classes),
+through which every acquisition is built. A strategy that proposes a batch itself
+(batch Thompson sampling) registers a ``propose`` function instead. Code outside the
+package (e.g. a benchmark's peer model) adds entries with the same
+:func:`register_surrogate` and :func:`register_acquisition`.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +24,20 @@ from botorch.acquisition import (
     AcquisitionFunction,
     ExpectedImprovement,
     LogExpectedImprovement,
+    MCAcquisitionFunction,
     ProbabilityOfImprovement,
     UpperConfidenceBound,
     qLogExpectedImprovement,
     qLogNoisyExpectedImprovement,
     qUpperConfidenceBound,
 )
+from botorch.acquisition.input_constructors import get_acqf_input_constructor
 from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling.base import MCSampler
 from botorch.sampling.get_sampler import get_sampler
+from botorch.utils.datasets import SupervisedDataset
 from torch import Tensor
 
 from botorch_nn_uq.acquisition import (
@@ -31,7 +46,6 @@ from botorch_nn_uq.acquisition import (
     RobustTargetExpectedImprovement,
     RobustTargetLowerConfidenceBound,
     RobustTargetProbabilityOfImprovement,
-    compute_e_min,
     qLeakyExpectedImprovement,
     qRobustTargetExpectedImprovement,
 )
@@ -102,21 +116,43 @@ class AcquisitionContext:
         r"""``search_bounds`` if given, else ``bounds``."""
         return self.bounds if self.search_bounds is None else self.search_bounds
 
+    @property
+    def training_data(self) -> SupervisedDataset:
+        r"""``train_X`` and ``train_Y`` as the dataset BoTorch's input constructors take."""
+        return SupervisedDataset(
+            self.train_X,
+            self.train_Y,
+            feature_names=[f"x{i}" for i in range(self.train_X.shape[-1])],
+            outcome_names=["y"],
+        )
+
+
+def _mc_sampler(model: Model, context: AcquisitionContext) -> MCSampler:
+    r"""A sampler of 128 samples seeded with ``context.seed``, of the type BoTorch
+    registers for the model's posterior."""
+    posterior = model.posterior(context.train_X[:1])
+    return get_sampler(posterior, torch.Size([128]), seed=context.seed)
+
 
 @dataclass(frozen=True)
 class AcquisitionSpec:
     r"""A named acquisition function, or a strategy that proposes a batch directly.
 
-    Exactly one of ``build`` and ``propose`` is given.
+    Exactly one of ``acqf_class`` and ``propose`` is given. An acquisition function is
+    built as Ax builds one: ``acqf_class(**get_acqf_input_constructor(acqf_class)(
+    model=model, training_data=context.training_data, **inputs))``, so incumbents
+    (``best_f``, ``E_min``) and baselines come from the training data as BoTorch's
+    input constructors compute them.
 
     Args:
         name: The registry key (e.g. ``"logei"``).
         description: One line for ``--help`` and listings.
-        build: ``build(model, context) -> AcquisitionFunction``, maximised with
-            ``optimize_acqf``.
-        requires_target: Whether it is a target-value acquisition, which reads
-            ``context.options["target"]`` (the target in the model's outcome units) and
-            ``context.options.get("aleatoric_variance", 0.0)``.
+        acqf_class: The ``AcquisitionFunction`` class, maximised with
+            ``optimize_acqf``; it needs a registered BoTorch input constructor.
+        options: The caller's options (``context.options``) this acquisition passes to
+            its input constructor, each with its default (e.g. ``{"beta": 4.0}``).
+        requires_target: Whether it is a target-value acquisition, which also passes
+            ``context.options["target"]`` (the target in the model's outcome units).
         propose: ``propose(model, context, q) -> q x d`` proposals (problem units) for
             strategies without an acquisition function to maximise (batch Thompson
             sampling).
@@ -124,13 +160,49 @@ class AcquisitionSpec:
 
     name: str
     description: str
-    build: Callable[[Model, AcquisitionContext], AcquisitionFunction] | None = None
+    acqf_class: type[AcquisitionFunction] | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
     requires_target: bool = False
     propose: Callable[[Model, AcquisitionContext, int], Tensor] | None = None
 
     def __post_init__(self) -> None:
-        if (self.build is None) == (self.propose is None):
-            raise ValueError(f"Acquisition {self.name!r} needs exactly one of build and propose.")
+        if (self.acqf_class is None) == (self.propose is None):
+            raise ValueError(
+                f"Acquisition {self.name!r} needs exactly one of acqf_class and propose."
+            )
+        if self.acqf_class is not None:
+            # A class without an input constructor fails here, not at the first BO step.
+            get_acqf_input_constructor(self.acqf_class)
+
+    def build(self, model: Model, context: AcquisitionContext) -> AcquisitionFunction:
+        r"""The acquisition function on ``model`` at one BO step.
+
+        A Monte Carlo acquisition gets 128 samples from a sampler seeded with
+        ``context.seed``, of the type BoTorch registers for the model's posterior.
+
+        Args:
+            model: The fitted surrogate.
+            context: The step's data, seed and options.
+
+        Returns:
+            An ``acqf_class`` instance.
+        """
+        if self.acqf_class is None:
+            raise TypeError(
+                f"Acquisition {self.name!r} proposes batches itself; it has no acquisition "
+                "function to build."
+            )
+        inputs = {
+            name: context.options.get(name, default) for name, default in self.options.items()
+        }
+        if self.requires_target:
+            inputs["target"] = context.options["target"]
+        if issubclass(self.acqf_class, MCAcquisitionFunction):
+            inputs["sampler"] = _mc_sampler(model, context)
+        construct_inputs = get_acqf_input_constructor(self.acqf_class)
+        return self.acqf_class(
+            **construct_inputs(model=model, training_data=context.training_data, **inputs)
+        )
 
 
 SURROGATES: dict[str, SurrogateSpec] = {}
@@ -226,10 +298,6 @@ def _fit_nomu(
     return model
 
 
-def _best_f(context: AcquisitionContext) -> Tensor:
-    return context.train_Y.max()
-
-
 register_surrogate(
     SurrogateSpec(
         "gp", "BoTorch SingleTaskGP (Normalize + Standardize, MLL fit)", _fitter(SingleTaskGP)
@@ -315,155 +383,94 @@ register_surrogate(
 )
 
 register_acquisition(
-    AcquisitionSpec(
-        "logei",
-        "analytic LogExpectedImprovement",
-        lambda model, ctx: LogExpectedImprovement(model, best_f=_best_f(ctx)),
-    )
+    AcquisitionSpec("logei", "analytic LogExpectedImprovement", LogExpectedImprovement)
 )
+register_acquisition(AcquisitionSpec("ei", "analytic ExpectedImprovement", ExpectedImprovement))
 register_acquisition(
-    AcquisitionSpec(
-        "ei",
-        "analytic ExpectedImprovement",
-        lambda model, ctx: ExpectedImprovement(model, best_f=_best_f(ctx)),
-    )
-)
-register_acquisition(
-    AcquisitionSpec(
-        "pi",
-        "analytic ProbabilityOfImprovement",
-        lambda model, ctx: ProbabilityOfImprovement(model, best_f=_best_f(ctx)),
-    )
+    AcquisitionSpec("pi", "analytic ProbabilityOfImprovement", ProbabilityOfImprovement)
 )
 register_acquisition(
     AcquisitionSpec(
         "ucb",
         "analytic UpperConfidenceBound (beta = option 'beta', default 4)",
-        lambda model, ctx: UpperConfidenceBound(model, beta=ctx.options.get("beta", 4.0)),
-    )
-)
-
-
-def _mc_sampler(model: Model, context: AcquisitionContext) -> MCSampler:
-    r"""A seeded sampler of the type BoTorch registers for the model's posterior."""
-    posterior = model.posterior(context.train_X[:1])
-    return get_sampler(posterior, torch.Size([128]), seed=context.seed)
-
-
-register_acquisition(
-    AcquisitionSpec(
-        "qlogei",
-        "MC qLogExpectedImprovement",
-        lambda model, ctx: qLogExpectedImprovement(
-            model, best_f=_best_f(ctx), sampler=_mc_sampler(model, ctx)
-        ),
+        UpperConfidenceBound,
+        options={"beta": 4.0},
     )
 )
 register_acquisition(
-    AcquisitionSpec(
-        "qlognei",
-        "MC qLogNoisyExpectedImprovement",
-        lambda model, ctx: qLogNoisyExpectedImprovement(
-            model, X_baseline=ctx.train_X, sampler=_mc_sampler(model, ctx)
-        ),
-    )
+    AcquisitionSpec("qlogei", "MC qLogExpectedImprovement", qLogExpectedImprovement)
+)
+register_acquisition(
+    AcquisitionSpec("qlognei", "MC qLogNoisyExpectedImprovement", qLogNoisyExpectedImprovement)
 )
 register_acquisition(
     AcquisitionSpec(
         "qucb",
         "MC qUpperConfidenceBound (beta = option 'beta', default 4)",
-        lambda model, ctx: qUpperConfidenceBound(
-            model, beta=ctx.options.get("beta", 4.0), sampler=_mc_sampler(model, ctx)
-        ),
+        qUpperConfidenceBound,
+        options={"beta": 4.0},
     )
 )
-
 register_acquisition(
     AcquisitionSpec(
         "leaky-ei",
         "analytic leaky EI (negative slope = option 'negative_slope', default 0.01)",
-        lambda model, ctx: LeakyExpectedImprovement(
-            model, best_f=_best_f(ctx), negative_slope=ctx.options.get("negative_slope", 0.01)
-        ),
+        LeakyExpectedImprovement,
+        options={"negative_slope": 0.01},
     )
 )
 register_acquisition(
     AcquisitionSpec(
         "q-leaky-ei",
         "MC q-leaky EI (negative slope = option 'negative_slope', default 0.01)",
-        lambda model, ctx: qLeakyExpectedImprovement(
-            model,
-            best_f=_best_f(ctx),
-            negative_slope=ctx.options.get("negative_slope", 0.01),
-            sampler=_mc_sampler(model, ctx),
-        ),
+        qLeakyExpectedImprovement,
+        options={"negative_slope": 0.01},
     )
 )
-
-
-def _target_arguments(context: AcquisitionContext) -> dict[str, Any]:
-    r"""Target, aleatoric variance and incumbent E_min for the target-value acquisitions
-    (observations are treated as noise-free means)."""
-    target = context.options["target"]
-    aleatoric_variance = context.options.get("aleatoric_variance", 0.0)
-    return {
-        "target": target,
-        "aleatoric_variance": aleatoric_variance,
-        "best_f": compute_e_min(context.train_Y.squeeze(-1), target, aleatoric_variance),
-    }
-
-
-def _without_best_f(arguments: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in arguments.items() if key != "best_f"}
-
-
-register_acquisition(
-    AcquisitionSpec(
+for _name, _description, _class, _options in (
+    (
         "robust-ei",
         "robust target-value EI (noncentral chi-square; needs --target)",
-        lambda model, ctx: RobustTargetExpectedImprovement(model, **_target_arguments(ctx)),
-        requires_target=True,
-    )
-)
-register_acquisition(
-    AcquisitionSpec(
+        RobustTargetExpectedImprovement,
+        {},
+    ),
+    (
         "robust-pi",
         "robust target-value probability of improvement (needs --target)",
-        lambda model, ctx: RobustTargetProbabilityOfImprovement(model, **_target_arguments(ctx)),
-        requires_target=True,
-    )
-)
-register_acquisition(
-    AcquisitionSpec(
+        RobustTargetProbabilityOfImprovement,
+        {},
+    ),
+    (
         "robust-log-pi",
         "log of the robust target-value probability of improvement (needs --target)",
-        lambda model, ctx: LogRobustTargetProbabilityOfImprovement(model, **_target_arguments(ctx)),
-        requires_target=True,
-    )
-)
-register_acquisition(
-    AcquisitionSpec(
+        LogRobustTargetProbabilityOfImprovement,
+        {},
+    ),
+    (
         "robust-lcb",
         "robust target-value lower confidence bound (quantile = option 'quantile', "
         "default 0.1; needs --target)",
-        lambda model, ctx: RobustTargetLowerConfidenceBound(
-            model,
-            quantile=ctx.options.get("quantile", 0.1),
-            **_without_best_f(_target_arguments(ctx)),
-        ),
-        requires_target=True,
-    )
-)
-register_acquisition(
-    AcquisitionSpec(
+        RobustTargetLowerConfidenceBound,
+        {"quantile": 0.1},
+    ),
+    (
         "q-robust-ei",
         "MC robust target-value EI (needs --target)",
-        lambda model, ctx: qRobustTargetExpectedImprovement(
-            model, sampler=_mc_sampler(model, ctx), **_target_arguments(ctx)
-        ),
-        requires_target=True,
+        qRobustTargetExpectedImprovement,
+        {},
+    ),
+):
+    # Observations are treated as noise-free means: the input constructors compute the
+    # incumbent E_min from them.
+    register_acquisition(
+        AcquisitionSpec(
+            _name,
+            _description,
+            _class,
+            options={"aleatoric_variance": 0.0, **_options},
+            requires_target=True,
+        )
     )
-)
 
 
 def _propose_thompson(model: Model, context: AcquisitionContext, q: int) -> Tensor:

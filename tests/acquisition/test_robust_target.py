@@ -315,6 +315,26 @@ def test_compute_e_min():
         compute_e_min(Y, 0.0, -1.0)
 
 
+def test_compute_e_min_evaluates_a_callable_variance_at_the_inputs():
+    X = torch.tensor([[0.0, 1.0], [0.5, 0.0], [1.0, 1.0]], dtype=DTYPE)
+    Y = torch.tensor([[0.3], [-0.1], [0.5]], dtype=DTYPE)
+
+    def variance(X: torch.Tensor) -> torch.Tensor:
+        assert X.shape == (3, 1, 2)  # n x q = 1 x d, as the acquisition functions call it
+        return 0.1 * X[..., 0]
+
+    # Squared errors plus variances: 0.09 + 0, 0.01 + 0.05, 0.25 + 0.1.
+    expected = torch.tensor(0.06, dtype=DTYPE)
+    torch.testing.assert_close(compute_e_min(Y, 0.0, variance, X=X), expected)
+    torch.testing.assert_close(compute_e_min(Y.squeeze(-1), 0.0, variance, X=X), expected)
+    tensor_variance = 0.1 * X[:, :1]
+    assert compute_e_min(Y, 0.0, variance, X=X) == compute_e_min(Y, 0.0, tensor_variance)
+    with pytest.raises(ValueError, match="needs the observed inputs X"):
+        compute_e_min(Y, 0.0, variance)
+    with pytest.raises(ValueError, match="non-negative"):
+        compute_e_min(Y, 0.0, lambda X: -X[..., 0], X=X)
+
+
 def test_analytic_acquisitions_in_optimize_acqf(gp, bounds):
     raw_X = torch.rand(128, 1, 2, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
     acqfs = [
