@@ -2,6 +2,12 @@
 (in-process or on Ray) and the searches (hyper-deep ensembles, NES-RS, NES-RE, AutoDEUQ);
 the serving model lives in :mod:`botorch_nn_uq.models`."""
 
+from botorch_nn_uq.ensembles.architecture_space import (
+    Architecture,
+    ArchitectureSpace,
+    NetworkSpec,
+    Node,
+)
 from botorch_nn_uq.ensembles.autodeuq import autodeuq_search, propose_hyperparameters
 from botorch_nn_uq.ensembles.history import (
     CandidateTrainer,
@@ -12,9 +18,13 @@ from botorch_nn_uq.ensembles.history import (
 from botorch_nn_uq.ensembles.hyper_deep import (
     CandidateRecord,
     HyperDeepEnsembleSearch,
+    HyperDeepSearchSpace,
     MemberArchitecture,
-    SearchSpace,
     search_hyper_deep_ensemble,
+)
+from botorch_nn_uq.ensembles.hyperparameter_space import (
+    HyperparameterSpace,
+    TrainingHyperparameters,
 )
 from botorch_nn_uq.ensembles.nes import nes_random_search, nes_regularized_evolution
 from botorch_nn_uq.ensembles.pool import (
@@ -27,14 +37,6 @@ from botorch_nn_uq.ensembles.pool import (
     assemble_ensemble,
     train_candidate_group,
     train_pool,
-)
-from botorch_nn_uq.ensembles.search_space import (
-    Architecture,
-    ArchitectureSpace,
-    HyperparameterSpace,
-    NetworkSpec,
-    Node,
-    TrainingHyperparameters,
 )
 from botorch_nn_uq.ensembles.selection import (
     SelectionResult,
@@ -76,7 +78,7 @@ __all__ = [
     "train_pool",
     "HyperDeepEnsembleSearch",
     "MemberArchitecture",
-    "SearchSpace",
+    "HyperDeepSearchSpace",
     "SelectionResult",
     "ValidationSplits",
     "caruana_select",

@@ -32,17 +32,16 @@ from botorch.models import SingleTaskGP
 from botorch.models.transforms import Standardize
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
+from botorch_nn_uq.ensembles.architecture_space import ArchitectureSpace
 from botorch_nn_uq.ensembles.history import CandidateTrainer, stack_log_likelihoods
-from botorch_nn_uq.ensembles.nes import draw_seed
-from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
-from botorch_nn_uq.ensembles.search_space import (
-    ArchitectureSpace,
+from botorch_nn_uq.ensembles.hyperparameter_space import (
     HyperparameterSpace,
     TrainingHyperparameters,
 )
+from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
 from botorch_nn_uq.ensembles.selection import SelectionResult, caruana_select
 from botorch_nn_uq.training.loop import NonFiniteLossError
-from botorch_nn_uq.training.seeding import seeded
+from botorch_nn_uq.training.seeding import draw_seed, seeded
 
 
 def propose_hyperparameters(

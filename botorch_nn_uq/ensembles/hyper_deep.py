@@ -37,6 +37,7 @@ from botorch_nn_uq.ensembles.validation import (
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
 from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.members import fit_members
+from botorch_nn_uq.training.seeding import global_rng_generator
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,9 @@ class MemberArchitecture:
 
 
 @dataclass(frozen=True)
-class SearchSpace:
-    r"""Log-uniform ranges of the random search (each ``(low, high)``, ``0 < low <= high``).
+class HyperDeepSearchSpace:
+    r"""The space of the hyper-deep ensemble's random search: log-uniform ranges of its
+    configurations (each ``(low, high)``, ``0 < low <= high``).
 
     Attributes:
         l2_regularization: Keras-style L2 ``lambda``.
@@ -95,12 +97,22 @@ class SearchSpace:
         if not self.dropout[1] < 1:
             raise ValueError(f"Dropout rates must stay below 1; got {self.dropout}.")
 
-    def sample(self, num_samples: int) -> dict[str, Tensor]:
-        r"""``num_samples`` configurations from torch's global RNG, as float64 vectors."""
+    def sample(self, generator: torch.Generator, num_samples: int) -> dict[str, Tensor]:
+        r"""``num_samples`` configurations, each value drawn log-uniformly from its range.
+
+        Args:
+            generator: The source of all randomness.
+            num_samples: The number of configurations ``k``.
+
+        Returns:
+            A dict mapping ``"l2_regularization"``, ``"dropout"`` and
+            ``"learning_rate"`` to float64 tensors of shape ``(k,)``.
+        """
         return {
             name: torch.exp(
                 math.log(low)
-                + (math.log(high) - math.log(low)) * torch.rand(num_samples, dtype=torch.float64)
+                + (math.log(high) - math.log(low))
+                * torch.rand(num_samples, dtype=torch.float64, generator=generator)
             )
             for name, (low, high) in (
                 ("l2_regularization", self.l2_regularization),
@@ -164,7 +176,7 @@ def search_hyper_deep_ensemble(
     *,
     ensemble_size: int = 5,
     num_candidates: int = 20,
-    search_space: SearchSpace | None = None,
+    search_space: HyperDeepSearchSpace | None = None,
     validation: str = "auto",
     num_folds: int = 5,
     validation_fraction: float = 0.2,
@@ -207,11 +219,12 @@ def search_hyper_deep_ensemble(
     data_dtype = train_X.dtype
     if training_dtype is not None:
         train_X, train_Y = train_X.to(training_dtype), train_Y.to(training_dtype)
-    search_space = search_space or SearchSpace()
+    search_space = search_space or HyperDeepSearchSpace()
     splits = make_validation_splits(
         train_X.shape[0], validation, num_folds=num_folds, validation_fraction=validation_fraction
     )
-    configurations = search_space.sample(num_candidates)
+    with global_rng_generator() as generator:
+        configurations = search_space.sample(generator, num_candidates)
     seeds = _draw_seeds(num_candidates)
     first = _score_and_select(
         "search",

@@ -21,16 +21,13 @@ from collections import deque
 
 import torch
 
+from botorch_nn_uq.ensembles.architecture_space import ArchitectureSpace
 from botorch_nn_uq.ensembles.history import CandidateTrainer, stack_log_likelihoods
+from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
-from botorch_nn_uq.ensembles.search_space import ArchitectureSpace, TrainingHyperparameters
 from botorch_nn_uq.ensembles.selection import SelectionResult, forward_select
 from botorch_nn_uq.training.loop import NonFiniteLossError
-
-
-def draw_seed(generator: torch.Generator) -> int:
-    r"""A member seed from the search's generator."""
-    return int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+from botorch_nn_uq.training.seeding import draw_seed
 
 
 def _usable(candidates: list[TrainedCandidate]) -> list[TrainedCandidate]:

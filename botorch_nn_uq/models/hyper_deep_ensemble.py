@@ -20,8 +20,8 @@ from botorch_nn_uq.checks import (
 )
 from botorch_nn_uq.ensembles.hyper_deep import (
     CandidateRecord,
+    HyperDeepSearchSpace,
     MemberArchitecture,
-    SearchSpace,
     search_hyper_deep_ensemble,
 )
 from botorch_nn_uq.ensembles.validation import VALIDATION_SCHEMES
@@ -94,9 +94,9 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
             )
         self.search_space()
 
-    def search_space(self) -> SearchSpace:
+    def search_space(self) -> HyperDeepSearchSpace:
         r"""The random search's ranges (validated there)."""
-        return SearchSpace(
+        return HyperDeepSearchSpace(
             l2_regularization=tuple(self.l2_range),
             dropout=tuple(self.dropout_range),
             learning_rate=tuple(self.learning_rate_range),

@@ -35,9 +35,14 @@ from botorch_nn_uq.checks import (
     check_integer_fields,
     check_real_fields,
 )
+from botorch_nn_uq.ensembles.architecture_space import ArchitectureSpace
 from botorch_nn_uq.ensembles.autodeuq import autodeuq_search
 from botorch_nn_uq.ensembles.history import CandidateTrainer, SearchHistory
-from botorch_nn_uq.ensembles.nes import draw_seed, nes_random_search, nes_regularized_evolution
+from botorch_nn_uq.ensembles.hyperparameter_space import (
+    HyperparameterSpace,
+    TrainingHyperparameters,
+)
+from botorch_nn_uq.ensembles.nes import nes_random_search, nes_regularized_evolution
 from botorch_nn_uq.ensembles.pool import (
     PoolData,
     PoolExecutor,
@@ -45,13 +50,9 @@ from botorch_nn_uq.ensembles.pool import (
     TrainedCandidate,
     assemble_ensemble,
 )
-from botorch_nn_uq.ensembles.search_space import (
-    ArchitectureSpace,
-    HyperparameterSpace,
-    TrainingHyperparameters,
-)
 from botorch_nn_uq.ensembles.selection import SelectionResult
 from botorch_nn_uq.models.ensemble import LIKELIHOODS, DeepEnsemble
+from botorch_nn_uq.training.seeding import draw_seed
 
 
 def _default_architecture_space() -> ArchitectureSpace:

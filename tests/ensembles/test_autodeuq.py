@@ -7,15 +7,14 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from botorch_nn_uq.ensembles.architecture_space import Architecture, ArchitectureSpace
 from botorch_nn_uq.ensembles.autodeuq import autodeuq_search, propose_hyperparameters
 from botorch_nn_uq.ensembles.history import stack_log_likelihoods
-from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
-from botorch_nn_uq.ensembles.search_space import (
-    Architecture,
-    ArchitectureSpace,
+from botorch_nn_uq.ensembles.hyperparameter_space import (
     HyperparameterSpace,
     TrainingHyperparameters,
 )
+from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
 from botorch_nn_uq.ensembles.selection import caruana_select
 from tests.ensembles.fakes import FakeTrainer, architecture_row
 

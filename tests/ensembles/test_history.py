@@ -17,6 +17,7 @@ import torch
 
 from botorch_nn_uq.ensembles import history as history_module
 from botorch_nn_uq.ensembles import pool as pool_module
+from botorch_nn_uq.ensembles.architecture_space import Architecture, ArchitectureSpace, Node
 from botorch_nn_uq.ensembles.history import (
     CandidateTrainer,
     EnsembleDiagnostics,
@@ -24,13 +25,8 @@ from botorch_nn_uq.ensembles.history import (
     ensemble_diagnostics,
     pool_fingerprint,
 )
+from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.ensembles.pool import CandidateSpec, PoolData, PoolSettings, TrainedCandidate
-from botorch_nn_uq.ensembles.search_space import (
-    Architecture,
-    ArchitectureSpace,
-    Node,
-    TrainingHyperparameters,
-)
 from botorch_nn_uq.models import AutoDEUQ, NESRandomSearch, NESRegularizedEvolution
 
 DTYPE = torch.float64

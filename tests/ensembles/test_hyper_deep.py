@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from botorch_nn_uq.ensembles.hyper_deep import (
+    HyperDeepSearchSpace,
     MemberArchitecture,
-    SearchSpace,
     search_hyper_deep_ensemble,
 )
 from botorch_nn_uq.models import DeepEnsemble, HyperDeepEnsemble
@@ -39,9 +39,8 @@ def _search(seed: int = 0, **kwargs):
 
 
 def test_search_space_samples_log_uniformly_within_the_ranges() -> None:
-    space = SearchSpace(l2_regularization=(1e-8, 1e-4), dropout=(0.01, 0.5))
-    torch.manual_seed(0)
-    samples = space.sample(20000)
+    space = HyperDeepSearchSpace(l2_regularization=(1e-8, 1e-4), dropout=(0.01, 0.5))
+    samples = space.sample(torch.Generator().manual_seed(0), 20000)
     for name, (low, high) in [
         ("l2_regularization", space.l2_regularization),
         ("dropout", space.dropout),
@@ -54,6 +53,16 @@ def test_search_space_samples_log_uniformly_within_the_ranges() -> None:
         assert abs(values.log().mean().item() - midpoint) < 0.02 * (math.log(high / low))
 
 
+def test_search_space_sampling_depends_on_the_generator_alone() -> None:
+    space = HyperDeepSearchSpace()
+    first = space.sample(torch.Generator().manual_seed(3), 5)
+    torch.rand(10)  # the global RNG plays no part
+    again = space.sample(torch.Generator().manual_seed(3), 5)
+    other = space.sample(torch.Generator().manual_seed(4), 5)
+    assert all(torch.equal(first[name], again[name]) for name in first)
+    assert not torch.equal(first["dropout"], other["dropout"])
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -64,7 +73,7 @@ def test_search_space_samples_log_uniformly_within_the_ranges() -> None:
 )
 def test_invalid_search_space(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        SearchSpace(**kwargs)
+        HyperDeepSearchSpace(**kwargs)
 
 
 def test_search_records_both_stages_and_stratifies_the_selected_configurations() -> None:
@@ -95,7 +104,7 @@ def test_search_records_both_stages_and_stratifies_the_selected_configurations()
 
 def test_final_members_are_refitted_on_all_rows_with_their_own_configuration() -> None:
     # Dropout masks come from the global RNG; a negligible rate makes them all ones.
-    search = _search(search_space=SearchSpace(dropout=(1e-12, 1e-12)))
+    search = _search(search_space=HyperDeepSearchSpace(dropout=(1e-12, 1e-12)))
     X, Y = _data()
     second = {r.seed: r for r in search.candidates if r.stage == "stratified"}
     records = [second[seed] for seed in search.members.member_seeds]

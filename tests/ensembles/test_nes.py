@@ -5,14 +5,11 @@ without training a network."""
 import pytest
 import torch
 
+from botorch_nn_uq.ensembles.architecture_space import Architecture, ArchitectureSpace
 from botorch_nn_uq.ensembles.history import stack_log_likelihoods
+from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.ensembles.nes import nes_random_search, nes_regularized_evolution
 from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
-from botorch_nn_uq.ensembles.search_space import (
-    Architecture,
-    ArchitectureSpace,
-    TrainingHyperparameters,
-)
 from botorch_nn_uq.ensembles.selection import forward_select
 from tests.ensembles.fakes import FakeTrainer, architecture_row
 

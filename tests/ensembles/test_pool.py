@@ -6,6 +6,8 @@ import math
 import pytest
 import torch
 
+from botorch_nn_uq.ensembles.architecture_space import Architecture, Node
+from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.ensembles.pool import (
     CandidateSpec,
     InProcessExecutor,
@@ -17,7 +19,6 @@ from botorch_nn_uq.ensembles.pool import (
     train_candidate_group,
     train_pool,
 )
-from botorch_nn_uq.ensembles.search_space import Architecture, Node, TrainingHyperparameters
 
 DTYPE = torch.float64
 SETTINGS = PoolSettings(epochs=20)

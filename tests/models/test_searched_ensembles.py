@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
+from botorch_nn_uq.ensembles.architecture_space import ArchitectureSpace
 from botorch_nn_uq.ensembles.history import SearchHistory, ensemble_diagnostics
-from botorch_nn_uq.ensembles.search_space import ArchitectureSpace, HyperparameterSpace
+from botorch_nn_uq.ensembles.hyperparameter_space import HyperparameterSpace
 from botorch_nn_uq.ensembles.selection import ensemble_nll
 from botorch_nn_uq.models import AutoDEUQ, DeepEnsemble, NESRandomSearch, NESRegularizedEvolution
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior

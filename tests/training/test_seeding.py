@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from botorch_nn_uq.training import resolve_seed, seeded
+from botorch_nn_uq.training.seeding import draw_seed, global_rng_generator, resolve_seed, seeded
 
 
 def test_same_seed_gives_the_same_random_numbers():
@@ -94,3 +94,38 @@ def test_seeds_are_the_ones_torch_accepts():
         torch.rand(1)
     with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*64\)"):
         resolve_seed(2**64)
+
+
+def test_draw_seed_comes_from_the_generator_alone():
+    first = [draw_seed(torch.Generator().manual_seed(5)) for _ in range(2)]
+    torch.rand(10)  # the global RNG plays no part
+    generator = torch.Generator().manual_seed(5)
+    draws = [draw_seed(generator) for _ in range(3)]
+    assert first == [draws[0], draws[0]]
+    assert len(set(draws)) == 3
+    assert all(isinstance(seed, int) and 0 <= seed < 2**31 - 1 for seed in draws)
+    assert resolve_seed(draws[0]) == draws[0]
+
+
+def test_global_rng_generator_continues_the_global_stream():
+    torch.manual_seed(11)
+    torch.randn(1)  # leaves a cached normal sample in the state
+    expected = (torch.rand(3, dtype=torch.float64), torch.randint(0, 9, (4,)), torch.randn(3))
+    torch.manual_seed(11)
+    torch.randn(1)
+    with global_rng_generator() as generator:
+        drawn = torch.rand(3, dtype=torch.float64, generator=generator)
+    after = (torch.randint(0, 9, (4,)), torch.randn(3))
+    for a, b in zip(expected, (drawn, *after), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_global_rng_generator_hands_back_the_stream_after_an_exception():
+    torch.manual_seed(2)
+    torch.rand(4)
+    expected = torch.rand(2)
+    torch.manual_seed(2)
+    with pytest.raises(RuntimeError, match="inside"), global_rng_generator() as generator:
+        torch.rand(4, generator=generator)
+        raise RuntimeError("inside")
+    assert torch.equal(torch.rand(2), expected)
