@@ -85,9 +85,9 @@ PUBLISHED_RMSE = {
 
 ModelBuilder = Callable[[Tensor, Tensor, int, bool], Model]
 
-#: The deep ensemble's UCI setting (batches of 100 as in Lakshminarayanan et al., 2017; with
-#: batches of 32 and a learning rate of 1e-3 the test NLL was worse on all four data sets,
-#: e.g. 2.44 against 2.37 on boston).
+#: The deep ensemble's UCI setting (batches of 100 as in Lakshminarayanan et al., 2017;
+#: batches of 32 with a learning rate of 1e-3 gave a worse test NLL on all four data sets,
+#: see ``benchmarks/README.md``, section "Protocol 2: UCI regression").
 UCI_DEEP_ENSEMBLE = {
     "ensemble_size": 5,
     "hidden_widths": (50,),
