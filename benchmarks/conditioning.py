@@ -26,7 +26,6 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from pathlib import Path
 import torch
 from botorch.models.transforms import Normalize, Standardize
 from botorch.test_functions import Branin, Hartmann
+from common import runner_parser, use_threads, write_text
 
 from botorch_nn_uq.models import DeepEnsemble, MCDropout
 
@@ -156,7 +156,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> str:
     r"""Run the benchmark; returns the markdown table (also written to ``--out``)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = runner_parser(__doc__, out=Path("benchmarks/results/conditioning.md"))
     parser.add_argument("--problems", nargs="+", choices=PROBLEMS, default=list(PROBLEMS))
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--replicates", type=int, default=5)
@@ -170,9 +170,8 @@ def main(argv: Sequence[str] | None = None) -> str:
         default=None,
         help="conditioning learning rates (default: the model's default only)",
     )
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/conditioning.md"))
-    parser.add_argument("--smoke", action="store_true", help="tiny budget (for the test suite)")
     args = parser.parse_args(argv)
+    use_threads(args.threads)
     hyperparameters: dict = {}
     if args.smoke:
         args.problems, args.models, args.replicates = ["branin-2d"], ["mc-dropout"], 1
@@ -189,9 +188,7 @@ def main(argv: Sequence[str] | None = None) -> str:
         budgets,
         hyperparameters,
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table)
-    return table
+    return write_text(args.out, table)
 
 
 if __name__ == "__main__":

@@ -9,17 +9,17 @@ one run and with the same data, architecture and epochs:
 - ``K sequential``: ``K`` one-member trainings in a Python loop;
 
 and reports the medians over ``--repeats`` runs with the ratios ``batched / one`` (the
-target is at most 1.5 for K = 5) and ``sequential / batched``.
+target is at most 1.5 for K = 5) and ``sequential / batched``. The members train on the
+process's ``--threads`` torch threads; one run per thread count compares thread counts.
 
 Examples:
     python benchmarks/ensemble_training_cost.py
-    python benchmarks/ensemble_training_cost.py --members 5 10 --threads 1 2 --repeats 5
+    python benchmarks/ensemble_training_cost.py --members 5 10 --threads 2 --repeats 5
     python benchmarks/ensemble_training_cost.py --smoke
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections.abc import Sequence
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from common import runner_parser, use_threads, write_text
 
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
 from botorch_nn_uq.training.loop import TrainingConfig
@@ -75,56 +76,47 @@ def time_training(
 
 
 def run(
-    settings: Sequence[Setting],
-    member_counts: Sequence[int],
-    threads: Sequence[int],
-    repeats: int,
+    settings: Sequence[Setting], member_counts: Sequence[int], num_threads: int, repeats: int
 ) -> str:
-    r"""Time every combination and return a markdown table."""
+    r"""Time every combination on ``num_threads`` torch threads; returns a markdown table."""
     lines = [
         "| setting | threads | K | one member (s) | K batched (s) | K sequential (s) "
         "| batched / one | sequential / batched |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for setting in settings:
-        for num_threads in threads:
-            for members in member_counts:
-                seeds = list(range(members))
-                samples = {"one": [], "batched": [], "sequential": []}
-                # Interleaved repeats, so slow drifts of the machine hit all three alike.
-                for _ in range(repeats):
-                    samples["one"].append(time_training(setting, [0], num_threads, False))
-                    samples["batched"].append(time_training(setting, seeds, num_threads, False))
-                    samples["sequential"].append(time_training(setting, seeds, num_threads, True))
-                one, batched, sequential = (statistics.median(samples[k]) for k in samples)
-                lines.append(
-                    f"| {setting.name} | {num_threads} | {members} | {one:.2f} | {batched:.2f} "
-                    f"| {sequential:.2f} | {batched / one:.2f} | {sequential / batched:.2f} |"
-                )
-                print(lines[-1], flush=True)
+        for members in member_counts:
+            seeds = list(range(members))
+            samples = {"one": [], "batched": [], "sequential": []}
+            # Interleaved repeats, so slow drifts of the machine hit all three alike.
+            for _ in range(repeats):
+                samples["one"].append(time_training(setting, [0], num_threads, False))
+                samples["batched"].append(time_training(setting, seeds, num_threads, False))
+                samples["sequential"].append(time_training(setting, seeds, num_threads, True))
+            one, batched, sequential = (statistics.median(samples[k]) for k in samples)
+            lines.append(
+                f"| {setting.name} | {num_threads} | {members} | {one:.2f} | {batched:.2f} "
+                f"| {sequential:.2f} | {batched / one:.2f} | {sequential / batched:.2f} |"
+            )
+            print(lines[-1], flush=True)
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> str:
     r"""Run the benchmark; returns the markdown table (also written to ``--out``)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = runner_parser(__doc__, out=Path("benchmarks/results/ensemble_cost.md"))
     parser.add_argument("--members", nargs="+", type=int, default=[5])
-    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/ensemble_cost.md"))
-    parser.add_argument("--smoke", action="store_true", help="tiny budget (for the test suite)")
     args = parser.parse_args(argv)
+    use_threads(args.threads)
     settings = SETTINGS
     if args.smoke:
         settings = [
             Setting(s.name, s.num_data, s.input_dim, s.hidden_widths, 2, s.batch_size)
             for s in SETTINGS
         ]
-        args.members, args.threads, args.repeats = [2], [1], 1
-    table = run(settings, args.members, args.threads, args.repeats)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table)
-    return table
+        args.members, args.repeats = [2], 1
+    return write_text(args.out, run(settings, args.members, args.threads, args.repeats))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import torch
 from botorch.models.transforms import Normalize, Standardize
+from common import runner_parser, use_threads, write_text
 
 from botorch_nn_uq.models import HyperDeepEnsemble
 
@@ -78,24 +78,18 @@ def run(points: Sequence[int], repeats: int, options: dict) -> str:
 
 def main(argv: Sequence[str] | None = None) -> str:
     r"""Run the benchmark; returns the markdown table (also written to ``--out``)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = runner_parser(__doc__, out=Path("benchmarks/results/hyper_deep_search_cost.md"))
     parser.add_argument("--points", nargs="+", type=int, default=[40, 72])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--out", type=Path, default=Path("benchmarks/results/hyper_deep_search_cost.md")
-    )
-    parser.add_argument("--smoke", action="store_true", help="tiny budget (for the test suite)")
     args = parser.parse_args(argv)
+    use_threads(args.threads)
     options = dict(BO_SEARCH)
     if args.smoke:
         args.points, args.repeats = [12], 1
         options.update(epochs=3, num_candidates=3, hidden_widths=(8,))
     if min(args.points) < 6 or args.repeats < 1:
         parser.error("--points must be at least 6 (3 folds) and --repeats positive.")
-    table = run(args.points, args.repeats, options)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table)
-    return table
+    return write_text(args.out, run(args.points, args.repeats, options))
 
 
 if __name__ == "__main__":

@@ -29,15 +29,13 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -46,6 +44,18 @@ from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
 from botorch.utils.sampling import manual_seed
+from common import (
+    add_jobs_option,
+    add_seed_options,
+    mean_and_standard_error,
+    plot_best_so_far,
+    run_jobs,
+    runner_parser,
+    seed_range,
+    stored_run,
+    summary_header,
+    use_threads,
+)
 from torch import Tensor
 
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
@@ -152,17 +162,22 @@ def propose(
 
 
 def execute(spec: RunSpec, store: Path, device: str = "cpu") -> RunResult:
-    r"""Run one BO run single-threaded on ``device``, or load it from ``store``.
+    r"""One BO run on ``device``, stored in ``store``, or the run an earlier invocation
+    stored there.
 
-    Finished runs are saved to ``store``; after every iteration the run's state (data,
-    result so far, random state of the design) is checkpointed there, and a repeated call
-    continues from the checkpoint.
+    After every iteration the unfinished run's state (data, result so far, random state of
+    the design) is checkpointed in ``store``, and a repeated call continues from the
+    checkpoint.
     """
-    path = store / f"{spec.key}.pt"
-    if path.exists():
-        return torch.load(path, weights_only=False)
-    checkpoint = path.with_suffix(".checkpoint")
-    torch.set_num_threads(1)
+    checkpoint = store / f"{spec.key}.checkpoint"
+    result = stored_run(spec, store, partial(run, checkpoint=checkpoint, device=device))
+    checkpoint.unlink(missing_ok=True)
+    return result
+
+
+def run(spec: RunSpec, checkpoint: Path, device: str) -> RunResult:
+    r"""One BO run on ``device`` and this process's torch threads (``--threads``), from
+    ``checkpoint`` if there is one, checkpointed there after every iteration."""
     problem = PROBLEMS[spec.problem]()
     bounds = problem.bounds.to(device)
     generator = torch.Generator().manual_seed(spec.seed)
@@ -195,9 +210,12 @@ def execute(spec: RunSpec, store: Path, device: str = "cpu") -> RunResult:
         result.best_so_far.append(float(values.min()))
         state = {"U": U.cpu(), "H": H.cpu(), "values": values.cpu(), "result": result}
         save_atomically(state | {"generator": generator.get_state()}, checkpoint)
-    save_atomically(result, path)
-    checkpoint.unlink(missing_ok=True)
     return result
+
+
+def progress_line(spec: RunSpec, result: RunResult) -> str:
+    r"""What the progress output says of a finished run."""
+    return f"{spec.problem} {spec.method} seed {spec.seed}: best g {result.best_so_far[-1]:.3e}"
 
 
 def summary_table(results: Sequence[RunResult]) -> str:
@@ -214,7 +232,7 @@ def summary_table(results: Sequence[RunResult]) -> str:
     for (problem, method), runs in sorted(groups.items()):
         finals = [run.best_so_far[-1] for run in runs]
         logs = [math.log10(max(value, 1e-300)) for value in finals]
-        error = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
+        mean_log, error = mean_and_standard_error(logs)
         seconds = [s for run in runs for s in run.seconds]
         per_iteration = f"{statistics.fmean(seconds):.2f}" if method != "random" else "-"
         parameters = runs[0].num_parameters
@@ -222,64 +240,43 @@ def summary_table(results: Sequence[RunResult]) -> str:
         lines.append(
             f"| {problem} | {method} | {len(runs)} | {evaluations} "
             f"| {statistics.median(finals):.3e} | {statistics.median(logs):.2f} "
-            f"| {statistics.fmean(logs):.2f} ± {error:.2f} | {per_iteration} "
+            f"| {mean_log:.2f} ± {error:.2f} | {per_iteration} "
             f"| {parameters if parameters is not None else '-'} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def plot_best_so_far(results: Sequence[RunResult], out: Path) -> list[Path]:
-    r"""One plot per problem: median (and quartiles of) best ``g`` versus evaluations."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    paths = []
+def best_g_curves(
+    results: Sequence[RunResult],
+) -> dict[str, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
+    r"""``problem -> method -> (evaluations, runs x evaluations best g)`` for
+    :func:`~common.plot_best_so_far`, problems sorted, methods in the order of ``METHODS``."""
+    curves: dict[str, dict[str, tuple[torch.Tensor, torch.Tensor]]] = {}
     for problem in sorted({result.spec.problem for result in results}):
-        figure, axis = plt.subplots(figsize=(6, 4))
+        curves[problem] = {}
         for method in METHODS:
             runs = [r for r in results if r.spec.problem == problem and r.spec.method == method]
-            if not runs:
-                continue
-            curves = torch.tensor([run.best_so_far for run in runs], dtype=torch.float64)
-            evaluations = torch.arange(curves.shape[1]) + runs[0].spec.n_initial
-            quartiles = curves.quantile(torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64), 0)
-            axis.plot(evaluations, quartiles[1], label=method)
-            axis.fill_between(evaluations, quartiles[0], quartiles[2], alpha=0.2)
-        axis.set_yscale("log")
-        axis.set_xlabel("evaluations")
-        axis.set_ylabel("best g so far (median, quartiles)")
-        axis.set_title(problem)
-        axis.legend()
-        figure.tight_layout()
-        path = out / f"best_so_far_{problem}.png"
-        figure.savefig(path, dpi=110)
-        plt.close(figure)
-        paths.append(path)
-    return paths
+            if runs:
+                best = torch.tensor([run.best_so_far for run in runs], dtype=torch.float64)
+                evaluations = torch.arange(best.shape[1]) + runs[0].spec.n_initial
+                curves[problem][method] = (evaluations, best)
+    return curves
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the benchmark; returns the path of the markdown summary."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = runner_parser(__doc__, out=Path("benchmarks/results/neon_composite"))
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    parser.add_argument("--seeds", type=int, default=10, help="number of seeds")
-    parser.add_argument("--first-seed", type=int, default=0, help="seeds start here")
+    add_seed_options(parser, default=10)
     parser.add_argument("--iterations", type=int, help="override the protocol's iterations")
     parser.add_argument("--steps", type=int, default=2000, help="NEON's first-iteration steps")
     parser.add_argument("--num-restarts", type=int, default=10)
     parser.add_argument("--raw-samples", type=int, default=256)
-    parser.add_argument("--jobs", type=int, default=1)
+    add_jobs_option(parser)
     parser.add_argument("--device", default="cpu", help="torch device for models and problems")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/neon_composite"))
-    parser.add_argument("--smoke", action="store_true", help="tiny budget for the test suite")
     args = parser.parse_args(argv)
-    if args.seeds < 1 or args.first_seed < 0:
-        parser.error("--seeds must be positive and --first-seed non-negative.")
+    use_threads(args.threads)
     if args.smoke:
         args.problems, args.seeds, args.iterations, args.steps = ["pollutants"], 1, 2, 20
         args.num_restarts, args.raw_samples = 2, 16
@@ -294,25 +291,14 @@ def main(argv: Sequence[str] | None = None) -> Path:
             num_restarts=args.num_restarts,
             raw_samples=args.raw_samples,
         )
-        for seed in range(args.first_seed, args.first_seed + args.seeds)
+        for seed in seed_range(args)
         for problem in args.problems
         for method in args.methods
     ]
     store = args.out / "runs"
     start = time.perf_counter()
-    if args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            results = list(
-                pool.map(execute, specs, [store] * len(specs), [args.device] * len(specs))
-            )
-    else:
-        results = [execute(spec, store, args.device) for spec in specs]
-    for result in results:
-        print(
-            f"{result.spec.problem} {result.spec.method} seed {result.spec.seed}: best g "
-            f"{result.best_so_far[-1]:.3e}",
-            flush=True,
-        )
+    job = partial(execute, store=store, device=args.device)
+    results = run_jobs(job, specs, args.jobs, args.threads, progress_line)
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows_csv(
         [
@@ -328,16 +314,15 @@ def main(argv: Sequence[str] | None = None) -> Path:
         ],
         args.out / "runs.csv",
     )
-    command = "python benchmarks/neon_composite.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
     summary = args.out / "summary.md"
     summary.write_text(
-        f"Command: `{command.strip()}`\n\n{len(specs)} runs, "
+        f"{summary_header(__file__, argv, args.threads)}\n\n{len(specs)} runs, "
         f"{time.perf_counter() - start:.0f} s wall-clock in this invocation.\n\n"
         + summary_table(results)
     )
-    plot_best_so_far(results, args.out)
+    plot_best_so_far(
+        best_g_curves(results), args.out, "best g so far (median, quartiles)", centre="median"
+    )
     print(summary.read_text())
     return summary
 

@@ -21,22 +21,33 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
-import sys
 import time
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
+from common import (
+    add_jobs_option,
+    add_nomu_suite_options,
+    add_seed_options,
+    mean_and_standard_error,
+    plot_best_so_far,
+    run_jobs,
+    runner_parser,
+    seed_range,
+    stored_run,
+    summary_header,
+    use_threads,
+)
 
-from botorch_nn_uq.bo.loop import BOResult, run_bo, save_atomically, write_rows_csv
+from botorch_nn_uq.bo.loop import BOResult, run_bo, write_rows_csv
 from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES
-from botorch_nn_uq.problems import NOMU_SUITE_NAMES, get_bo_problem
+from botorch_nn_uq.problems import get_bo_problem
 
 BASELINE = ("gp", "logei")
 
@@ -68,18 +79,12 @@ class RunSpec:
         )
 
 
-def execute(spec: RunSpec, store: Path) -> BOResult:
-    r"""Run one BO run single-threaded (runs are parallelised across processes), or load
-    it from ``store`` if an earlier invocation finished it; finished runs are saved there."""
-    path = store / f"{spec.key}.pt"
-    if path.exists():
-        return torch.load(path, weights_only=False)
-    torch.set_num_threads(1)
+def run(spec: RunSpec) -> BOResult:
+    r"""One BO run, on this process's torch threads (``--threads``)."""
     # Only the final "optimisation failed" notice; optimize_acqf has retried by then.
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
-    problem = get_bo_problem(spec.problem, spec.dim)
-    result = run_bo(
-        problem,
+    return run_bo(
+        get_bo_problem(spec.problem, spec.dim),
         spec.model,
         spec.acquisition,
         iterations=spec.iterations,
@@ -88,16 +93,14 @@ def execute(spec: RunSpec, store: Path) -> BOResult:
         num_restarts=spec.num_restarts,
         raw_samples=spec.raw_samples,
     )
-    save_atomically(result, path)
-    return result
 
 
-def mean_and_standard_error(values: Sequence[float]) -> tuple[float, float]:
-    r"""Mean and standard error of the mean (0 for a single value)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, 0.0
-    return mean, statistics.stdev(values) / math.sqrt(len(values))
+def progress_line(spec: RunSpec, result: BOResult) -> str:
+    r"""What the progress output says of a finished run."""
+    return (
+        f"{result.problem} {spec.method} seed {spec.seed}: regret {result.final_regret:.3e}, "
+        f"{result.seconds_per_iteration:.2f} s/iteration"
+    )
 
 
 def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence[str]) -> str:
@@ -130,50 +133,29 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
     return "\n".join(lines) + "\n"
 
 
-def plot_best_so_far(
-    results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence[str], out: Path
-) -> list[Path]:
-    r"""One plot per problem: mean normalised regret (± s.e.) versus evaluations."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    curves: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
+def regret_curves(
+    results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence[str]
+) -> dict[str, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
+    r"""``problem -> method -> (evaluations, runs x evaluations regrets)`` for
+    :func:`~common.plot_best_so_far`, problems sorted, methods in the order given."""
+    regrets: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
     for spec, result in results:
-        curves[(result.problem, spec.method)].append([r.regret for r in result.records])
-    paths = []
-    for problem in sorted({problem for problem, _ in curves}):
-        figure, axis = plt.subplots(figsize=(6, 4))
+        regrets[(result.problem, spec.method)].append([r.regret for r in result.records])
+    n_initial = results[0][0].n_initial
+    curves: dict[str, dict[str, tuple[torch.Tensor, torch.Tensor]]] = {}
+    for problem in sorted({problem for problem, _ in regrets}):
+        curves[problem] = {}
         for method in methods:
-            runs = torch.tensor(curves[(problem, method)], dtype=torch.float64)
-            mean = runs.mean(0)
-            error = runs.std(0) / math.sqrt(runs.shape[0]) if runs.shape[0] > 1 else 0 * mean
-            n_initial = results[0][0].n_initial
-            evaluations = torch.arange(runs.shape[1]) + n_initial
-            axis.plot(evaluations, mean.clamp_min(1e-12), label=method)
-            axis.fill_between(
-                evaluations,
-                (mean - error).clamp_min(1e-12),
-                (mean + error).clamp_min(1e-12),
-                alpha=0.2,
-            )
-        axis.set_yscale("log")
-        axis.set_xlabel("evaluations")
-        axis.set_ylabel("normalised regret (mean ± s.e.)")
-        axis.set_title(problem)
-        axis.legend()
-        figure.tight_layout()
-        path = out / f"best_so_far_{problem}.png"
-        figure.savefig(path, dpi=110)
-        plt.close(figure)
-        paths.append(path)
-    return paths
+            runs = torch.tensor(regrets[(problem, method)], dtype=torch.float64)
+            curves[problem][method] = (torch.arange(runs.shape[1]) + n_initial, runs)
+    return curves
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = runner_parser(
+        __doc__,
+        out=Path("benchmarks/results/nomu_bo_suite"),
+        smoke="tiny budget (for the test suite): 1 seed, 2 steps",
     )
     parser.add_argument(
         "--models",
@@ -187,30 +169,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="logei",
         help=f"acquisition of the models that name none ({', '.join(_usable_acquisitions())})",
     )
-    parser.add_argument("--problems", nargs="+", default=list(NOMU_SUITE_NAMES))
-    parser.add_argument("--dims", nargs="+", type=int, default=[5])
-    parser.add_argument("--seeds", type=int, default=5, help="number of seeds")
-    parser.add_argument(
-        "--first-seed",
-        type=int,
-        default=0,
-        help="seeds start here (so several processes or machines can share the seeds)",
-    )
-    parser.add_argument("--iterations", type=int, default=64)
-    parser.add_argument("--n-initial", type=int, default=8)
-    parser.add_argument("--num-restarts", type=int, default=10)
-    parser.add_argument("--raw-samples", type=int, default=512)
-    parser.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/nomu_bo_suite"))
-    parser.add_argument(
-        "--smoke", action="store_true", help="tiny budget (for the test suite): 1 seed, 2 steps"
-    )
+    add_nomu_suite_options(parser)
+    add_seed_options(parser, default=5)
+    add_jobs_option(parser)
     args = parser.parse_args(argv)
     if args.smoke:
         args.problems, args.dims, args.seeds = ["levy", "g-function"], [2], 1
         args.iterations, args.n_initial, args.num_restarts, args.raw_samples = 2, 4, 2, 32
-    if args.seeds < 1 or args.first_seed < 0:
-        parser.error("--seeds must be positive and --first-seed non-negative.")
     args.methods = [_method(entry, args.acquisition) for entry in args.models]
     unknown = [model for model, _ in args.methods if model not in SURROGATES]
     if unknown:
@@ -238,6 +203,7 @@ def _method(entry: str, default_acquisition: str) -> tuple[str, str]:
 def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the benchmark; returns the path of the markdown summary."""
     args = parse_args(argv)
+    use_threads(args.threads)
     methods_specs = [method for method in args.methods if method != BASELINE]
     methods_specs += [BASELINE, (RANDOM_SEARCH, "")]
     specs = [
@@ -252,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
             num_restarts=args.num_restarts,
             raw_samples=args.raw_samples,
         )
-        for seed in range(args.first_seed, args.first_seed + args.seeds)
+        for seed in seed_range(args)
         for dim in args.dims
         for problem in args.problems
         for model, acquisition in methods_specs
@@ -260,28 +226,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     store = args.out / "runs"
     methods = list(dict.fromkeys(spec.method for spec in specs))
     start = time.perf_counter()
-
-    def report(index: int, spec: RunSpec, result: BOResult) -> None:
-        print(
-            f"[{index}/{len(specs)}] {result.problem} {spec.method} seed {spec.seed}: "
-            f"regret {result.final_regret:.3e}, {result.seconds_per_iteration:.2f} s/iteration "
-            f"({time.perf_counter() - start:.0f} s elapsed)",
-            flush=True,
-        )
-
-    if args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            outcomes = []
-            for index, (spec, result) in enumerate(
-                zip(specs, pool.map(execute, specs, [store] * len(specs)), strict=True), start=1
-            ):
-                report(index, spec, result)
-                outcomes.append(result)
-    else:
-        outcomes = []
-        for index, spec in enumerate(specs, start=1):
-            outcomes.append(execute(spec, store))
-            report(index, spec, outcomes[-1])
+    job = partial(stored_run, store=store, run=run)
+    outcomes = run_jobs(job, specs, args.jobs, args.threads, progress_line)
     results = list(zip(specs, outcomes, strict=True))
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows_csv([row for _, result in results for row in result.rows()], args.out / "runs.csv")
@@ -298,19 +244,16 @@ def main(argv: Sequence[str] | None = None) -> Path:
         ],
         args.out / "summary.csv",
     )
-    command = "python benchmarks/nomu_bo_suite.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
     table = summary_table(results, methods)
     summary = args.out / "summary.md"
     summary.write_text(
-        f"Command: `{command.strip()}`\n\n{len(specs)} runs, "
+        f"{summary_header(__file__, argv, args.threads)}\n\n{len(specs)} runs, "
         f"{args.n_initial} initial points + {args.iterations} iterations each, "
         f"{time.perf_counter() - start:.0f} s wall-clock in this invocation (runs loaded "
         f"from {store} are not timed again).\n\n"
         "Normalised final regret (mean ± standard error over seeds):\n\n" + table
     )
-    plot_best_so_far(results, methods, args.out)
+    plot_best_so_far(regret_curves(results, methods), args.out, "normalised regret (mean ± s.e.)")
     print(summary.read_text())
     return summary
 

@@ -21,28 +21,37 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
 from botorch.acquisition import UpperConfidenceBound
 from botorch.models.transforms import Normalize, Standardize
 from botorch.utils.sampling import manual_seed
+from common import (
+    add_jobs_option,
+    add_nomu_suite_options,
+    add_seed_options,
+    run_jobs,
+    runner_parser,
+    seed_range,
+    stored_run,
+    summary_header,
+    use_threads,
+)
 from torch import Tensor
 
-from botorch_nn_uq.bo.loop import initial_design, save_atomically
+from botorch_nn_uq.bo.loop import initial_design
 from botorch_nn_uq.calibration import (
     dynamic_calibration_threshold,
     optimize_acqf_with_dynamic_calibration,
 )
 from botorch_nn_uq.fit import fit_model
 from botorch_nn_uq.models import NOMU
-from botorch_nn_uq.problems import BO_PROBLEM_NAMES, NOMU_SUITE_NAMES, get_bo_problem
+from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
 
 
 @dataclass(frozen=True)
@@ -90,12 +99,8 @@ def fit_nomu(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> NOM
     return fit_model(model, seed=seed)
 
 
-def execute(spec: RunSpec, store: Path) -> RunResult:
-    r"""Run one BO run single-threaded, or load it from ``store``."""
-    path = store / f"{spec.key}.pt"
-    if path.exists():
-        return torch.load(path, weights_only=False)
-    torch.set_num_threads(1)
+def run(spec: RunSpec) -> RunResult:
+    r"""One BO run, on this process's torch threads (``--threads``)."""
     problem = get_bo_problem(spec.problem, spec.dim)
     bounds = problem.bounds
     X = initial_design(problem, spec.n_initial, spec.seed)
@@ -128,7 +133,6 @@ def execute(spec: RunSpec, store: Path) -> RunResult:
         X = torch.cat([X, proposal.candidate])
         values = torch.cat([values, problem.evaluate(proposal.candidate)])
         result.regret.append(float(problem.normalized_regret(values.min())))
-    save_atomically(result, path)
     return result
 
 
@@ -157,23 +161,15 @@ def summary_table(results: list[RunResult]) -> str:
 
 def main(argv: list[str] | None = None) -> Path:
     r"""Run the benchmark; returns the path of the markdown summary."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--problems", nargs="+", default=list(NOMU_SUITE_NAMES))
-    parser.add_argument("--dims", nargs="+", type=int, default=[5])
-    parser.add_argument("--seeds", type=int, default=2, help="number of seeds (0, 1, ...)")
-    parser.add_argument("--iterations", type=int, default=64)
-    parser.add_argument("--n-initial", type=int, default=8)
-    parser.add_argument("--num-restarts", type=int, default=10)
-    parser.add_argument("--raw-samples", type=int, default=512)
+    parser = runner_parser(__doc__, out=Path("benchmarks/results/nomu_paper_variant"))
+    add_nomu_suite_options(parser)
+    add_seed_options(parser, default=2)
     parser.add_argument(
         "--mw-factor", type=float, default=0.1, help="MW target width / std of initial values"
     )
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/nomu_paper_variant"))
-    parser.add_argument("--smoke", action="store_true", help="tiny budget for the test suite")
+    add_jobs_option(parser)
     args = parser.parse_args(argv)
+    use_threads(args.threads)
     if args.smoke:
         args.problems, args.dims, args.seeds, args.iterations = ["levy"], [2], 1, 2
         args.num_restarts, args.raw_samples = 2, 16
@@ -191,21 +187,16 @@ def main(argv: list[str] | None = None) -> Path:
             args.raw_samples,
             args.mw_factor,
         )
-        for seed in range(args.seeds)
+        for seed in seed_range(args)
         for dim in args.dims
         for problem in args.problems
     ]
     store = args.out / "runs"
-    if args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            results = list(pool.map(execute, specs, [store] * len(specs)))
-    else:
-        results = [execute(spec, store) for spec in specs]
-    command = "python benchmarks/nomu_paper_variant.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
+    results = run_jobs(partial(stored_run, store=store, run=run), specs, args.jobs, args.threads)
     summary = args.out / "summary.md"
-    summary.write_text(f"Command: `{command.strip()}`\n\n" + summary_table(results))
+    summary.write_text(
+        f"{summary_header(__file__, argv, args.threads)}\n\n" + summary_table(results)
+    )
     print(summary.read_text())
     return summary
 

@@ -39,7 +39,6 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import statistics
 import time
@@ -60,6 +59,14 @@ from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms import Normalize, Standardize
 from botorch.posteriors import GPyTorchPosterior
+from common import (
+    draw_band,
+    mean_and_standard_error,
+    pyplot,
+    runner_parser,
+    save_figure,
+    use_threads,
+)
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.utils.warnings import NumericalWarning
@@ -72,6 +79,7 @@ from botorch_nn_uq.acquisition import (
     compute_e_min,
     first_order_input_noise_variance,
 )
+from botorch_nn_uq.bo.loop import write_rows_csv
 
 DTYPE = torch.float64
 TARGET = 0.0
@@ -298,14 +306,6 @@ def run(problem: TargetProblem, method: str, repetition: int, iterations: int) -
     return RunResult(e_min=e_min, seconds_per_iteration=seconds)
 
 
-def mean_and_standard_error(values: Sequence[float]) -> tuple[float, float]:
-    r"""Mean and standard error of the mean (0 for a single value)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, 0.0
-    return mean, statistics.stdev(values) / math.sqrt(len(values))
-
-
 def candidate_grid(problem: TargetProblem) -> Tensor:
     r"""The ``GRID_SIZE x 1`` equispaced candidates of the acquisition's grid search."""
     lower, upper = problem.bounds[0, 0], problem.bounds[1, 0]
@@ -345,33 +345,24 @@ def summary_table(
 
 
 def write_runs_csv(path: Path, results: dict[tuple[str, str, str], list[RunResult]]) -> None:
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(
-            [
-                "experiment",
-                "setting",
-                "method",
-                "repetition",
-                "iteration",
-                "e_min",
-                "seconds_per_iteration",
-            ]
-        )
-        for (experiment, setting, method), runs in results.items():
-            for repetition, result in enumerate(runs):
-                for iteration, value in enumerate(result.e_min):
-                    writer.writerow(
-                        [
-                            experiment,
-                            setting,
-                            method,
-                            repetition,
-                            iteration,
-                            f"{value:.8g}",
-                            f"{result.seconds_per_iteration:.4f}",
-                        ]
-                    )
+    r"""One row per method, repetition and iteration: ``E_min`` and seconds per iteration."""
+    write_rows_csv(
+        [
+            {
+                "experiment": experiment,
+                "setting": setting,
+                "method": method,
+                "repetition": repetition,
+                "iteration": iteration,
+                "e_min": f"{value:.8g}",
+                "seconds_per_iteration": f"{result.seconds_per_iteration:.4f}",
+            }
+            for (experiment, setting, method), runs in results.items()
+            for repetition, result in enumerate(runs)
+            for iteration, value in enumerate(result.e_min)
+        ],
+        path,
+    )
 
 
 def plot_e_min(
@@ -380,31 +371,22 @@ def plot_e_min(
     results: dict[tuple[str, str, str], list[RunResult]],
 ) -> None:
     r"""Mean ± standard error of ``E_min`` versus iteration, one panel per setting."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     figure, axes = plt.subplots(1, len(problems), figsize=(4.2 * len(problems), 3.6), squeeze=False)
     for axis, problem in zip(axes[0], problems, strict=True):
         for method in METHODS:
-            curves = np.array(
-                [r.e_min for r in results[(problem.experiment, problem.setting, method)]]
+            runs = torch.tensor(
+                [r.e_min for r in results[(problem.experiment, problem.setting, method)]],
+                dtype=DTYPE,
             )
-            mean = curves.mean(0)
-            error = curves.std(0, ddof=1) / np.sqrt(len(curves)) if len(curves) > 1 else 0 * mean
-            iterations = np.arange(len(mean))
-            axis.plot(iterations, mean, label=method)
-            axis.fill_between(iterations, mean - error, mean + error, alpha=0.2)
+            draw_band(axis, torch.arange(runs.shape[1]), runs, method)
         axis.axhline(best_on_grid(problem), color="black", linestyle=":", linewidth=1)
         axis.set_yscale("log")
         axis.set_title(f"{problem.experiment}, {problem.setting}")
         axis.set_xlabel("iteration")
         axis.set_ylabel("E_min")
     axes[0, -1].legend(fontsize="small")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    save_figure(figure, path, dpi=120)
 
 
 def make_problems(smoke: bool) -> list[TargetProblem]:
@@ -416,17 +398,13 @@ def make_problems(smoke: bool) -> list[TargetProblem]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = runner_parser(
+        __doc__,
+        out=Path("benchmarks/results/robust_target"),
+        smoke="one setting per experiment, 1 repetition, 2 iterations (a quick check)",
     )
     parser.add_argument("--repetitions", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/robust_target"))
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="one setting per experiment, 1 repetition, 2 iterations (a quick check)",
-    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.repetitions, args.iterations = 1, 2
@@ -438,7 +416,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the benchmark; returns the output directory."""
     args = parse_args(argv)
-    torch.set_num_threads(1)
+    use_threads(args.threads)
     problems = make_problems(args.smoke)
     milestones = [t for t in MILESTONES if t <= args.iterations] or [args.iterations]
     results: dict[tuple[str, str, str], list[RunResult]] = defaultdict(list)

@@ -16,14 +16,14 @@ uniform points of Ackley-20 (the large-n problem of protocol 6), it measures:
 - ``peak MB``: the growth of the process's peak resident memory over the whole
   measurement.
 
-Every (method, n) is measured in a fresh process with one torch thread (the same thread
-setting for all methods), so peak memory belongs to that measurement alone. Times are the
-process's CPU seconds: with one thread they equal the wall-clock seconds on an idle core,
-and unlike wall-clock they do not grow when other jobs share the machine. A measurement
-that runs past ``--timeout`` seconds is reported as such, with the n it could not reach.
-Results are stored per measurement in ``--out/runs/`` (an interrupted benchmark resumes),
-and ``--out`` receives ``cost.csv``, ``cost.md`` and ``cost.png`` (seconds against n,
-log-log).
+Every (method, n) is measured in a fresh process with ``--threads`` torch threads (default
+one; the same setting for all methods), so peak memory belongs to that measurement alone.
+Times are the process's CPU seconds: with one thread they equal the wall-clock seconds on
+an idle core, and unlike wall-clock they do not grow when other jobs share the machine. A
+measurement that runs past ``--timeout`` seconds is reported as such, with the n it could
+not reach. Results are stored per measurement in ``--out/runs/`` (an interrupted benchmark
+resumes), and ``--out`` receives ``cost.csv``, ``cost.md`` and ``cost.png`` (seconds
+against n, log-log).
 
 Examples:
     python benchmarks/scale_cost.py
@@ -39,15 +39,22 @@ import argparse
 import json
 import multiprocessing
 import resource
-import sys
 import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from common import (
+    pyplot,
+    runner_parser,
+    save_figure,
+    summary_header,
+    use_threads,
+    write_json_atomically,
+)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from botorch_nn_uq.bo.loop import write_rows_csv
 
 METHODS = ("gp", "deep-ensemble", "mc-dropout", "neon", "vbll")
 # Searched ensembles: a whole search per fit, measured on request.
@@ -62,8 +69,9 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int) -> dict:
-    r"""Time one method at one n, in the calling process (see the module docstring).
+def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int, threads: int) -> dict:
+    r"""Time one method at one n, in the calling process (see the module docstring), which
+    it runs on ``threads`` torch threads: it is the process of this measurement alone.
 
     Args:
         method: A registered surrogate (``vbll`` included).
@@ -71,6 +79,7 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int) -> 
         dim: The input dimension of Ackley.
         seed: Seed of the data, the fits and the proposals.
         warm_start_steps: Optimizer steps of the warm-started refit.
+        threads: Torch's intra-op threads.
 
     Returns:
         A dict with the seconds of every phase and the peak-memory growth in MB.
@@ -82,7 +91,7 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int) -> 
     from botorch_nn_uq.bo.registry import AcquisitionContext, get_acquisition, get_surrogate
     from botorch_nn_uq.problems import get_bo_problem
 
-    torch.set_num_threads(1)
+    use_threads(threads)
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
     problem = get_bo_problem("ackley", dim)
     bounds = problem.bounds
@@ -195,14 +204,9 @@ def table(rows: Sequence[dict], methods: Sequence[str], points: Sequence[int]) -
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: Sequence[dict], methods: Sequence[str], path: Path) -> None:
+def plot(rows: Sequence[dict], methods: Sequence[str], threads: int, path: Path) -> None:
     r"""Seconds of a fit and of a whole q = 100 step against n, log-log."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    figure, axes = pyplot().subplots(1, 2, figsize=(10, 4), sharey=True)
     for method in methods:
         done = sorted(
             (row for row in rows if row["method"] == method and not row["timed_out"]),
@@ -218,16 +222,21 @@ def plot(rows: Sequence[dict], methods: Sequence[str], path: Path) -> None:
         axis.set_yscale("log")
         axis.set_xlabel("training points n")
         axis.set_title(title)
-    axes[0].set_ylabel("CPU seconds (one thread)")
+    axes[0].set_ylabel(f"CPU seconds ({threads_phrase(threads)})")
     axes[1].legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save_figure(figure, path)
+
+
+def threads_phrase(threads: int) -> str:
+    r"""``"one thread"`` or ``"<threads> threads"``."""
+    return "one thread" if threads == 1 else f"{threads} threads"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = runner_parser(
+        __doc__,
+        out=Path("benchmarks/results/scale_cost"),
+        smoke="tiny sizes (for the test suite): n = 40, GP and deep ensemble",
     )
     parser.add_argument(
         "--methods", nargs="+", default=list(METHODS), choices=METHODS + SEARCHED_METHODS
@@ -246,12 +255,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the largest n measured for the exact GP (its fit is O(n^3) in time and O(n^2) "
         "in memory: n = 10,000 costs eight times n = 5,000)",
     )
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale_cost"))
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="tiny sizes (for the test suite): n = 40, GP and deep ensemble",
-    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.points, args.dim, args.methods = [40], 3, ["gp", "deep-ensemble"]
@@ -263,6 +266,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the benchmark; returns the path of the markdown table."""
     args = parse_args(argv)
+    use_threads(args.threads)
     store = args.out / "runs"
     store.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -276,13 +280,11 @@ def main(argv: Sequence[str] | None = None) -> Path:
                 continue
             if method == "gp" and n > args.gp_max_points:
                 continue
-            arguments = (method, n, args.dim, args.seed, args.warm_start_steps)
+            arguments = (method, n, args.dim, args.seed, args.warm_start_steps, args.threads)
             result = run_isolated(arguments, args.timeout)
             row = {"method": method, "n": n, "timed_out": result is None, "timeout": args.timeout}
             row.update(result or {})
-            partial = path.with_suffix(".partial")
-            partial.write_text(json.dumps(row))
-            partial.replace(path)
+            write_json_atomically(row, path)
             rows.append(row)
             shown = (
                 "timed out"
@@ -292,16 +294,14 @@ def main(argv: Sequence[str] | None = None) -> Path:
                 )
             )
             print(f"n {n:6d} {method:14s} {shown}", flush=True)
-    from botorch_nn_uq.bo.loop import write_rows_csv
-
     write_rows_csv(rows, args.out / "cost.csv")
-    command = "python benchmarks/scale_cost.py " + " ".join(sys.argv[1:] if argv is None else argv)
     markdown = args.out / "cost.md"
     markdown.write_text(
-        f"Command: `{command.strip()}`\n\nAckley-{args.dim}, one torch thread, one fresh "
-        "process per row, CPU seconds.\n\n" + table(rows, args.methods, args.points)
+        f"{summary_header(__file__, argv, args.threads)}\n\nAckley-{args.dim}, torch on "
+        f"{threads_phrase(args.threads)}, one fresh process per row, CPU seconds.\n\n"
+        + table(rows, args.methods, args.points)
     )
-    plot(rows, args.methods, args.out / "cost.png")
+    plot(rows, args.methods, args.threads, args.out / "cost.png")
     print(markdown.read_text())
     return markdown
 

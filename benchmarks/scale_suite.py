@@ -42,26 +42,34 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
+import vbll_peer  # noqa: F401  (registers the VBLL peer)
+from common import (
+    add_jobs_option,
+    add_seed_options,
+    mean_and_standard_error,
+    pyplot,
+    run_jobs,
+    runner_parser,
+    save_figure,
+    seed_range,
+    stored_run,
+    summary_header,
+    use_threads,
+)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import vbll_peer  # noqa: E402,F401  (registers the VBLL peer)
-from nomu_bo_suite import mean_and_standard_error  # noqa: E402
-
-from botorch_nn_uq.bo.continual import ContinualTraining  # noqa: E402
-from botorch_nn_uq.bo.loop import BOResult, run_bo, save_atomically, write_rows_csv  # noqa: E402
-from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES  # noqa: E402
-from botorch_nn_uq.problems import get_bo_problem  # noqa: E402
+from botorch_nn_uq.bo.continual import ContinualTraining
+from botorch_nn_uq.bo.loop import BOResult, run_bo, write_rows_csv
+from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES
+from botorch_nn_uq.problems import get_bo_problem
 
 
 @dataclass(frozen=True)
@@ -141,16 +149,11 @@ def method_options(method: str) -> set[str]:
     return set(method.split("+")[1:])
 
 
-def execute(spec: RunSpec, store: Path) -> BOResult:
-    r"""Run one BO run on one thread, or load it from ``store`` if an earlier invocation
-    finished it; finished runs are saved there."""
-    path = store / f"{spec.key}.pt"
-    if path.exists():
-        return torch.load(path, weights_only=False)
-    torch.set_num_threads(1)
+def run(spec: RunSpec) -> BOResult:
+    r"""One BO run, on this process's torch threads (``--threads``)."""
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
     budget = spec.budget
-    result = run_bo(
+    return run_bo(
         get_bo_problem(spec.problem, budget.dim),
         spec.model,
         spec.acquisition,
@@ -166,8 +169,15 @@ def execute(spec: RunSpec, store: Path) -> BOResult:
         time_budget=spec.time_budget,
         trust_region=spec.trust_region,
     )
-    save_atomically(result, path)
-    return result
+
+
+def progress_line(spec: RunSpec, result: BOResult) -> str:
+    r"""What the progress output says of a finished run."""
+    return (
+        f"{result.problem} {spec.method} seed {spec.seed}: best "
+        f"{result.records[-1].best_value:.4g}, regret {result.final_regret:.3e}, "
+        f"{result.values.numel()} evaluations, {result.seconds_per_iteration:.2f} s/step"
+    )
 
 
 def _ranks(values: dict[str, float]) -> dict[str, float]:
@@ -260,11 +270,7 @@ def plot_curves(
     results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence[str], out: Path
 ) -> list[Path]:
     r"""Per problem: mean best value against evaluations and against cumulative seconds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     paths = []
     for problem in dict.fromkeys(spec.problem for spec, _ in results):
         figure, (by_evaluations, by_seconds) = plt.subplots(1, 2, figsize=(11, 4))
@@ -288,22 +294,19 @@ def plot_curves(
             axis.set_ylabel("best value found (mean over seeds; lower is better)")
         by_evaluations.set_title(next(r.problem for s, r in results if s.problem == problem))
         by_evaluations.legend(fontsize=7)
-        figure.tight_layout()
-        path = out / f"best_value_{problem}.png"
-        figure.savefig(path, dpi=110)
-        plt.close(figure)
-        paths.append(path)
+        paths.append(save_figure(figure, out / f"best_value_{problem}.png"))
     return paths
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = runner_parser(
+        __doc__,
+        out=Path("benchmarks/results/scale_suite"),
+        smoke="tiny budgets (for the test suite): 1 seed",
     )
     parser.add_argument("--problems", nargs="+", default=list(BUDGETS), choices=list(BUDGETS))
     parser.add_argument("--methods", nargs="+", help=f"default: {' '.join(DEFAULT_METHODS)}")
-    parser.add_argument("--seeds", type=int, help="number of seeds (default 5; 1 with --smoke)")
-    parser.add_argument("--first-seed", type=int, default=0)
+    add_seed_options(parser, default=None, help="number of seeds (default 5; 1 with --smoke)")
     parser.add_argument("--num-restarts", type=int, default=10, help="GP optimize_acqf restarts")
     parser.add_argument("--raw-samples", type=int, default=512, help="GP raw samples")
     parser.add_argument(
@@ -319,8 +322,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=["gp", "vbll"],
         help="models whose runs stop at --time-budget",
     )
-    parser.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale_suite"))
+    add_jobs_option(parser)
     parser.add_argument(
         "--runs",
         type=Path,
@@ -331,9 +333,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="summarise the stored runs only; runs not stored yet are left out, not run",
     )
-    parser.add_argument(
-        "--smoke", action="store_true", help="tiny budgets (for the test suite): 1 seed"
-    )
     args = parser.parse_args(argv)
     args.budgets = SMOKE_BUDGETS if args.smoke else BUDGETS
     if args.smoke:
@@ -342,8 +341,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.methods = args.methods or list(SMOKE_METHODS if args.smoke else DEFAULT_METHODS)
     if args.seeds is None:
         args.seeds = 1 if args.smoke else 5
-    if args.seeds < 1 or args.first_seed < 0:
-        parser.error("--seeds must be positive and --first-seed non-negative.")
     for method in args.methods:
         model, _, acquisition = method.partition(":")
         acquisition = acquisition.split("+")[0]
@@ -359,6 +356,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the benchmark; returns the path of the markdown summary."""
     args = parse_args(argv)
+    use_threads(args.threads)
     specs = [
         RunSpec(
             problem=problem,
@@ -371,21 +369,12 @@ def main(argv: Sequence[str] | None = None) -> Path:
             if method.partition(":")[0] in args.capped_models
             else None,
         )
-        for seed in range(args.first_seed, args.first_seed + args.seeds)
+        for seed in seed_range(args)
         for problem in args.problems
         for method in args.methods
     ]
     store = args.runs or args.out / "runs"
     start = time.perf_counter()
-
-    def report(index: int, spec: RunSpec, result: BOResult) -> None:
-        print(
-            f"[{index}/{len(specs)}] {result.problem} {spec.method} seed {spec.seed}: best "
-            f"{result.records[-1].best_value:.4g}, regret {result.final_regret:.3e}, "
-            f"{result.values.numel()} evaluations, {result.seconds_per_iteration:.2f} s/step "
-            f"({time.perf_counter() - start:.0f} s elapsed)",
-            flush=True,
-        )
 
     if args.stored_only:
         missing = [spec.key for spec in specs if not (store / f"{spec.key}.pt").exists()]
@@ -394,17 +383,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
             print(f"{len(missing)} runs not stored yet (left out): {', '.join(missing)}")
         if not specs:
             raise SystemExit(f"No stored runs in {store} match the arguments.")
-    outcomes = []
-    if args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            mapped = pool.map(execute, specs, [store] * len(specs))
-            for index, (spec, result) in enumerate(zip(specs, mapped, strict=True), start=1):
-                report(index, spec, result)
-                outcomes.append(result)
-    else:
-        for index, spec in enumerate(specs, start=1):
-            outcomes.append(execute(spec, store))
-            report(index, spec, outcomes[-1])
+    job = partial(stored_run, store=store, run=run)
+    outcomes = run_jobs(job, specs, args.jobs, args.threads, progress_line)
     results = list(zip(specs, outcomes, strict=True))
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows_csv(
@@ -429,10 +409,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
         ],
         args.out / "summary.csv",
     )
-    command = "python benchmarks/scale_suite.py " + " ".join(sys.argv[1:] if argv is None else argv)
     summary = args.out / "summary.md"
     summary.write_text(
-        f"Command: `{command.strip()}`\n\n{len(specs)} runs, "
+        f"{summary_header(__file__, argv, args.threads)}\n\n{len(specs)} runs, "
         f"{time.perf_counter() - start:.0f} s wall-clock in this invocation (stored runs "
         "are loaded, not timed again). Best value: the smallest objective value found "
         "(mean ± s.e. over seeds).\n\n" + summary_table(results, args.methods)

@@ -7,7 +7,8 @@ runs select the same ensemble (same candidate ids and weights) and writes a mark
 table.
 
 ``--data-dir`` defaults to ``$BOTORCH_NN_UQ_UCI_DIR``, else ``../shared/data/uci``
-(``botorch_nn_uq.data.default_uci_dir``).
+(``botorch_nn_uq.data.default_uci_dir``). ``--threads`` sets the threads of this process
+(the in-process search); the Ray workers are processes of their own.
 
 Examples:
     python benchmarks/search_scaling.py --dataset boston
@@ -16,16 +17,15 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
 from botorch.models.transforms.input import InputStandardize
 from botorch.models.transforms.outcome import Standardize
+from common import add_uci_data_option, runner_parser, use_threads, write_text
 
-from botorch_nn_uq.data import default_uci_dir, load_uci_split
+from botorch_nn_uq.data import load_uci_split
 from botorch_nn_uq.ensembles import ArchitectureSpace, RayExecutor
 from botorch_nn_uq.models import AutoDEUQ, NESRandomSearch, NESRegularizedEvolution
 
@@ -53,20 +53,18 @@ def run_search(name: str, data, budget: dict, executor) -> tuple[float, object]:
 
 def main(argv: Sequence[str] | None = None) -> str:
     r"""Run the comparison; returns the markdown table (also written to ``--out``)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=default_uci_dir())
+    parser = runner_parser(__doc__, out=Path("benchmarks/results/search_scaling.md"))
+    add_uci_data_option(parser)
     parser.add_argument("--dataset", default="boston")
     parser.add_argument("--split", type=int, default=0)
     parser.add_argument("--searches", nargs="+", default=list(SEARCHES), choices=list(SEARCHES))
     parser.add_argument("--pool-size", type=int, default=24)
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/search_scaling.md"))
-    parser.add_argument("--smoke", action="store_true", help="tiny budget (for the test suite)")
     args = parser.parse_args(argv)
+    use_threads(args.threads)
     if args.smoke:
         args.searches, args.pool_size, args.epochs = ["nes-rs"], 4, 3
-    torch.set_num_threads(1)
     data = load_uci_split(args.data_dir, args.dataset, args.split)
     budget = {
         "pool_size": args.pool_size,
@@ -101,10 +99,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     import ray
 
     ray.shutdown()
-    table = "\n".join(lines) + "\n"
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table)
-    return table
+    return write_text(args.out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -32,30 +32,33 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputStandardize
 from botorch.models.transforms.outcome import Standardize
+from common import (
+    add_jobs_option,
+    add_uci_data_option,
+    integer_at_least,
+    mean_and_standard_error,
+    run_jobs,
+    runner_parser,
+    summary_header,
+    use_threads,
+    write_json_atomically,
+)
 from torch import Tensor
 
 from botorch_nn_uq.bo.loop import write_rows_csv
-from botorch_nn_uq.data import (
-    UCI_DIR_VARIABLE,
-    available_uci_datasets,
-    default_uci_dir,
-    load_uci_split,
-    uci_num_splits,
-)
+from botorch_nn_uq.data import available_uci_datasets, load_uci_split, uci_num_splits
 from botorch_nn_uq.ensembles import ArchitectureSpace
 from botorch_nn_uq.metrics import predictive_nll, rmse
 from botorch_nn_uq.models import (
@@ -85,9 +88,9 @@ PUBLISHED_RMSE = {
 
 ModelBuilder = Callable[[Tensor, Tensor, int, bool], Model]
 
-#: The deep ensemble's UCI setting (batches of 100 as in Lakshminarayanan et al., 2017; with
-#: batches of 32 and a learning rate of 1e-3 the test NLL was worse on all four data sets,
-#: e.g. 2.44 against 2.37 on boston).
+#: The deep ensemble's UCI setting (batches of 100 as in Lakshminarayanan et al., 2017;
+#: batches of 32 with a learning rate of 1e-3 gave a worse test NLL on all four data sets,
+#: see ``benchmarks/README.md``, section "Protocol 2: UCI regression").
 UCI_DEEP_ENSEMBLE = {
     "ensemble_size": 5,
     "hidden_widths": (50,),
@@ -235,31 +238,14 @@ def evaluate(spec: JobSpec) -> JobResult:
 
 
 def execute(spec: JobSpec, store: Path) -> JobResult:
-    r"""Run one job single-threaded (jobs are parallelised across processes), or load it
-    from ``store`` if an earlier invocation finished it; finished jobs are saved there."""
+    r"""Run one job on this process's torch threads (``--threads``), or load it from
+    ``store`` if an earlier invocation finished it; finished jobs are saved there."""
     path = store / f"{spec.key}.json"
     if path.exists():
         return JobResult(**json.loads(path.read_text()))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        result = evaluate(spec)
-    finally:
-        torch.set_num_threads(threads)
-    store.mkdir(parents=True, exist_ok=True)
-    # Written under a temporary name and renamed, so an interrupted save is never loaded.
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(asdict(result), indent=1))
-    partial.replace(path)
+    result = evaluate(spec)
+    write_json_atomically(asdict(result), path)
     return result
-
-
-def mean_and_standard_error(values: Sequence[float]) -> tuple[float, float]:
-    r"""Mean and standard error of the mean (0 for a single value)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, 0.0
-    return mean, statistics.stdev(values) / math.sqrt(len(values))
 
 
 def _published(table: dict[str, tuple[float, float]], dataset: str) -> str:
@@ -267,6 +253,14 @@ def _published(table: dict[str, tuple[float, float]], dataset: str) -> str:
         return "–"
     deep_ensemble, autodeuq = table[dataset]
     return f"{deep_ensemble:.2f} / {autodeuq:.2f}"
+
+
+def progress_line(spec: JobSpec, result: JobResult) -> str:
+    r"""What the progress output says of a finished job."""
+    return (
+        f"{result.dataset} split {result.split} {result.model}: NLL {result.test_nll:.3f}, "
+        f"RMSE {result.test_rmse:.3f}, fit {result.fit_seconds:.1f} s"
+    )
 
 
 def summary_table(
@@ -297,34 +291,24 @@ def summary_table(
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = runner_parser(
+        __doc__,
+        out=Path("benchmarks/results/uci"),
+        smoke="tiny budget (for the test suite): 1 split, tiny epochs, only data sets present",
     )
     parser.add_argument(
         "--models", nargs="+", default=list(MODELS), help=f"models ({', '.join(MODELS)})"
     )
     parser.add_argument("--datasets", nargs="+", default=list(PUBLISHED_NLL))
-    parser.add_argument("--splits", type=int, default=20, help="number of splits (0, 1, ...)")
     parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=default_uci_dir(),
-        help=f"folder with one subfolder per data set (not shipped with the package; "
-        f"default: ${UCI_DIR_VARIABLE}, else ../shared/data/uci)",
+        "--splits", type=integer_at_least(1), default=20, help="number of splits (0, 1, ...)"
     )
-    parser.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/uci"))
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="tiny budget (for the test suite): 1 split, tiny epochs, only data sets present",
-    )
+    add_uci_data_option(parser)
+    add_jobs_option(parser)
     args = parser.parse_args(argv)
     unknown = [model for model in args.models if model not in MODELS]
     if unknown:
         parser.error(f"unknown model(s) {unknown}; valid: {', '.join(MODELS)}")
-    if args.splits < 1 or args.jobs < 1:
-        parser.error("--splits and --jobs must be positive.")
     try:
         available = available_uci_datasets(args.data_dir)
     except FileNotFoundError as error:
@@ -350,6 +334,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the benchmark; returns the path of the markdown summary."""
     args = parse_args(argv)
+    use_threads(args.threads)
     specs = [
         JobSpec(dataset, split, model, args.data_dir, args.smoke)
         for split in range(args.splits)
@@ -358,38 +343,18 @@ def main(argv: Sequence[str] | None = None) -> Path:
     ]
     store = args.out / "runs"
     start = time.perf_counter()
-
-    def report(index: int, result: JobResult) -> None:
-        print(
-            f"[{index}/{len(specs)}] {result.dataset} split {result.split} {result.model}: "
-            f"NLL {result.test_nll:.3f}, RMSE {result.test_rmse:.3f}, fit "
-            f"{result.fit_seconds:.1f} s ({time.perf_counter() - start:.0f} s elapsed)",
-            flush=True,
-        )
-
-    results = []
-    if args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            for index, result in enumerate(pool.map(execute, specs, [store] * len(specs)), start=1):
-                report(index, result)
-                results.append(result)
-    else:
-        for index, spec in enumerate(specs, start=1):
-            results.append(execute(spec, store))
-            report(index, results[-1])
+    job = partial(execute, store=store)
+    results = run_jobs(job, specs, args.jobs, args.threads, progress_line)
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows_csv([asdict(result) for result in results], args.out / "runs.csv")
-    command = "python benchmarks/uci_regression.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
     summary = args.out / "summary.md"
     summary.write_text(
-        f"Command: `{command.strip()}`\n\n{len(specs)} jobs ({args.splits} split(s) per data "
-        f"set), {time.perf_counter() - start:.0f} s wall-clock in this invocation (jobs loaded "
-        f"from {store} are not timed again).\n\n"
+        f"{summary_header(__file__, argv, args.threads)}\n\n{len(specs)} jobs "
+        f"({args.splits} split(s) per data set), {time.perf_counter() - start:.0f} s "
+        f"wall-clock in this invocation (jobs loaded from {store} are not timed again).\n\n"
         "Test NLL (predictive density including ½ log 2π, original target units; lower is "
         "better) and RMSE of the predictive mean, mean ± standard error over splits; fit "
-        "seconds are the mean over splits, single-threaded. Published numbers: deep ensembles "
+        "seconds are the mean over splits. Published numbers: deep ensembles "
         "(Lakshminarayanan et al., 2017) and AutoDEUQ (Egele et al., 2022, own splits).\n\n"
         + summary_table(results, args.datasets, args.models)
     )

@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from botorch.fit import fit_gpytorch_mll
+from botorch.models.approximate_gp import ApproximateGPyTorchModel
+from botorch.models.fully_bayesian import AbstractFullyBayesianSingleTaskGP
+from botorch.models.fully_bayesian_multitask import SaasFullyBayesianMultiTaskGP
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import Model, ModelList
-from gpytorch.mlls import ExactMarginalLogLikelihood
+from botorch.models.pairwise_gp import PairwiseGP, PairwiseLaplaceMarginalLogLikelihood
+from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood, VariationalELBO
+from gpytorch.models import ExactGP
 
 from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.training.seeding import resolve_seed, seeded
@@ -22,8 +27,9 @@ def fit_model(
       **overrides)``.
     - A ``ModelList`` (or ``ModelListGP``): every member is fitted, member ``i`` with
       seed ``seed + i``.
-    - A BoTorch GP: its exact marginal likelihood is maximised with
-      ``fit_gpytorch_mll`` under the seed (``overrides`` are passed to it).
+    - A BoTorch GP: the objective BoTorch and Ax fit it by (see
+      :func:`marginal_log_likelihood`) is maximised with ``fit_gpytorch_mll`` under the
+      seed (``overrides`` are passed to it).
 
     Args:
         model: The model to fit.
@@ -35,6 +41,10 @@ def fit_model(
     Returns:
         The fitted model.
 
+    Raises:
+        TypeError: If ``model`` is none of the above, or a GP that
+            :func:`marginal_log_likelihood` has no objective for.
+
     Example:
         >>> model = fit_model(MCDropout(train_X, train_Y), seed=0)
     """
@@ -45,8 +55,59 @@ def fit_model(
         for index, member in enumerate(model.models):
             fit_model(member, seed=seed + index, progress=progress, **overrides)
         return model
-    if isinstance(model, GPyTorchModel):
+    if isinstance(model, (GPyTorchModel, PairwiseGP)):
+        mll = marginal_log_likelihood(model)
         with seeded(seed):
-            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model), **overrides)
+            fit_gpytorch_mll(mll, **overrides)
         return model
     raise TypeError(f"fit_model does not know how to fit a {type(model).__name__}.")
+
+
+def marginal_log_likelihood(model: GPyTorchModel | PairwiseGP) -> MarginalLogLikelihood:
+    r"""The objective a BoTorch GP is fitted by, as BoTorch and Ax choose it.
+
+    - An ``ApproximateGPyTorchModel`` (e.g. ``SingleTaskVariationalGP``): the
+      ``VariationalELBO`` of its approximate GP ``model.model``, with ``num_data`` the
+      number of its training points.
+    - A ``PairwiseGP``: its Laplace-approximated ``PairwiseLaplaceMarginalLogLikelihood``.
+    - Any other exact GP (``SingleTaskGP``, ``MultiTaskGP``, ...): the
+      ``ExactMarginalLogLikelihood``.
+
+    Args:
+        model: The GP.
+
+    Returns:
+        The marginal log likelihood (or its bound) of ``model``, ready for
+        ``fit_gpytorch_mll``.
+
+    Raises:
+        TypeError: For fully Bayesian GPs (sampled by NUTS, not fitted to a likelihood),
+            variational GPs without training data, and GPyTorch models that are neither
+            exact nor BoTorch-wrapped variational GPs.
+    """
+    name = type(model).__name__
+    if isinstance(model, (AbstractFullyBayesianSingleTaskGP, SaasFullyBayesianMultiTaskGP)):
+        raise TypeError(
+            f"A {name} is fully Bayesian: its hyperparameters are sampled, not fitted to a "
+            "likelihood. Use botorch.fit.fit_fully_bayesian_model_nuts."
+        )
+    if isinstance(model, ApproximateGPyTorchModel):
+        approximate_gp = model.model
+        if getattr(approximate_gp, "train_targets", None) is None:
+            raise TypeError(
+                f"This {name} holds no training data (its `model.model.train_targets`), so "
+                "its variational ELBO has no data to fit. Build one with "
+                "gpytorch.mlls.VariationalELBO(model.likelihood, model.model, num_data=...) "
+                "and fit it with botorch.fit.fit_gpytorch_mll."
+            )
+        num_data = approximate_gp.train_inputs[0].shape[-2]
+        return VariationalELBO(model.likelihood, approximate_gp, num_data=num_data)
+    if isinstance(model, PairwiseGP):
+        return PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model)
+    if isinstance(model, ExactGP):
+        return ExactMarginalLogLikelihood(model.likelihood, model)
+    raise TypeError(
+        f"fit_model fits exact GPs, pairwise GPs and BoTorch's variational GPs; a {name} is "
+        "none of them. Build its marginal log likelihood and fit it with "
+        "botorch.fit.fit_gpytorch_mll."
+    )

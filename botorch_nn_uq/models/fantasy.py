@@ -35,25 +35,19 @@ Learning rate and steps
 -----------------------
 A fresh Adam moves every weight by about the learning rate in its first steps. At the
 fits' own rates (5e-3 for the ensembles and MC dropout) this pushes a converged network
-off its fit, and tens of steps do not recover (measured: a deep ensemble conditioned on
-one point with 50 steps at 5e-3 ended further from the full refit than the model it
-started from). The default rate is therefore the model's own, at most ``1e-3``, and
-the default budget 100 steps.
+off its fit, and tens of steps do not recover: a short refit at that rate can end further
+from the full refit than the model it started from. The default rate is therefore the
+model's own, at most ``1e-3``, and the default budget 100 steps.
 
 Accuracy
 --------
-``benchmarks/conditioning.py`` compares a conditioned model with a full refit (seed 0)
-on the augmented data: 24 random points plus ``k`` new ones with their true values,
-the package's default DeepEnsemble and MCDropout, 5 replicates; RMSE of the posterior
-means at 256 test points relative to the standard deviation of the data. With the
-defaults the conditioned model is about as close to the full refit as a full refit with
-another seed is (Branin: 0.04 to 0.11 against 0.06 to 0.14 between seeds, the model
-before conditioning 0.04 to 0.20; Hartmann-6: 0.19 to 0.25 against 0.19 to 0.27, before
-0.24 to 0.33). Where the data are sparse it takes in only part of a surprising
-observation: on Hartmann-6 the misfit at the new points falls from 1.0 to 1.2 (data
-standard deviations) to 0.3 to 0.6, where a full refit reaches 0.06 to 0.13; more steps
-or a larger ``learning_rate`` take in more (200 steps at 3e-3: 0.10 to 0.36 with 4 new
-points, 3 replicates). One conditioning took an eighth to a third of a full fit's time.
+``benchmarks/conditioning.py`` compares a conditioned model with a full refit on the
+augmented data. With the defaults the conditioned model is about as close to the full
+refit as a full refit with another seed is. Where the data are sparse it takes in only
+part of a surprising observation; more steps or a larger ``learning_rate`` take in more.
+A conditioning costs a fraction of a full fit. The measurements behind this section and
+the default learning rate are in ``benchmarks/README.md``, section "Conditioning on
+observations".
 
 Gradients
 ---------

@@ -9,12 +9,9 @@
 Importing this package registers the samplers with BoTorch's ``get_sampler``.
 """
 
-from botorch_nn_uq.posteriors.ensemble import (
-    EnsembleIndexSampler,
-    FunctionEnsemblePosterior,
-    systematic_member_indices,
-)
+from botorch_nn_uq.posteriors.ensemble import EnsembleIndexSampler, FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior, min_variance
+from botorch_nn_uq.posteriors.member_indices import systematic_member_indices
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior, MixtureSampler
 from botorch_nn_uq.posteriors.stacking import stack_posteriors
 from botorch_nn_uq.posteriors.transforms import apply_posterior_transform

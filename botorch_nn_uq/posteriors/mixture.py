@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 import torch
+from botorch.exceptions.errors import UnsupportedError
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.posteriors.posterior import Posterior
 from botorch.sampling.base import MCSampler
@@ -27,8 +28,11 @@ from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNorm
 from torch import Tensor
 
 from botorch_nn_uq.compat import is_linear
-from botorch_nn_uq.posteriors.ensemble import base_samples_are_stale, systematic_member_indices
 from botorch_nn_uq.posteriors.gaussian import min_variance
+from botorch_nn_uq.posteriors.member_indices import (
+    base_samples_are_stale,
+    systematic_member_indices,
+)
 
 if TYPE_CHECKING:
     from botorch.models.transforms.outcome import OutcomeTransform
@@ -244,8 +248,6 @@ class MixtureOfGaussiansPosterior(Posterior):
     ) -> MixtureOfGaussiansPosterior:
         r"""Map the members to original units. Only linear (affine) outcome transforms such
         as ``Standardize`` keep a mixture of Gaussians a mixture of Gaussians."""
-        from botorch.exceptions.errors import UnsupportedError
-
         if not is_linear(outcome_transform):
             raise UnsupportedError(
                 "A mixture-of-Gaussians posterior requires a linear outcome transform such as "

@@ -298,9 +298,9 @@ class Brusselator(CompositeProblem):
     ``u = (5, 5, 0.01, 5)``) and within ``1e-3`` relative elsewhere; with ``dt = 1e-3`` it
     agrees with py-pde's explicit Euler (``dt = 1e-3``, where that stays finite) to about 0.5%
     in ``g``. Individual pattern-forming fields are sensitive to ``dt``; ``g`` much less so.
-    The solution is vectorised over a batch of ``u``: on one CPU thread an evaluation takes
-    about 1 s and a batch of 5 about 3 s (float64). Each step is a handful of small kernels,
-    so on a busy machine ``torch.set_num_threads(1)`` can be much faster than more threads.
+    The solution is vectorised over a batch of ``u``, so a batch costs less than its
+    evaluations one by one. Each step is a handful of small kernels, so on a busy machine
+    ``torch.set_num_threads(1)`` can be much faster than more threads.
 
     Grid points are ordered row major: ``j = grid_size * i + k`` for cell ``(i, k)``, with
     coordinates ``grid[j] = (i, k) / (grid_size - 1)`` in ``[0, 1]^2`` (the surrogate's

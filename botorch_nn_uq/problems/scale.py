@@ -144,7 +144,7 @@ class RandomTanhNetwork(SyntheticTestFunction):
 
     The extrema are unknown. Building the function estimates them by a deterministic
     multi-start search (256 scrambled Sobol starts seeded with ``problem_seed``,
-    projected Adam in both directions; well under 2 s for ``d = 200``):
+    projected Adam in both directions):
     ``optimal_value`` and ``optimizers`` are the smallest value found and its point,
     ``max_value`` and ``maximizer`` the largest. A regret normalised with these
     estimates is relative to the search and can be negative if an optimiser beats it;

@@ -1,0 +1,323 @@
+"""What the benchmark runners share: their common options, torch's threads, worker
+processes, statistics, stored results and plots.
+
+The runners are scripts, not package modules: ``python benchmarks/<runner>.py`` puts this
+folder on ``sys.path``, so a runner imports this module as ``common``
+(``tests/benchmark_scripts.py`` does the same for the tests).
+
+Threads: the package's functions never change torch's process-wide thread setting; the
+caller decides. A runner is a process of its own, so it decides once, first thing in its
+``main``: :func:`use_threads` with its ``--threads`` (default 1, see the section
+"Threads" of ``benchmarks/README.md``), and :func:`run_jobs` gives every worker process
+the same setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor
+
+from botorch_nn_uq.bo.loop import save_atomically
+
+Spec = TypeVar("Spec")
+Result = TypeVar("Result")
+
+#: Where log-scale plots floor their values (a regret of exactly zero has no logarithm).
+LOG_PLOT_FLOOR = 1e-12
+
+
+def integer_at_least(minimum: int) -> Callable[[str], int]:
+    r"""An argparse type: an integer of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {value}")
+        return value
+
+    return parse
+
+
+def runner_parser(
+    doc: str, out: Path, smoke: str = "tiny budget (for the test suite)"
+) -> argparse.ArgumentParser:
+    r"""An argument parser with the options every runner has.
+
+    Args:
+        doc: The runner's module docstring; its first paragraph describes the runner.
+        out: The default of ``--out`` (where the runner writes its results).
+        smoke: The help of ``--smoke`` (what the runner's tiny budget is).
+
+    Returns:
+        A parser with ``--out``, ``--smoke`` and ``--threads``.
+    """
+    parser = argparse.ArgumentParser(
+        description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--smoke", action="store_true", help=smoke)
+    parser.add_argument(
+        "--threads",
+        type=integer_at_least(1),
+        default=1,
+        help="torch intra-op threads of this process and of every worker process (default "
+        "1: several runs share few cores, and more threads than free cores are many times "
+        "slower; see benchmarks/README.md, section Threads)",
+    )
+    return parser
+
+
+def add_seed_options(
+    parser: argparse.ArgumentParser, default: int | None, help: str = "number of seeds"
+) -> None:
+    r"""Add ``--seeds`` (how many, at least 1; ``default``) and ``--first-seed`` (where they
+    start, at least 0) to ``parser``; :func:`seed_range` lists the seeds."""
+    parser.add_argument("--seeds", type=integer_at_least(1), default=default, help=help)
+    parser.add_argument(
+        "--first-seed",
+        type=integer_at_least(0),
+        default=0,
+        help="seeds start here (so several processes or machines can share the seeds)",
+    )
+
+
+def seed_range(args: argparse.Namespace) -> range:
+    r"""The seeds ``--first-seed``, ..., ``--first-seed + --seeds - 1``."""
+    return range(args.first_seed, args.first_seed + args.seeds)
+
+
+def add_nomu_suite_options(parser: argparse.ArgumentParser) -> None:
+    r"""Add the problems and budget of protocol 1 (the NOMU BO suite) to ``parser``:
+    ``--problems``, ``--dims``, ``--iterations``, ``--n-initial`` and the acquisition
+    optimiser's ``--num-restarts`` and ``--raw-samples``."""
+    from botorch_nn_uq.problems import NOMU_SUITE_NAMES
+
+    parser.add_argument("--problems", nargs="+", default=list(NOMU_SUITE_NAMES))
+    parser.add_argument("--dims", nargs="+", type=int, default=[5])
+    parser.add_argument("--iterations", type=int, default=64)
+    parser.add_argument("--n-initial", type=int, default=8)
+    parser.add_argument("--num-restarts", type=int, default=10)
+    parser.add_argument("--raw-samples", type=int, default=512)
+
+
+def add_jobs_option(parser: argparse.ArgumentParser) -> None:
+    r"""Add ``--jobs``, the number of worker processes (:func:`run_jobs`), to ``parser``."""
+    parser.add_argument(
+        "--jobs", type=integer_at_least(1), default=1, help="parallel worker processes"
+    )
+
+
+def add_uci_data_option(parser: argparse.ArgumentParser) -> None:
+    r"""Add ``--data-dir``, the folder of the UCI data sets, to ``parser``."""
+    from botorch_nn_uq.data import UCI_DIR_VARIABLE, default_uci_dir
+
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=default_uci_dir(),
+        help=f"folder with one subfolder per data set (not shipped with the package; "
+        f"default: ${UCI_DIR_VARIABLE}, else ../shared/data/uci)",
+    )
+
+
+def use_threads(threads: int) -> None:
+    r"""Run torch on ``threads`` intra-op threads in this process.
+
+    Called once at the top of a runner's ``main`` (or of a measurement's own process):
+    the runner is the caller that decides the process's threads.
+    """
+    torch.set_num_threads(threads)
+
+
+def run_jobs(
+    job: Callable[[Spec], Result],
+    specs: Sequence[Spec],
+    jobs: int,
+    threads: int,
+    describe: Callable[[Spec, Result], str] | None = None,
+) -> list[Result]:
+    r"""``job(spec)`` for every spec, in order.
+
+    Args:
+        job: A picklable function of one spec (a module-level function, or a
+            ``functools.partial`` of one).
+        specs: The specs.
+        jobs: With 1, the jobs run in this process; with more, in that many worker
+            processes.
+        threads: Torch's intra-op threads in every worker process.
+        describe: If given, a line ``[index/len(specs)] <describe(spec, result)>
+            (<seconds> s elapsed)`` is printed for every result, in the order of
+            ``specs``, as soon as it and those before it are done.
+
+    Returns:
+        The results, in the order of ``specs``.
+    """
+    if jobs > 1:
+        with ProcessPoolExecutor(
+            max_workers=jobs, initializer=use_threads, initargs=(threads,)
+        ) as pool:
+            return _reported(specs, pool.map(job, specs), describe)
+    return _reported(specs, map(job, specs), describe)
+
+
+def _reported(
+    specs: Sequence[Spec], results: Any, describe: Callable[[Spec, Result], str] | None
+) -> list[Result]:
+    start = time.perf_counter()
+    done = []
+    for index, (spec, result) in enumerate(zip(specs, results, strict=True), start=1):
+        if describe is not None:
+            elapsed = time.perf_counter() - start
+            print(
+                f"[{index}/{len(specs)}] {describe(spec, result)} ({elapsed:.0f} s elapsed)",
+                flush=True,
+            )
+        done.append(result)
+    return done
+
+
+def stored_run(spec: Any, store: Path, run: Callable[[Any], Result]) -> Result:
+    r"""``run(spec)``, stored in ``store`` as ``<spec.key>.pt`` (atomically, with
+    ``torch.save``), or the result an earlier invocation stored there: an interrupted
+    benchmark resumes where it stopped.
+
+    Args:
+        spec: A run's spec, with a ``key`` that names the run and its budget.
+        store: The folder of the stored runs.
+        run: The function that runs a spec.
+    """
+    path = store / f"{spec.key}.pt"
+    if path.exists():
+        return torch.load(path, weights_only=False)
+    result = run(spec)
+    save_atomically(result, path)
+    return result
+
+
+def mean_and_standard_error(values: Sequence[float]) -> tuple[float, float]:
+    r"""Mean and standard error of the mean (0 for a single value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, statistics.stdev(values) / math.sqrt(len(values))
+
+
+def summary_header(script: str, argv: Sequence[str] | None, threads: int) -> str:
+    r"""The first line of a runner's summary: the command that made it and its threads.
+
+    Args:
+        script: The runner's ``__file__``.
+        argv: The arguments ``main`` was given (``None``: the command line's).
+        threads: The torch threads of each process.
+    """
+    arguments = " ".join(sys.argv[1:] if argv is None else argv)
+    command = f"python benchmarks/{Path(script).name} {arguments}".strip()
+    return f"Command: `{command}` (torch threads per process: {threads})"
+
+
+def write_json_atomically(data: Any, path: Path) -> None:
+    r"""Write ``data`` as JSON to ``path`` through a temporary file and a rename, so an
+    interrupted write never leaves a torn file to be loaded; creates the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(data, indent=1))
+    partial.replace(path)
+
+
+def write_text(path: Path, text: str) -> str:
+    r"""Write ``text`` to ``path``, creating its folder; returns ``text``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return text
+
+
+def pyplot() -> ModuleType:
+    r"""``matplotlib.pyplot`` on the non-interactive Agg backend (the runners only write
+    files; matplotlib is imported on first use, as the ``plots`` extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def draw_band(axis: Any, x: Tensor, runs: Tensor, label: str, centre: str = "mean") -> None:
+    r"""Plot a curve of several runs with a shaded band on a log-scale ``axis``.
+
+    Args:
+        axis: A matplotlib axis.
+        x: The ``L`` positions.
+        runs: An ``r x L`` float64 tensor, one row per run.
+        label: The curve's legend label.
+        centre: ``"mean"`` (band: ± standard error, none for one run) or ``"median"``
+            (band: the quartiles).
+    """
+    if centre == "mean":
+        middle = runs.mean(0)
+        error = runs.std(0) / math.sqrt(runs.shape[0]) if runs.shape[0] > 1 else 0 * middle
+        lower, upper = middle - error, middle + error
+    else:
+        quantiles = torch.tensor([0.25, 0.5, 0.75], dtype=runs.dtype)
+        lower, middle, upper = runs.quantile(quantiles, 0)
+    axis.plot(x, middle.clamp_min(LOG_PLOT_FLOOR), label=label)
+    axis.fill_between(
+        x, lower.clamp_min(LOG_PLOT_FLOOR), upper.clamp_min(LOG_PLOT_FLOOR), alpha=0.2
+    )
+
+
+def save_figure(figure: Any, path: Path, dpi: int = 110) -> Path:
+    r"""Lay out ``figure``, save it to ``path`` and close it; returns ``path``."""
+    figure.tight_layout()
+    figure.savefig(path, dpi=dpi)
+    pyplot().close(figure)
+    return path
+
+
+def plot_best_so_far(
+    curves: Mapping[str, Mapping[str, tuple[Tensor, Tensor]]],
+    out: Path,
+    ylabel: str,
+    centre: str = "mean",
+) -> list[Path]:
+    r"""One log-scale plot per problem, ``out/best_so_far_<problem>.png``.
+
+    Args:
+        curves: ``problem -> method -> (evaluations, runs)``: the ``L`` evaluation counts
+            and an ``r x L`` float64 tensor of the best value (or regret) so far of each
+            run, in the order of the legend.
+        out: The folder of the plots.
+        ylabel: The label of the y-axis.
+        centre: The curve of each method (:func:`draw_band`).
+
+    Returns:
+        The paths of the plots.
+    """
+    plt = pyplot()
+    paths = []
+    for problem, methods in curves.items():
+        figure, axis = plt.subplots(figsize=(6, 4))
+        for method, (evaluations, runs) in methods.items():
+            draw_band(axis, evaluations, runs, method, centre)
+        axis.set_yscale("log")
+        axis.set_xlabel("evaluations")
+        axis.set_ylabel(ylabel)
+        axis.set_title(problem)
+        axis.legend()
+        paths.append(save_figure(figure, out / f"best_so_far_{problem}.png"))
+    return paths

@@ -1,0 +1,110 @@
+"""Tests of the module the benchmark runners share (benchmarks/common.py)."""
+
+import argparse
+import json
+
+import pytest
+import torch
+
+from tests.benchmark_scripts import load_benchmark
+
+common = load_benchmark("common")
+
+
+def _threads_of_this_process(_: int) -> int:
+    return torch.get_num_threads()
+
+
+def test_mean_and_standard_error() -> None:
+    mean, error = common.mean_and_standard_error([1.0, 2.0, 3.0])
+    assert mean == 2.0 and abs(error - (1.0 / 3**0.5)) < 1e-12
+    assert common.mean_and_standard_error([4.0]) == (4.0, 0.0)
+
+
+def test_integer_options_reject_what_is_below_their_minimum() -> None:
+    parse = common.integer_at_least(1)
+    assert parse("3") == 3
+    for text, message in [("0", "must be at least 1; got 0"), ("two", "must be an integer")]:
+        with pytest.raises(argparse.ArgumentTypeError, match=message):
+            parse(text)
+
+
+def test_every_runner_parser_has_out_smoke_and_one_thread_by_default(tmp_path) -> None:
+    parser = common.runner_parser("A runner.\n\nDetails.", out=tmp_path / "results")
+    assert parser.description == "A runner."
+    args = parser.parse_args([])
+    assert (args.out, args.smoke, args.threads) == (tmp_path / "results", False, 1)
+    assert parser.parse_args(["--threads", "2", "--smoke"]).threads == 2
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--threads", "0"])
+
+
+def test_seed_options_give_the_range_of_seeds() -> None:
+    parser = argparse.ArgumentParser()
+    common.add_seed_options(parser, default=3)
+    assert list(common.seed_range(parser.parse_args([]))) == [0, 1, 2]
+    assert list(common.seed_range(parser.parse_args(["--first-seed", "5", "--seeds", "2"]))) == [
+        5,
+        6,
+    ]
+
+
+def test_use_threads_sets_the_threads_of_this_process() -> None:
+    previous = torch.get_num_threads()
+    try:
+        common.use_threads(1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_run_jobs_keeps_the_order_and_reports_every_result(capsys) -> None:
+    results = common.run_jobs(
+        lambda spec: spec * 10, [3, 1, 2], jobs=1, threads=1, describe=lambda s, r: f"{s}->{r}"
+    )
+    assert results == [30, 10, 20]
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["[1/3] 3->30", "[2/3] 1->10", "[3/3] 2->20"]
+
+
+def test_worker_processes_run_on_the_threads_given() -> None:
+    assert common.run_jobs(_threads_of_this_process, [0, 1], jobs=2, threads=2) == [2, 2]
+
+
+def test_a_stored_run_is_loaded_instead_of_run_again(tmp_path) -> None:
+    class Spec:
+        key = "run0"
+
+    calls = []
+
+    def run(spec):
+        calls.append(spec)
+        return {"regret": [0.5]}
+
+    first = common.stored_run(Spec(), tmp_path / "runs", run)
+    second = common.stored_run(Spec(), tmp_path / "runs", run)
+    assert first == second == {"regret": [0.5]}
+    assert len(calls) == 1
+    assert [path.name for path in (tmp_path / "runs").iterdir()] == ["run0.pt"]
+
+
+def test_json_is_written_atomically_into_a_new_folder(tmp_path) -> None:
+    path = tmp_path / "runs" / "job.json"
+    common.write_json_atomically({"nll": 1.5}, path)
+    assert json.loads(path.read_text()) == {"nll": 1.5}
+    assert [p.name for p in path.parent.iterdir()] == ["job.json"]
+
+
+def test_summary_header_names_the_command_and_its_threads() -> None:
+    header = common.summary_header("/somewhere/benchmarks/runner.py", ["--smoke"], 2)
+    assert header == "Command: `python benchmarks/runner.py --smoke` (torch threads per process: 2)"
+
+
+@pytest.mark.parametrize("centre", ["mean", "median"])
+def test_best_so_far_plots_are_written_per_problem(tmp_path, centre) -> None:
+    pytest.importorskip("matplotlib")
+    runs = torch.tensor([[1.0, 0.5, 0.0], [2.0, 1.0, 0.5]], dtype=torch.float64)
+    curves = {"levy-2d": {"a": (torch.arange(3) + 4, runs), "b": (torch.arange(3) + 4, runs)}}
+    (path,) = common.plot_best_so_far(curves, tmp_path, "regret", centre=centre)
+    assert path == tmp_path / "best_so_far_levy-2d.png"
+    assert path.stat().st_size > 1000
