@@ -4,4 +4,6 @@ import sys
 
 from botorch_nn_uq.cli import main
 
-sys.exit(main())
+# Only when run: tools that import every module (the API reference) must not start the CLI.
+if __name__ == "__main__":
+    sys.exit(main())

@@ -65,7 +65,7 @@ class Family:
     r"""A column of the table.
 
     Args:
-        key: Identifier used in :attr:`Feature.support`.
+        key: Identifier used in the ``support`` of a :class:`Feature`.
         title: The column header (markdown).
     """
 

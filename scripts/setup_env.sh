@@ -3,14 +3,17 @@
 # missing, installs the CPU build of torch and the package (editable) with the extras named
 # in the first argument, and puts the environment's bin/ first on PATH.
 #
-#   source scripts/setup_env.sh dev,plots,tutorials,ray,ax   # scripts/test.sh and .ci/run
-#   source scripts/setup_env.sh plots                        # scripts/optimize.sh
+#   source scripts/setup_env.sh dev,plots,tutorials,ray,ax        # scripts/test.sh
+#   source scripts/setup_env.sh dev,plots,tutorials,ray,ax,docs   # .ci/run
+#   source scripts/setup_env.sh docs,ax                           # scripts/docs.sh
+#   source scripts/setup_env.sh plots                             # scripts/optimize.sh
 #
 # pip runs only when something changed: a stamp file in the environment holds a hash of
 # pyproject.toml and of this script (which pins torch) and the extras installed with them,
 # and a request with the same hash and no new extra skips pip. A shell that has already run
-# the set-up for the same environment and extras (scripts/test.sh under .ci/run) skips it
-# altogether. Messages go to stderr, so the commands' own output stays clean.
+# the set-up for the same environment and the same extras or more (scripts/test.sh and
+# scripts/docs.sh under .ci/run) skips it altogether. Messages go to stderr, so the
+# commands' own output stays clean.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -53,7 +53,8 @@ def _skip_unless_offline_build_possible() -> None:
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
     _skip_unless_offline_build_possible()
     source = tmp_path_factory.mktemp("source")
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    # docs/_build and docs/_autosummary: the API reference's output (scripts/docs.sh).
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "_build", "_autosummary")
     for name in SOURCES:
         path = ROOT / name
         if path.is_dir():

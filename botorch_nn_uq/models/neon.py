@@ -58,7 +58,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 @dataclass(frozen=True)
 class NEONHyperparameters:
     r"""Hyperparameters of :class:`NEON` (defaults: the authors' pollutants setting with
-    a CPU-sized step budget; :meth:`preset` gives each problem's setting).
+    a CPU-sized step budget; :meth:`NEONHyperparameters.preset` gives each problem's
+    setting).
 
     Args:
         encoder_widths: Hidden widths of the encoder ``beta = MLP(u)``.
