@@ -25,8 +25,8 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from botorch_nn_uq.ensembles.holdout import member_log_likelihoods
 from botorch_nn_uq.ensembles.search_space import Architecture, TrainingHyperparameters
-from botorch_nn_uq.ensembles.validation import member_log_likelihoods
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP, EnsembleNetwork
 from botorch_nn_uq.training.loop import NonFiniteLossError, TrainingConfig
 from botorch_nn_uq.training.members import fit_members
