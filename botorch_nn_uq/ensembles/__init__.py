@@ -1,4 +1,4 @@
-"""How ensembles are built: selection, validation, search spaces, pool training
+"""How ensembles are built: selection, held-out data, search spaces, pool training
 (in-process or on Ray) and the searches (hyper-deep ensembles, NES-RS, NES-RE, AutoDEUQ);
 the serving model lives in :mod:`botorch_nn_uq.models`."""
 
@@ -14,6 +14,13 @@ from botorch_nn_uq.ensembles.history import (
     EnsembleDiagnostics,
     SearchHistory,
     ensemble_diagnostics,
+)
+from botorch_nn_uq.ensembles.holdout import (
+    ValidationSplits,
+    holdout_size,
+    make_validation_splits,
+    member_log_likelihoods,
+    validation_log_likelihoods,
 )
 from botorch_nn_uq.ensembles.hyper_deep import (
     CandidateRecord,
@@ -43,12 +50,6 @@ from botorch_nn_uq.ensembles.selection import (
     caruana_select,
     ensemble_nll,
     forward_select,
-)
-from botorch_nn_uq.ensembles.validation import (
-    ValidationSplits,
-    make_validation_splits,
-    member_log_likelihoods,
-    validation_log_likelihoods,
 )
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
     "caruana_select",
     "ensemble_nll",
     "forward_select",
+    "holdout_size",
     "make_validation_splits",
     "member_log_likelihoods",
     "search_hyper_deep_ensemble",

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from botorch_nn_uq.ensembles.selection import SelectionResult, caruana_select
-from botorch_nn_uq.ensembles.validation import (
+from botorch_nn_uq.ensembles.holdout import (
     ValidationSplits,
     make_validation_splits,
     validation_log_likelihoods,
 )
+from botorch_nn_uq.ensembles.selection import SelectionResult, caruana_select
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
 from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.members import fit_members
@@ -197,7 +197,7 @@ def search_hyper_deep_ensemble(
         num_candidates: ``kappa``, configurations of the random search.
         search_space: The ranges of the random search.
         validation: ``"auto"``, ``"cross-validation"`` or ``"holdout"`` (see
-            :func:`~botorch_nn_uq.ensembles.validation.make_validation_splits`).
+            :func:`~botorch_nn_uq.ensembles.holdout.make_validation_splits`).
         num_folds: Folds of cross-validation.
         validation_fraction: The hold-out fraction.
         max_selection_iterations: Cap on the additions of each greedy selection.

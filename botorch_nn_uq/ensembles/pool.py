@@ -26,8 +26,8 @@ import torch
 from torch import Tensor
 
 from botorch_nn_uq.ensembles.architecture_space import Architecture
+from botorch_nn_uq.ensembles.holdout import member_log_likelihoods
 from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
-from botorch_nn_uq.ensembles.validation import member_log_likelihoods
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP, EnsembleNetwork
 from botorch_nn_uq.training.loop import NonFiniteLossError, TrainingConfig
 from botorch_nn_uq.training.members import fit_members

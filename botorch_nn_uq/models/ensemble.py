@@ -1,42 +1,13 @@
-"""Deep ensembles (Lakshminarayanan et al., 2017): the model that serves every ensemble.
-
-Every ensemble builder of the package (hyper-deep ensembles, searched ensembles) hands
-its trained members and weights to :class:`DeepEnsemble`'s posterior; how the members
-were found is not this module's concern.
-
-How acquisition functions see an ensemble
-------------------------------------------
-Without observation noise the posterior is the finite set of member means
-(:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`, weights summing to one).
-
-- MC acquisitions (qLogEI, qUCB, q-leaky EI, ...) sample whole members by
-  deterministic index: a sample is one member at all q points, so their value is the
-  acquisition AVERAGED OVER MEMBERS. Members are drawn by systematic resampling of the
-  weights, so the average is exact when the number of MC samples times each weight is
-  an integer (e.g. 128 samples over 4 or 8 equally weighted members) and within one
-  sample's share otherwise (128 samples over 5 members use each 25 or 26 times).
-- Analytic acquisitions (LogEI, UCB, PI) read ``posterior.mean`` and
-  ``posterior.variance``: they see the MOMENT-MATCHED Gaussian with the ensemble mean
-  and the mixture variance (law of total variance, divisor one).
-
-The model does not set BoTorch's ``_is_ensemble`` flag, which would give the posterior
-an extra member batch dimension and change its shape for every consumer; averaging
-over members is what the MC acquisitions already do.
-
-Which to use in BO: the member average. On protocol 1 of ``benchmarks/README.md``
-(Levy, Rosenbrock, G-function and Perm in 5-D, 10 seeds each, 8 + 64 evaluations), the
-registered deep ensemble with qLogEI ended with a lower regret than with LogEI in 30 of
-40 paired runs. Its mean regret was 3.2 times lower on Levy and level on Rosenbrock.
-Prefer MC acquisitions (``qLogExpectedImprovement``, q-leaky EI) for ensembles; the
-analytic ones remain available and see the moment-matched Gaussian.
+"""Deep ensembles (Lakshminarayanan et al., 2017): ``K`` networks of one architecture,
+each trained from its own initialisation (and optionally on its own resample or subset of
+the rows, and early-stopped on its own held-out rows), served with equal weights by
+:class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble` (see that module for how
+acquisition functions see an ensemble).
 """
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -44,15 +15,14 @@ from torch import Tensor
 from botorch_nn_uq.checks import (
     NON_NEGATIVE,
     OPEN_UNIT_INTERVAL,
-    POSITIVE,
     Interval,
     check_boolean_fields,
     check_choice,
-    check_integer_fields,
     check_real_fields,
     check_widths,
 )
-from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.ensembles.holdout import holdout_size
+from botorch_nn_uq.models.member_ensemble import MemberEnsemble, MemberEnsembleHyperparameters
 from botorch_nn_uq.nn.batched_mlp import (
     RESAMPLING_STREAM,
     VALIDATION_STREAM,
@@ -60,97 +30,53 @@ from botorch_nn_uq.nn.batched_mlp import (
     EnsembleNetwork,
 )
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
-from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
-from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.loop import NonFiniteLossError, TrainingConfig, TrainingResult
 from botorch_nn_uq.training.members import fit_members
 
-LIKELIHOODS = ("gaussian", "mse")
-
 
 @dataclass(frozen=True)
-class DeepEnsembleHyperparameters:
-    r"""Hyperparameters of :class:`DeepEnsemble` (defaults: a fast CPU setting for BO).
+class FixedArchitectureHyperparameters(MemberEnsembleHyperparameters):
+    r"""Hyperparameters of the ensembles whose members share one MLP architecture and
+    train with the package's training loop (:class:`DeepEnsemble` and
+    :class:`~botorch_nn_uq.models.hyper_deep_ensemble.HyperDeepEnsemble`): those of
+    :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsembleHyperparameters` plus:
 
     Args:
-        ensemble_size: The number of members ``K``, at least 2 (their disagreement is
-            the epistemic uncertainty).
         hidden_widths: Widths of each member's hidden layers.
         activation: Hidden activation (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``).
-        likelihood: ``"gaussian"``: members predict a mean and a standard deviation and
-            are trained on the Gaussian negative log-likelihood (the aleatoric /
-            epistemic split); ``"mse"``: members predict a mean only (noiseless BO).
-        min_std: Floor of a Gaussian member's standard deviation (transformed units).
         epochs: Training epochs.
         max_steps: A training budget in optimizer steps (whichever of ``epochs`` and
             ``max_steps`` ends first); with ``batch_size`` it keeps the cost of a fit
             independent of the number of training points. ``None``: ``epochs`` only.
-        learning_rate: The optimizer's learning rate.
         batch_size: Mini-batch size; ``None`` trains full-batch.
         optimizer: One of ``botorch_nn_uq.training.OPTIMIZERS``.
-        l2_regularization: Keras-style penalty ``lambda ||theta||^2`` on each member's
-            weights and biases.
-        dropout: Training-time dropout rate (0: none).
         patience: Early-stopping patience on each member's monitored loss (its
-            validation loss with ``validation_fraction``, else its training loss);
+            validation loss where it has validation rows, else its training loss);
             ``None`` trains all epochs (the best-loss weights are kept either way).
         gradient_clip_norm: Per-member gradient-norm clipping; ``None`` does not clip.
-        bootstrap: Train each member on its own bootstrap resample of the data.
-        subset_fraction: Train each member on its own random subset of this fraction of
-            the rows (without replacement); ``None`` uses all rows.
-        validation_fraction: Hold out this fraction of the rows for each member (its own
-            random rows, so members also differ in their data) and keep the weights
-            with the lowest loss on them (early stopping with ``patience``); ``None``
-            trains on all rows and keeps the lowest training loss.
-        noise_variance: For ``"mse"`` members, the observation-noise variance
-            (transformed units) used with ``observation_noise=True``; ``None`` estimates
-            it as the ensemble mean's mean squared training residual.
     """
 
-    ensemble_size: int = 5
     hidden_widths: tuple[int, ...] = (64, 64)
     activation: str = "relu"
-    likelihood: str = "gaussian"
-    min_std: float = 1e-3
     epochs: int = 500
     max_steps: int | None = None
-    learning_rate: float = 5e-3
     batch_size: int | None = None
     optimizer: str = "adam"
-    l2_regularization: float = 1e-6
-    dropout: float = 0.0
     patience: int | None = None
     gradient_clip_norm: float | None = None
-    bootstrap: bool = False
-    subset_fraction: float | None = None
-    validation_fraction: float | None = None
-    noise_variance: float | None = None
 
     def __post_init__(self) -> None:
-        # One member has no epistemic spread: the latent posterior's variance is zero.
-        check_integer_fields(self, "ensemble_size", minimum=2)
+        super().__post_init__()
         check_widths(self, "hidden_widths")
         check_choice("activation", self.activation, ACTIVATIONS)
-        check_choice("likelihood", self.likelihood, LIKELIHOODS)
-        check_real_fields(self, "min_std", interval=POSITIVE)
-        check_real_fields(self, "l2_regularization", interval=NON_NEGATIVE)
-        check_real_fields(self, "dropout", interval=Interval(0.0, 1.0, upper_closed=False))
-        check_real_fields(
-            self, "subset_fraction", interval=Interval(0.0, 1.0, lower_closed=False), optional=True
-        )
-        check_real_fields(self, "validation_fraction", interval=OPEN_UNIT_INTERVAL, optional=True)
-        check_real_fields(self, "noise_variance", interval=POSITIVE, optional=True)
-        check_boolean_fields(self, "bootstrap")
-        if self.bootstrap and self.subset_fraction is not None:
-            raise ValueError("Choose either bootstrap or subset_fraction, not both.")
-        self.training_config()
 
-    def training_config(self) -> TrainingConfig:
-        r"""The settings of the shared training loop (validated there)."""
+    def training_config(self, learning_rate: float) -> TrainingConfig:
+        r"""The settings of the shared training loop at the optimizer's
+        ``learning_rate`` (validated there)."""
         return TrainingConfig(
             epochs=self.epochs,
             max_steps=self.max_steps,
-            learning_rate=self.learning_rate,
+            learning_rate=learning_rate,
             batch_size=self.batch_size,
             optimizer=self.optimizer,
             patience=self.patience,
@@ -158,24 +84,45 @@ class DeepEnsembleHyperparameters:
         )
 
 
-class UncertaintyDecomposition(NamedTuple):
-    r"""Predictive mean and variance split by the law of total variance, in original
-    outcome units; each a ``batch_shape x q x m`` tensor.
+@dataclass(frozen=True)
+class DeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
+    r"""Hyperparameters of :class:`DeepEnsemble` (defaults: a fast CPU setting for BO):
+    those of :class:`FixedArchitectureHyperparameters` plus:
 
-    Attributes:
-        mean: The ensemble mean ``sum_k w_k mu_k``.
-        aleatoric_variance: ``sum_k w_k sigma_k^2`` (data noise the members predict).
-        epistemic_variance: ``sum_k w_k (mu_k - mean)^2`` (disagreement of the members).
+    Args:
+        learning_rate: The optimizer's learning rate.
+        l2_regularization: Keras-style penalty ``lambda ||theta||^2`` on each member's
+            weights and biases.
+        dropout: Training-time dropout rate (0: none).
+        bootstrap: Train each member on its own bootstrap resample of the data.
+        subset_fraction: Train each member on its own random subset of this fraction of
+            the rows (without replacement); ``None`` uses all rows.
+        validation_fraction: The fraction of the rows held out for validation
+            (:func:`~botorch_nn_uq.ensembles.holdout.holdout_size` rows), each member's
+            own random rows, so members also differ in their data. Each member keeps
+            the weights with the lowest loss on them (early stopping with
+            ``patience``). ``None`` trains on all rows and keeps the lowest training loss.
     """
 
-    mean: Tensor
-    aleatoric_variance: Tensor
-    epistemic_variance: Tensor
+    learning_rate: float = 5e-3
+    l2_regularization: float = 1e-6
+    dropout: float = 0.0
+    bootstrap: bool = False
+    subset_fraction: float | None = None
+    validation_fraction: float | None = None
 
-    @property
-    def total_variance(self) -> Tensor:
-        r"""The predictive variance, aleatoric plus epistemic."""
-        return self.aleatoric_variance + self.epistemic_variance
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_real_fields(self, "l2_regularization", interval=NON_NEGATIVE)
+        check_real_fields(self, "dropout", interval=Interval(0.0, 1.0, upper_closed=False))
+        check_real_fields(
+            self, "subset_fraction", interval=Interval(0.0, 1.0, lower_closed=False), optional=True
+        )
+        check_real_fields(self, "validation_fraction", interval=OPEN_UNIT_INTERVAL, optional=True)
+        check_boolean_fields(self, "bootstrap")
+        if self.bootstrap and self.subset_fraction is not None:
+            raise ValueError("Choose either bootstrap or subset_fraction, not both.")
+        self.training_config(self.learning_rate)
 
 
 def resampling_row_weights(
@@ -204,40 +151,29 @@ def resampling_row_weights(
 def member_validation_masks(
     network: BatchedMLP, num_data: int, validation_fraction: float, dtype: torch.dtype
 ) -> Tensor:
-    r"""``K x n`` 0/1 masks of each member's held-out rows (``ceil(fraction n)`` rows,
-    at least one row left for training), drawn from the member's validation stream."""
-    size = min(num_data - 1, max(1, math.ceil(validation_fraction * num_data)))
+    r"""``K x n`` 0/1 masks of each member's held-out rows
+    (:func:`~botorch_nn_uq.ensembles.holdout.holdout_size` rows), drawn from the
+    member's validation stream."""
+    size = holdout_size(num_data, validation_fraction)
     masks = torch.zeros(network.num_members, num_data, dtype=dtype)
     for member, generator in enumerate(network.member_generators(VALIDATION_STREAM)):
         masks[member, torch.randperm(num_data, generator=generator)[:size]] = 1.0
     return masks
 
 
-class DeepEnsemble(NeuralSurrogateModel):
-    r"""An ensemble of independently trained networks.
+class DeepEnsemble(MemberEnsemble):
+    r"""An ensemble of independently trained networks, served with equal weights.
 
     All ``K`` members share one architecture and train as ONE batched computation
     (:class:`~botorch_nn_uq.nn.batched_mlp.BatchedMLP`), each with its own
     initialisation, data order and (optionally) bootstrap resample, so the result equals
-    ``K`` separate trainings with the same member seeds.
-
-    Posterior (see the module docstring for how acquisitions use it):
-
-    - ``observation_noise=False``: the epistemic distribution, the weighted finite set
-      of member means (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`);
-      MC samples are joint across the q-batch, drawn by deterministic member index.
-    - ``observation_noise=True``: with Gaussian heads, the mixture of the members'
-      Gaussians (:class:`~botorch_nn_uq.posteriors.MixtureOfGaussiansPosterior`:
-      aleatoric plus epistemic variance); with mean-only members, the member means plus
-      homoscedastic noise (``noise_variance``).
-
-    :meth:`uncertainty_decomposition` returns mean, aleatoric and epistemic variance.
+    ``K`` separate trainings with the same member seeds. The posterior and
+    :meth:`uncertainty_decomposition` are those of every
+    :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
 
     Args:
-        train_X: An ``n x d`` tensor of training inputs.
-        train_Y: An ``n x m`` tensor of training targets.
-        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
-        outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
+        train_X, train_Y, input_transform, outcome_transform: As for every
+            :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
         **hyperparameters: Fields of :class:`DeepEnsembleHyperparameters`.
 
     Example:
@@ -256,8 +192,7 @@ class DeepEnsemble(NeuralSurrogateModel):
         "ensemble_size",
         "hidden_widths",
         "activation",
-        "likelihood",
-        "min_std",
+        *MemberEnsemble.checkpoint_hyperparameters,
     )
 
     def _build_network(self, input_dim: int, output_dim: int) -> EnsembleNetwork:
@@ -300,7 +235,7 @@ class DeepEnsemble(NeuralSurrogateModel):
             members,
             train_X,
             train_Y,
-            hp.training_config(),
+            hp.training_config(hp.learning_rate),
             l2_regularization=hp.l2_regularization,
             row_weights=row_weights,
             validation_row_weights=validation_masks,
@@ -321,64 +256,5 @@ class DeepEnsemble(NeuralSurrogateModel):
                 "value). Lower the learning rate, check the data scaling, or enable gradient "
                 "clipping."
             )
-        self.set_member_weights(torch.ones(members.num_members).to(train_X))
-        self._set_noise_variance(train_X, train_Y, hp.noise_variance)
+        self._serve_members(self.network, torch.ones(members.num_members), train_X, train_Y)
         return result
-
-    def set_member_weights(self, weights: Tensor) -> None:
-        r"""Set the members' mixture weights (a ``K``-vector, normalised to sum to one)."""
-        if self.network is None:
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
-        if (
-            weights.shape != (self.network.num_members,)
-            or not (weights.isfinite() & (weights >= 0)).all()
-        ):
-            raise ValueError(
-                f"member weights must be a finite non-negative {self.network.num_members}-"
-                f"vector; got {weights}."
-            )
-        if not weights.sum() > 0:
-            raise ValueError("member weights must have a positive sum.")
-        self._register_fitted_buffer("member_weights", (weights / weights.sum()).detach())
-
-    def _warn_if_single_member(self) -> None:
-        r"""Warn when a fit's member selection kept one member: without observation
-        noise the posterior then has zero variance everywhere, which acquisitions read
-        as certainty."""
-        if int((self.member_weights > 0).sum()) == 1:
-            warnings.warn(
-                f"The member selection of {type(self).__name__} kept a single member, so "
-                "its posterior without observation noise has zero variance (no epistemic "
-                "uncertainty). Use more training points, a larger search or a DeepEnsemble.",
-                UserWarning,
-                stacklevel=2,
-            )
-
-    def _predict(
-        self, X: Tensor, observation_noise: bool
-    ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior:
-        output = self.network(X)
-        if not observation_noise:
-            return FunctionEnsemblePosterior(output.mean, self.member_weights)
-        if output.std is not None:
-            return MixtureOfGaussiansPosterior(output.mean, output.std.pow(2), self.member_weights)
-        return FunctionEnsemblePosterior(output.mean, self.member_weights).add_observation_noise(
-            self.noise_variance
-        )
-
-    def uncertainty_decomposition(self, X: Tensor) -> UncertaintyDecomposition:
-        r"""The predictive mean with its aleatoric and epistemic variance.
-
-        Args:
-            X: A ``batch_shape x q x d`` (or ``q x d``) tensor of inputs.
-
-        Returns:
-            An :class:`UncertaintyDecomposition` of ``batch_shape x q x m`` tensors in
-            original outcome units (members with mean-only heads report the
-            homoscedastic ``noise_variance`` as aleatoric variance).
-        """
-        with torch.no_grad():
-            posterior = self.posterior(X, observation_noise=True)
-        return UncertaintyDecomposition(
-            posterior.mean, posterior.aleatoric_variance, posterior.epistemic_variance
-        )

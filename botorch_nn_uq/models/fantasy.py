@@ -13,8 +13,8 @@ old rows plus the new ones. The input and outcome transforms stay fixed (the new
 are mapped through them in ``eval`` mode, as BoTorch's GPs do), so the warm-started
 networks keep their coordinates. Each family keeps its own training:
 
-- Ensembles (:class:`~botorch_nn_uq.models.DeepEnsemble` and the ensembles it serves:
-  hyper-deep ensembles, NES-RS, NES-RE, AutoDEUQ): the serving members continue
+- Ensembles (every :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`:
+  deep and hyper-deep ensembles, NES-RS, NES-RE, AutoDEUQ): the serving members continue
   training, one batched computation per architecture, on their data loss (Gaussian NLL
   or squared error) with Adam, each member keeping its best-loss weights. Member weights
   and the noise estimate are kept; the searches and selections are not rerun (they

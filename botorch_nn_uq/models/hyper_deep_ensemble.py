@@ -1,5 +1,6 @@
 """Hyper-deep ensembles as BoTorch models: the search of
-:mod:`botorch_nn_uq.ensembles.hyper_deep`, served by :class:`DeepEnsemble`'s posterior."""
+:mod:`botorch_nn_uq.ensembles.hyper_deep`, served by
+:class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`'s posterior."""
 
 from __future__ import annotations
 
@@ -18,28 +19,31 @@ from botorch_nn_uq.checks import (
     check_range,
     check_real_fields,
 )
+from botorch_nn_uq.ensembles.holdout import VALIDATION_SCHEMES
 from botorch_nn_uq.ensembles.hyper_deep import (
     CandidateRecord,
     HyperDeepSearchSpace,
     MemberArchitecture,
     search_hyper_deep_ensemble,
 )
-from botorch_nn_uq.ensembles.validation import VALIDATION_SCHEMES
-from botorch_nn_uq.models.ensemble import DeepEnsemble, DeepEnsembleHyperparameters
+from botorch_nn_uq.models.ensemble import FixedArchitectureHyperparameters
+from botorch_nn_uq.models.member_ensemble import MemberEnsemble
 from botorch_nn_uq.models.validation import SUPPORTED_DTYPES
 from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
 from botorch_nn_uq.training.loop import TrainingResult
 
+#: The optimizer's base learning rate of a hyper-deep fit. Every member's update is
+#: rescaled from it to the member's searched rate, so it matters only through rounding.
+BASE_LEARNING_RATE = 5e-3
+
 
 @dataclass(frozen=True)
-class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
+class HyperDeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
     r"""Hyperparameters of :class:`HyperDeepEnsemble`: those of
-    :class:`~botorch_nn_uq.models.ensemble.DeepEnsembleHyperparameters` (the fixed
-    architecture and training settings; ``ensemble_size`` is ``K`` of both selections;
-    ``l2_regularization``, ``dropout`` and ``learning_rate`` are searched instead, and
-    ``learning_rate`` only anchors a learning-rate decay schedule; ``validation_fraction``
-    is the search's hold-out fraction; ``bootstrap`` and ``subset_fraction`` are not
-    supported) plus:
+    :class:`~botorch_nn_uq.models.ensemble.FixedArchitectureHyperparameters` (the fixed
+    architecture and training settings; ``ensemble_size`` is ``K`` of both selections)
+    plus the search's (each candidate's L2 ``lambda``, dropout rate and learning rate
+    are drawn from the ranges):
 
     Args:
         num_candidates: ``kappa``, configurations of the random search (the design's
@@ -49,10 +53,13 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
         learning_rate_range: Log-uniform range of the learning rate (the design note
             fixes only the L2 and dropout ranges; this one brackets the Adam defaults
             that train the default network in its epoch budget).
-        validation: ``"auto"`` (5-fold out-of-fold scores for at most 200 rows, else a
-            20 % hold-out), ``"cross-validation"`` or ``"holdout"``.
+        validation: How candidates are scored: ``"auto"`` (5-fold out-of-fold scores for
+            at most 200 rows, else a hold-out), ``"cross-validation"`` or ``"holdout"``.
         num_folds: Folds of cross-validation.
-        validation_fraction: The hold-out fraction.
+        validation_fraction: The fraction of the rows held out for validation by a
+            hold-out (:func:`~botorch_nn_uq.ensembles.holdout.holdout_size` rows); the
+            candidates train on the rest and are scored on them, the selected members
+            are then refitted on all rows. Cross-validation does not use it.
         max_selection_iterations: Cap on the additions of each greedy selection, at
             least 2 (``None``: 10 per member).
         training_dtype: Floating dtype in which the candidates and the refit train,
@@ -73,11 +80,6 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.bootstrap or self.subset_fraction is not None:
-            raise ValueError(
-                "HyperDeepEnsemble selects members on validation data; bootstrap and "
-                "subset_fraction are not supported."
-            )
         check_integer_fields(self, "num_candidates")
         check_integer_fields(self, "num_folds", minimum=2)
         # One addition selects one member: a posterior without epistemic spread.
@@ -92,6 +94,7 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
                 f"training_dtype must be torch.float32, torch.float64 or None; got "
                 f"{self.training_dtype!r}."
             )
+        self.training_config(BASE_LEARNING_RATE)
         self.search_space()
 
     def search_space(self) -> HyperDeepSearchSpace:
@@ -103,23 +106,22 @@ class HyperDeepEnsembleHyperparameters(DeepEnsembleHyperparameters):
         )
 
 
-class HyperDeepEnsemble(DeepEnsemble):
+class HyperDeepEnsemble(MemberEnsemble):
     r"""A hyper-deep ensemble: random search over L2, dropout and learning rate for a
     fixed architecture, greedy selection on validation NLL, stratification over seeds,
     greedy selection again, refit on all data (see
     :mod:`botorch_nn_uq.ensembles.hyper_deep` for the procedure and the out-of-fold
     validation used for small data sets).
 
-    The fitted model IS a :class:`DeepEnsemble` (same posterior, decomposition and
-    API) whose members carry the selection weights (with replacement: weights are
-    multiplicities over the number of additions). ``search_history`` lists every
-    candidate with its configuration, seed, validation NLL and selection weight.
+    The fitted members carry the selection weights (with replacement: weights are
+    multiplicities over the number of additions) and serve the posterior of every
+    :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`. ``search_history``
+    lists every candidate with its configuration, seed, validation NLL and selection
+    weight.
 
     Args:
-        train_X: An ``n x d`` tensor of training inputs.
-        train_Y: An ``n x m`` tensor of training targets.
-        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
-        outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
+        train_X, train_Y, input_transform, outcome_transform: As for every
+            :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
         **hyperparameters: Fields of :class:`HyperDeepEnsembleHyperparameters`.
 
     Example:
@@ -133,7 +135,11 @@ class HyperDeepEnsemble(DeepEnsemble):
 
     hyperparameter_class = HyperDeepEnsembleHyperparameters
     # The selection (with replacement) chooses the number of distinct members.
-    checkpoint_hyperparameters = ("hidden_widths", "activation", "likelihood", "min_std")
+    checkpoint_hyperparameters = (
+        "hidden_widths",
+        "activation",
+        *MemberEnsemble.checkpoint_hyperparameters,
+    )
     fit_records = ("search_history", "ensemble_validation_nll")
 
     def _build_network(self, input_dim: int, output_dim: int) -> None:
@@ -153,7 +159,7 @@ class HyperDeepEnsemble(DeepEnsemble):
                 gaussian_head=hp.likelihood == "gaussian",
                 min_std=hp.min_std,
             ),
-            hp.training_config(),
+            hp.training_config(BASE_LEARNING_RATE),
             ensemble_size=hp.ensemble_size,
             num_candidates=hp.num_candidates,
             search_space=hp.search_space(),
@@ -164,12 +170,9 @@ class HyperDeepEnsemble(DeepEnsemble):
             training_dtype=hp.training_dtype,
             progress=progress,
         )
-        self.network = EnsembleNetwork([search.members]).to(train_X)
         self.search_history: list[CandidateRecord] = search.candidates
         self.ensemble_validation_nll = search.ensemble_validation_nll
-        self.set_member_weights(search.weights)
-        self._warn_if_single_member()
-        self._set_noise_variance(train_X, train_Y, hp.noise_variance)
+        self._serve_members(EnsembleNetwork([search.members]), search.weights, train_X, train_Y)
         return search.training_result
 
     def search_summary(self) -> list[dict[str, Any]]:

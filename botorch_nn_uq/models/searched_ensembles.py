@@ -1,14 +1,16 @@
 """Searched ensembles as BoTorch models: Neural Ensemble Search (NES-RS, NES-RE) and
-AutoDEUQ, built by :mod:`botorch_nn_uq.ensembles` and served by :class:`DeepEnsemble`'s
-posterior.
+AutoDEUQ, built by :mod:`botorch_nn_uq.ensembles` and served by
+:class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`'s posterior.
 
-Every fit holds out a random ``validation_fraction`` of the rows, trains the candidates
-on the rest (each checkpointed at its minimum validation loss), selects on the held-out
+Every fit holds out a random ``validation_fraction`` of the rows
+(:func:`~botorch_nn_uq.ensembles.holdout.holdout_size` rows), trains the candidates on
+the rest (each checkpointed at its minimum validation loss), selects on the held-out
 rows and serves the selected networks as they are (no refit), as both papers do. The
-fitted model IS a :class:`DeepEnsemble` (same posterior, aleatoric / epistemic
-decomposition and API) whose members may differ in architecture; ``search_history``
-records every candidate (architecture, hyperparameters, seed, validation NLL, selection
-weight) and the final ensemble's ensemble / average-member / oracle validation NLL.
+fitted model serves the posterior, aleatoric / epistemic decomposition and API of every
+:class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`, with members that may
+differ in architecture; ``search_history`` records every candidate (architecture,
+hyperparameters, seed, validation NLL, selection weight) and the final ensemble's
+ensemble / average-member / oracle validation NLL.
 
 Pool training runs in-process unless ``executor`` is given (e.g.
 :class:`~botorch_nn_uq.ensembles.pool.RayExecutor`), and ``resume_from`` continues an
@@ -17,7 +19,6 @@ interrupted search from its saved :class:`~botorch_nn_uq.ensembles.history.Searc
 
 from __future__ import annotations
 
-import math
 import os
 from abc import abstractmethod
 from dataclasses import dataclass, field
@@ -30,14 +31,13 @@ from torch import Tensor
 from botorch_nn_uq.checks import (
     NON_NEGATIVE,
     OPEN_UNIT_INTERVAL,
-    POSITIVE,
-    check_choice,
     check_integer_fields,
     check_real_fields,
 )
 from botorch_nn_uq.ensembles.architecture_space import ArchitectureSpace
 from botorch_nn_uq.ensembles.autodeuq import autodeuq_search
 from botorch_nn_uq.ensembles.history import CandidateTrainer, SearchHistory
+from botorch_nn_uq.ensembles.holdout import holdout_size
 from botorch_nn_uq.ensembles.hyperparameter_space import (
     HyperparameterSpace,
     TrainingHyperparameters,
@@ -51,7 +51,7 @@ from botorch_nn_uq.ensembles.pool import (
     assemble_ensemble,
 )
 from botorch_nn_uq.ensembles.selection import SelectionResult
-from botorch_nn_uq.models.ensemble import LIKELIHOODS, DeepEnsemble
+from botorch_nn_uq.models.member_ensemble import MemberEnsemble, MemberEnsembleHyperparameters
 from botorch_nn_uq.training.seeding import draw_seed
 
 
@@ -60,25 +60,25 @@ def _default_architecture_space() -> ArchitectureSpace:
 
 
 @dataclass(frozen=True)
-class SearchedEnsembleHyperparameters:
-    r"""Settings shared by the searched ensembles.
+class SearchedEnsembleHyperparameters(MemberEnsembleHyperparameters):
+    r"""Settings shared by the searched ensembles: those of
+    :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsembleHyperparameters`
+    (``ensemble_size`` is the most distinct members of the final ensemble; with
+    ``likelihood="mse"`` the selection scores each candidate with its own validation
+    residual variance) plus:
 
     Args:
-        ensemble_size: The most distinct members of the final ensemble, at least 2.
         pool_size: Candidates trained in total.
         epochs: The most epochs per candidate (early stopping may end sooner).
         max_steps: A budget in optimizer steps per candidate (whichever of ``epochs``
             and ``max_steps`` ends first), so a search costs the same whatever the
             number of training points; ``None``: ``epochs`` only.
-        validation_fraction: Rows held out for checkpointing and selection.
-        likelihood: ``"gaussian"`` (members predict mean and standard deviation) or
-            ``"mse"`` (means only; selection then scores each candidate with its own
-            validation residual variance).
-        min_std: Floor of a Gaussian member's standard deviation (transformed units).
+        validation_fraction: The fraction of the rows held out for validation
+            (:func:`~botorch_nn_uq.ensembles.holdout.holdout_size` rows): every
+            candidate trains on the rest, is checkpointed at its lowest loss on them,
+            and the selection scores the candidates on them.
         l2_regularization: Keras-style L2 ``lambda`` of every candidate.
         lr_reduction_factor: The plateau reduction factor of the learning rate.
-        noise_variance: For ``"mse"`` members, the observation-noise variance used with
-            ``observation_noise=True``; ``None`` estimates it from the residuals.
         architecture_space: The architectures searched (default: AutoDEUQ's MLP space
             with 3 variable nodes, the paper's setting for small problems; UCI used 5).
         executor: Where candidate groups train (``None``: in-process).
@@ -89,33 +89,25 @@ class SearchedEnsembleHyperparameters:
             ``resume_from=SearchHistory.load(checkpoint_path)``).
     """
 
-    ensemble_size: int = 5
     pool_size: int = 20
     epochs: int = 300
     max_steps: int | None = None
     validation_fraction: float = 0.2
-    likelihood: str = "gaussian"
-    min_std: float = 1e-3
     l2_regularization: float = 0.0
     lr_reduction_factor: float = 0.1
-    noise_variance: float | None = None
     architecture_space: ArchitectureSpace = field(default_factory=_default_architecture_space)
     executor: PoolExecutor | None = None
     resume_from: SearchHistory | None = None
     checkpoint_path: str | Path | None = None
 
     def __post_init__(self) -> None:
-        # An ensemble of one member has no epistemic spread.
-        check_integer_fields(self, "ensemble_size", minimum=2)
+        super().__post_init__()
         check_integer_fields(self, "pool_size", "epochs")
         check_integer_fields(self, "max_steps", optional=True)
         check_real_fields(
             self, "validation_fraction", "lr_reduction_factor", interval=OPEN_UNIT_INTERVAL
         )
-        check_choice("likelihood", self.likelihood, LIKELIHOODS)
-        check_real_fields(self, "min_std", interval=POSITIVE)
         check_real_fields(self, "l2_regularization", interval=NON_NEGATIVE)
-        check_real_fields(self, "noise_variance", interval=POSITIVE, optional=True)
         if not isinstance(self.architecture_space, ArchitectureSpace):
             raise TypeError("architecture_space must be an ArchitectureSpace.")
         if self.executor is not None and not callable(getattr(self.executor, "map", None)):
@@ -235,14 +227,15 @@ class AutoDEUQHyperparameters(SearchedEnsembleHyperparameters):
         check_integer_fields(self, "max_selection_iterations", minimum=2, optional=True)
 
 
-class SearchedEnsemble(DeepEnsemble):
+class SearchedEnsemble(MemberEnsemble):
     r"""Base of the searched ensembles: split, search, assemble (see the module
     docstring). Subclasses name the ``method`` and implement :meth:`_search`."""
 
     method: ClassVar[str]
+    # Two held-out and two training rows (see `holdout_size`).
     min_training_points = 4
-    # The search chooses the architectures; the checkpoint describes them.
-    checkpoint_hyperparameters = ("likelihood", "min_std")
+    # The search chooses the architectures (the checkpoint describes them), so only the
+    # hyperparameters of every ensemble shape the served network.
     fit_records = ("search_history",)
 
     def _build_network(self, input_dim: int, output_dim: int) -> None:
@@ -252,7 +245,7 @@ class SearchedEnsemble(DeepEnsemble):
     def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> None:
         hp = self.hyperparameters
         num_data = train_X.shape[0]
-        num_validation = min(num_data - 2, max(2, math.ceil(hp.validation_fraction * num_data)))
+        num_validation = holdout_size(num_data, hp.validation_fraction)
         order = torch.randperm(num_data)
         validation, training = order[:num_validation], order[num_validation:]
         data = PoolData(
@@ -278,10 +271,7 @@ class SearchedEnsemble(DeepEnsemble):
         network, weights = assemble_ensemble(
             chosen, selection.weights, train_X.shape[-1], train_Y.shape[-1], settings
         )
-        self.network = network.to(train_X)
-        self.set_member_weights(weights.to(train_X))
-        self._warn_if_single_member()
-        self._set_noise_variance(train_X, train_Y, hp.noise_variance)
+        self._serve_members(network, weights, train_X, train_Y)
 
     @abstractmethod
     def _search(
@@ -298,10 +288,8 @@ class NESRandomSearch(SearchedEnsemble):
     r"""NES-RS: ``pool_size`` random architectures, ForwardSelect ``ensemble_size``.
 
     Args:
-        train_X: An ``n x d`` tensor of training inputs.
-        train_Y: An ``n x m`` tensor of training targets.
-        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
-        outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
+        train_X, train_Y, input_transform, outcome_transform: As for every
+            :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
         **hyperparameters: Fields of :class:`NESHyperparameters`.
 
     Example:
@@ -334,10 +322,8 @@ class NESRegularizedEvolution(SearchedEnsemble):
     ForwardSelect ``ensemble_size`` over every network trained.
 
     Args:
-        train_X: An ``n x d`` tensor of training inputs.
-        train_Y: An ``n x m`` tensor of training targets.
-        input_transform: An optional input transform.
-        outcome_transform: An optional outcome transform.
+        train_X, train_Y, input_transform, outcome_transform: As for every
+            :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
         **hyperparameters: Fields of :class:`NESHyperparameters`.
     """
 
@@ -373,10 +359,8 @@ class AutoDEUQ(SearchedEnsemble):
     always keeps ``ensemble_size`` members) when that matters, e.g. in BO.
 
     Args:
-        train_X: An ``n x d`` tensor of training inputs.
-        train_Y: An ``n x m`` tensor of training targets.
-        input_transform: An optional input transform.
-        outcome_transform: An optional outcome transform.
+        train_X, train_Y, input_transform, outcome_transform: As for every
+            :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
         **hyperparameters: Fields of :class:`AutoDEUQHyperparameters`.
     """
 

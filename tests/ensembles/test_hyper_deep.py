@@ -10,7 +10,7 @@ from botorch_nn_uq.ensembles.hyper_deep import (
     MemberArchitecture,
     search_hyper_deep_ensemble,
 )
-from botorch_nn_uq.models import DeepEnsemble, HyperDeepEnsemble
+from botorch_nn_uq.models import HyperDeepEnsemble, MemberEnsemble
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.loop import TrainingConfig
 from botorch_nn_uq.training.members import fit_members
@@ -152,13 +152,13 @@ def test_holdout_validation_scores_only_the_held_out_rows() -> None:
     assert int(search.splits.validation_weights.sum()) == 6
 
 
-def test_model_serves_the_search_through_the_deep_ensemble_posterior() -> None:
+def test_model_serves_the_search_through_the_member_ensemble_posterior() -> None:
     X, Y = _data()
     model = HyperDeepEnsemble(
         X, Y, hidden_widths=(16,), activation="tanh", epochs=60, num_candidates=5,
         ensemble_size=3, num_folds=3,
     ).fit(seed=0)  # fmt: skip
-    assert isinstance(model, DeepEnsemble)
+    assert isinstance(model, MemberEnsemble)
     assert model.network.num_members == model.member_weights.shape[0] <= 3
     assert math.isclose(float(model.member_weights.sum()), 1.0)
     assert len(model.search_summary()) == len(model.search_history) >= 5
@@ -189,12 +189,16 @@ def test_model_rejects_warm_start_and_bad_hyperparameters() -> None:
         ({"validation_fraction": 0.0}, "validation_fraction"),
         ({"dropout_range": (0.1, 1.5)}, "dropout_range"),
         ({"max_selection_iterations": 0}, "max_selection_iterations"),
-        ({"bootstrap": True}, "bootstrap"),
         ({"training_dtype": "float32"}, "training_dtype"),
         ({"training_dtype": torch.int64}, "training_dtype"),
     ]:
         with pytest.raises(ValueError, match=message):
             HyperDeepEnsemble(X, Y, **kwargs)
+    # The search draws L2, dropout and learning rate, and scores the candidates on
+    # held-out rows: the deep ensemble's fixed values and resampling are not fields.
+    for name in ("l2_regularization", "dropout", "learning_rate", "bootstrap", "subset_fraction"):
+        with pytest.raises(TypeError, match=f"Unknown hyperparameter.*{name}"):
+            HyperDeepEnsemble(X, Y, **{name: 0.5})
 
 
 def test_a_step_budget_bounds_the_refit_whatever_the_data_size():

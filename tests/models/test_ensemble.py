@@ -8,13 +8,14 @@ import pytest
 import torch
 from botorch.models.transforms import Standardize
 
+from botorch_nn_uq.ensembles.holdout import holdout_size
 from botorch_nn_uq.models import (
     DeepEnsemble,
     DeepEnsembleHyperparameters,
     MCDropout,
     UncertaintyDecomposition,
 )
-from botorch_nn_uq.models.ensemble import resampling_row_weights
+from botorch_nn_uq.models.ensemble import member_validation_masks, resampling_row_weights
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.members import fit_members
@@ -231,7 +232,7 @@ def test_mse_members_add_the_estimated_homoscedastic_noise():
 
 
 # ---------------------------------------------------------------------------
-# Bootstrap and random subsets
+# Bootstrap, random subsets and validation rows
 
 
 def _members(seeds):
@@ -266,6 +267,17 @@ def test_no_resampling_uses_every_row():
     assert resampling_row_weights(_members([5, 7]), 50, False, None, DTYPE) is None
 
 
+@pytest.mark.parametrize(("num_data", "fraction"), [(2, 0.5), (5, 0.2), (30, 0.1), (50, 0.2)])
+def test_each_member_holds_out_its_own_holdout_size_rows(num_data, fraction):
+    masks = member_validation_masks(_members([5, 7, 9]), num_data, fraction, DTYPE)
+    assert ((masks == 0) | (masks == 1)).all()
+    assert masks.sum(-1).tolist() == [holdout_size(num_data, fraction)] * 3
+    if num_data > 2:
+        assert not torch.equal(masks[0], masks[1])
+    alone = member_validation_masks(_members([7]), num_data, fraction, DTYPE)
+    torch.testing.assert_close(alone[0], masks[1], rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("resampling", [{"bootstrap": True}, {"subset_fraction": 0.6}])
 def test_resampled_ensemble_trains_each_member_on_its_rows(resampling):
     train_X, train_Y = _one_dimensional_data(n=30)
@@ -290,7 +302,7 @@ def test_resampled_ensemble_trains_each_member_on_its_rows(resampling):
         manual,
         train_X,
         train_Y,
-        hp.training_config(),
+        hp.training_config(hp.learning_rate),
         l2_regularization=hp.l2_regularization,
         row_weights=row_weights,
     )
@@ -335,7 +347,7 @@ def test_hyperparameters_reach_the_network_and_the_training():
         ensemble_size=3, hidden_widths=[8], dropout=0.1, min_std=0.01, patience=4
     )
     assert hp.hidden_widths == (8,)
-    config = hp.training_config()
+    config = hp.training_config(hp.learning_rate)
     assert (config.epochs, config.learning_rate, config.patience) == (500, 5e-3, 4)
     train_X, train_Y = _one_dimensional_data(n=10)
     model = DeepEnsemble(train_X, train_Y, **{**vars(hp), "activation": "tanh", "epochs": 5})

@@ -11,7 +11,7 @@ from botorch_nn_uq.ensembles.architecture_space import ArchitectureSpace
 from botorch_nn_uq.ensembles.history import SearchHistory, ensemble_diagnostics
 from botorch_nn_uq.ensembles.hyperparameter_space import HyperparameterSpace
 from botorch_nn_uq.ensembles.selection import ensemble_nll
-from botorch_nn_uq.models import AutoDEUQ, DeepEnsemble, NESRandomSearch, NESRegularizedEvolution
+from botorch_nn_uq.models import AutoDEUQ, MemberEnsemble, NESRandomSearch, NESRegularizedEvolution
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
 
 DTYPE = torch.float64
@@ -114,10 +114,10 @@ def _assert_same_model(a, b) -> None:
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_the_fit_serves_the_selected_candidates_as_a_deep_ensemble(fitted, name: str) -> None:
+def test_the_fit_serves_the_selected_candidates_as_a_member_ensemble(fitted, name: str) -> None:
     model = fitted(name)
     model_class, options = MODELS[name]
-    assert isinstance(model, DeepEnsemble) and model.is_fitted
+    assert isinstance(model, MemberEnsemble) and model.is_fitted
     history = model.search_history
     assert history.method == model_class.method == name
     assert len(history.candidates) == options["pool_size"]

@@ -82,10 +82,23 @@ DEEP_ENSEMBLE = {
     "validation_fraction": OPTIONAL_OPEN_FRACTION,
     "noise_variance": OPTIONAL_POSITIVE,
 }
+#: Deep-ensemble fields that a hyper-deep ensemble has not: its search draws L2, dropout
+#: and learning rate, and it scores candidates on held-out rows, not on resamples.
+SEARCHED_BY_HYPER_DEEP_ENSEMBLE = (
+    "learning_rate",
+    "l2_regularization",
+    "dropout",
+    "bootstrap",
+    "subset_fraction",
+)
 HYPERPARAMETER_TABLE = {
     DeepEnsemble: DEEP_ENSEMBLE,
     HyperDeepEnsemble: {
-        **{name: values for name, values in DEEP_ENSEMBLE.items() if name != "bootstrap"},
+        **{
+            name: values
+            for name, values in DEEP_ENSEMBLE.items()
+            if name not in SEARCHED_BY_HYPER_DEEP_ENSEMBLE
+        },
         "num_candidates": POSITIVE_INTEGER,
         "l2_range": POSITIVE_RANGE,
         "dropout_range": (*POSITIVE_RANGE, (0.1, 1.0)),

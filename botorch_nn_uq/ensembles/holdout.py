@@ -1,10 +1,15 @@
-r"""Validation splits and cached validation log-likelihoods of candidate members.
+r"""Held-out data of the ensemble builders: hold-out sizes, validation splits (a
+hold-out or cross-validation folds) and the log-likelihoods of candidates on held-out rows.
 
 Ensemble builders score many candidate configurations on held-out data and select
 among them without retraining. With the small data sets of BO, a single hold-out set
 wastes data and is noisy, so candidates can also be scored OUT OF FOLD: each candidate
 is trained once per fold (all folds of all candidates in one batched computation) and
 every row is predicted by the copy that did not see it.
+
+Every hold-out of the package (a deep ensemble's per-member validation rows, a
+hyper-deep ensemble's hold-out split, a searched ensemble's selection rows) is sized by
+:func:`holdout_size`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,36 @@ from botorch_nn_uq.training.loop import TrainingConfig
 from botorch_nn_uq.training.members import fit_members
 
 VALIDATION_SCHEMES = ("auto", "cross-validation", "holdout")
+#: The fewest rows a hold-out leaves on each side, given at least twice as many rows: a
+#: single held-out row scores a network by one residual (and a mean-only network's
+#: variance estimate is that residual), a single training row fits one point.
+MIN_ROWS_PER_SIDE = 2
+
+
+def holdout_size(num_rows: int, fraction: float) -> int:
+    r"""The number of rows a hold-out of ``fraction`` of ``num_rows`` rows validates on.
+
+    ``ceil(fraction * num_rows)``, moved into ``[k, num_rows - k]`` so that both the
+    held-out and the training rows number at least ``k = min(2, num_rows // 2)``
+    (:data:`MIN_ROWS_PER_SIDE`): two each from four rows on, one each from two or three.
+
+    Args:
+        num_rows: The number of rows ``n``, at least 2.
+        fraction: The held-out fraction, in ``(0, 1)``.
+
+    Returns:
+        The number of held-out rows, in ``[1, n - 1]``.
+
+    Example:
+        >>> holdout_size(30, 0.2), holdout_size(8, 0.2), holdout_size(5, 0.2)
+        (6, 2, 2)
+    """
+    if num_rows < 2:
+        raise ValueError(f"A hold-out needs at least 2 rows; got {num_rows}.")
+    if not 0 < fraction < 1:
+        raise ValueError(f"The held-out fraction must be in (0, 1); got {fraction}.")
+    least = min(MIN_ROWS_PER_SIDE, num_rows // 2)
+    return min(num_rows - least, max(least, math.ceil(fraction * num_rows)))
 
 
 @dataclass(frozen=True)
@@ -59,8 +94,8 @@ def make_validation_splits(
     Args:
         num_data: The number of rows ``n`` (at least 2).
         scheme: ``"cross-validation"`` (``num_folds`` folds, capped at ``n``),
-            ``"holdout"`` (one split, a random ``validation_fraction`` of the rows held
-            out), or ``"auto"``: cross-validation for at most
+            ``"holdout"`` (one split: a random ``validation_fraction`` of the rows held
+            out, :func:`holdout_size` rows), or ``"auto"``: cross-validation for at most
             ``cross_validation_max_points`` rows, else hold-out.
         num_folds: Folds of cross-validation (at least 2).
         validation_fraction: Hold-out fraction in ``(0, 1)``.
@@ -87,9 +122,8 @@ def make_validation_splits(
         validation = torch.zeros(int(folds.max()) + 1, num_data)
         validation[folds, order] = 1.0
     else:
-        size = min(num_data - 1, max(1, math.ceil(validation_fraction * num_data)))
         validation = torch.zeros(1, num_data)
-        validation[0, order[:size]] = 1.0
+        validation[0, order[: holdout_size(num_data, validation_fraction)]] = 1.0
     return ValidationSplits(train_weights=1.0 - validation, validation_weights=validation)
 
 

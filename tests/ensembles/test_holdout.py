@@ -1,11 +1,13 @@
-"""Validation splits and cached validation log-likelihoods of candidate members."""
+"""Hold-out sizes, validation splits and cached validation log-likelihoods of candidate
+members."""
 
 import math
 
 import pytest
 import torch
 
-from botorch_nn_uq.ensembles.validation import (
+from botorch_nn_uq.ensembles.holdout import (
+    holdout_size,
     make_validation_splits,
     member_log_likelihoods,
     validation_log_likelihoods,
@@ -13,6 +15,39 @@ from botorch_nn_uq.ensembles.validation import (
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
 from botorch_nn_uq.training.loop import TrainingConfig
 from botorch_nn_uq.training.members import fit_members
+
+
+@pytest.mark.parametrize(
+    ("num_rows", "fraction", "size"),
+    [
+        # ceil(fraction n) wherever it leaves two rows on each side.
+        (10, 0.25, 3),
+        (30, 0.2, 6),
+        (300, 0.1, 30),
+        (8, 0.2, 2),
+        # From four rows on, at least two rows on each side.
+        (4, 0.2, 2),
+        (5, 0.2, 2),
+        (100, 0.001, 2),
+        (10, 0.9, 8),
+        # Two or three rows: one row on the smaller side.
+        (2, 0.2, 1),
+        (2, 0.9, 1),
+        (3, 0.2, 1),
+        (3, 0.9, 2),
+    ],
+)
+def test_holdout_size(num_rows: int, fraction: float, size: int) -> None:
+    assert holdout_size(num_rows, fraction) == size
+
+
+@pytest.mark.parametrize(
+    ("num_rows", "fraction", "message"),
+    [(1, 0.5, "at least 2 rows"), (10, 0.0, r"\(0, 1\)"), (10, 1.0, r"\(0, 1\)")],
+)
+def test_holdout_size_rejects_what_cannot_be_split(num_rows, fraction, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        holdout_size(num_rows, fraction)
 
 
 def test_cross_validation_validates_every_row_exactly_once() -> None:
@@ -30,6 +65,8 @@ def test_holdout_and_auto_schemes() -> None:
     torch.manual_seed(0)
     holdout = make_validation_splits(50, "holdout", validation_fraction=0.2)
     assert holdout.num_splits == 1 and holdout.validation_weights.sum() == 10
+    small = make_validation_splits(5, "holdout", validation_fraction=0.2)
+    assert small.validation_weights.sum() == holdout_size(5, 0.2) == 2
     assert make_validation_splits(200, "auto").num_splits == 5
     assert make_validation_splits(201, "auto").num_splits == 1
     # Fewer rows than folds: one row per fold.

@@ -1,0 +1,211 @@
+"""The serving base of the package's ensembles: weighted member networks and their posterior.
+
+Deep ensembles train their members, hyper-deep ensembles and the searched ensembles
+(NES-RS, NES-RE, AutoDEUQ) search for them; all of them hand the trained members and
+their mixture weights to :class:`MemberEnsemble`, which serves the posterior. How the
+members were found is not this module's concern.
+
+How acquisition functions see an ensemble
+------------------------------------------
+Without observation noise the posterior is the finite set of member means
+(:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`, weights summing to one).
+
+- MC acquisitions (qLogEI, qUCB, q-leaky EI, ...) sample whole members by
+  deterministic index: a sample is one member at all q points, so their value is the
+  acquisition AVERAGED OVER MEMBERS. Members are drawn by systematic resampling of the
+  weights, so the average is exact when the number of MC samples times each weight is
+  an integer (e.g. 128 samples over 4 or 8 equally weighted members) and within one
+  sample's share otherwise (128 samples over 5 members use each 25 or 26 times).
+- Analytic acquisitions (LogEI, UCB, PI) read ``posterior.mean`` and
+  ``posterior.variance``: they see the MOMENT-MATCHED Gaussian with the ensemble mean
+  and the mixture variance (law of total variance, divisor one).
+
+The models do not set BoTorch's ``_is_ensemble`` flag, which would give the posterior
+an extra member batch dimension and change its shape for every consumer; averaging
+over members is what the MC acquisitions already do.
+
+Which to use in BO: the member average. On protocol 1 of ``benchmarks/README.md``
+(Levy, Rosenbrock, G-function and Perm in 5-D, 10 seeds each, 8 + 64 evaluations), the
+registered deep ensemble with qLogEI ended with a lower regret than with LogEI in 30 of
+40 paired runs. Its mean regret was 3.2 times lower on Levy and level on Rosenbrock.
+Prefer MC acquisitions (``qLogExpectedImprovement``, q-leaky EI) for ensembles; the
+analytic ones remain available and see the moment-matched Gaussian.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
+
+import torch
+from torch import Tensor
+
+from botorch_nn_uq.checks import POSITIVE, check_choice, check_integer_fields, check_real_fields
+from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
+from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
+from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
+
+#: What the members predict: ``"gaussian"`` a mean and a standard deviation, ``"mse"`` a
+#: mean only.
+LIKELIHOODS = ("gaussian", "mse")
+
+
+@dataclass(frozen=True)
+class MemberEnsembleHyperparameters:
+    r"""The hyperparameters of every ensemble: its size and what its members predict.
+
+    Args:
+        ensemble_size: The number of members ``K``, at least 2 (their disagreement is
+            the epistemic uncertainty); for an ensemble built by a selection, the most
+            distinct members it keeps.
+        likelihood: ``"gaussian"``: members predict a mean and a standard deviation and
+            are trained on the Gaussian negative log-likelihood (the aleatoric /
+            epistemic split); ``"mse"``: members predict a mean only (noiseless BO).
+        min_std: Floor of a Gaussian member's standard deviation (transformed units).
+        noise_variance: For ``"mse"`` members, the observation-noise variance
+            (transformed units) used with ``observation_noise=True``; ``None`` estimates
+            it as the ensemble mean's mean squared training residual.
+    """
+
+    ensemble_size: int = 5
+    likelihood: str = "gaussian"
+    min_std: float = 1e-3
+    noise_variance: float | None = None
+
+    def __post_init__(self) -> None:
+        # One member has no epistemic spread: the latent posterior's variance is zero.
+        check_integer_fields(self, "ensemble_size", minimum=2)
+        check_choice("likelihood", self.likelihood, LIKELIHOODS)
+        check_real_fields(self, "min_std", interval=POSITIVE)
+        check_real_fields(self, "noise_variance", interval=POSITIVE, optional=True)
+
+
+class UncertaintyDecomposition(NamedTuple):
+    r"""Predictive mean and variance split by the law of total variance, in original
+    outcome units; each a ``batch_shape x q x m`` tensor.
+
+    Attributes:
+        mean: The ensemble mean ``sum_k w_k mu_k``.
+        aleatoric_variance: ``sum_k w_k sigma_k^2`` (data noise the members predict).
+        epistemic_variance: ``sum_k w_k (mu_k - mean)^2`` (disagreement of the members).
+    """
+
+    mean: Tensor
+    aleatoric_variance: Tensor
+    epistemic_variance: Tensor
+
+    @property
+    def total_variance(self) -> Tensor:
+        r"""The predictive variance, aleatoric plus epistemic."""
+        return self.aleatoric_variance + self.epistemic_variance
+
+
+class MemberEnsemble(NeuralSurrogateModel):
+    r"""Base class of the ensembles: ``K`` trained member networks with mixture weights.
+
+    A subclass trains or searches the members in :meth:`_fit` and ends it with
+    :meth:`_serve_members`; the posterior is this class's:
+
+    - ``observation_noise=False``: the epistemic distribution, the weighted finite set
+      of member means (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`);
+      MC samples are joint across the q-batch, drawn by deterministic member index (see
+      the module docstring for how acquisitions use it).
+    - ``observation_noise=True``: with Gaussian heads, the mixture of the members'
+      Gaussians (:class:`~botorch_nn_uq.posteriors.MixtureOfGaussiansPosterior`:
+      aleatoric plus epistemic variance); with mean-only members, the member means plus
+      homoscedastic noise (``noise_variance``).
+
+    :meth:`uncertainty_decomposition` returns mean, aleatoric and epistemic variance.
+    Conditioning on new observations (``condition_on_observations``, ``fantasize``)
+    continues training the serving members and keeps their weights and the noise
+    estimate (see :mod:`botorch_nn_uq.models.fantasy`).
+
+    Subclasses declare a ``hyperparameter_class`` derived from
+    :class:`MemberEnsembleHyperparameters`.
+
+    Args:
+        train_X: An ``n x d`` tensor of training inputs.
+        train_Y: An ``n x m`` tensor of training targets.
+        input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
+        outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
+        **hyperparameters: Fields of the subclass's ``hyperparameter_class``.
+    """
+
+    hyperparameter_class: ClassVar[type[MemberEnsembleHyperparameters]]
+    #: What every ensemble's checkpoint must agree on; subclasses add the hyperparameters
+    #: that fix their architecture.
+    checkpoint_hyperparameters = ("likelihood", "min_std")
+
+    def _serve_members(
+        self, network: EnsembleNetwork, weights: Tensor, train_X: Tensor, train_Y: Tensor
+    ) -> None:
+        r"""Serve ``network``'s members with mixture ``weights``: the last step of a fit.
+
+        Registers the normalised weights, warns when a selection kept a single member
+        (without observation noise the posterior then has zero variance everywhere,
+        which acquisitions read as certainty) and estimates the observation noise.
+
+        Args:
+            network: The ``K`` trained members.
+            weights: Their mixture weights, a non-negative ``K``-vector.
+            train_X: The ``n x d'`` transformed training inputs.
+            train_Y: The ``n x m`` transformed training targets.
+        """
+        self.network = network.to(train_X)
+        self.set_member_weights(weights.to(train_X))
+        if int((self.member_weights > 0).sum()) == 1:
+            warnings.warn(
+                f"The member selection of {type(self).__name__} kept a single member, so "
+                "its posterior without observation noise has zero variance (no epistemic "
+                "uncertainty). Use more training points, a larger search or a DeepEnsemble.",
+                UserWarning,
+                stacklevel=2,
+            )
+        self._set_noise_variance(train_X, train_Y, self.hyperparameters.noise_variance)
+
+    def set_member_weights(self, weights: Tensor) -> None:
+        r"""Set the members' mixture weights (a ``K``-vector, normalised to sum to one)."""
+        if self.network is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
+        if (
+            weights.shape != (self.network.num_members,)
+            or not (weights.isfinite() & (weights >= 0)).all()
+        ):
+            raise ValueError(
+                f"member weights must be a finite non-negative {self.network.num_members}-"
+                f"vector; got {weights}."
+            )
+        if not weights.sum() > 0:
+            raise ValueError("member weights must have a positive sum.")
+        self._register_fitted_buffer("member_weights", (weights / weights.sum()).detach())
+
+    def _predict(
+        self, X: Tensor, observation_noise: bool
+    ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior:
+        output = self.network(X)
+        if not observation_noise:
+            return FunctionEnsemblePosterior(output.mean, self.member_weights)
+        if output.std is not None:
+            return MixtureOfGaussiansPosterior(output.mean, output.std.pow(2), self.member_weights)
+        return FunctionEnsemblePosterior(output.mean, self.member_weights).add_observation_noise(
+            self.noise_variance
+        )
+
+    def uncertainty_decomposition(self, X: Tensor) -> UncertaintyDecomposition:
+        r"""The predictive mean with its aleatoric and epistemic variance.
+
+        Args:
+            X: A ``batch_shape x q x d`` (or ``q x d``) tensor of inputs.
+
+        Returns:
+            An :class:`UncertaintyDecomposition` of ``batch_shape x q x m`` tensors in
+            original outcome units (members with mean-only heads report the
+            homoscedastic ``noise_variance`` as aleatoric variance).
+        """
+        with torch.no_grad():
+            posterior = self.posterior(X, observation_noise=True)
+        return UncertaintyDecomposition(
+            posterior.mean, posterior.aleatoric_variance, posterior.epistemic_variance
+        )
