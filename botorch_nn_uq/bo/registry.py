@@ -292,8 +292,8 @@ def _fit_nomu(
     # MW scaling to the paper's narrow target (0.05 for outputs in [-1, 1], i.e. a tenth
     # of the data's standard deviation); builders are stateless, so c is set at every fit.
     # With LogEI on the protocol-1 suite the wide target (one standard deviation) explored
-    # at random (Levy 5-D, seed 0: regret 4.8e-2 against 2.7e-3; G-function 0.23 against
-    # 3.4e-2) and a third of the narrow one exploited too early (9.4e-3 and 0.17).
+    # at random and a third of the narrow one exploited too early (benchmarks/README.md,
+    # "NOMU under LogEI: the width of the MW scaling").
     model.calibrate_mean_width(target_width=0.1 * train_Y.std())
     return model
 
@@ -326,9 +326,8 @@ register_surrogate(
         "hyper-deep ensemble (20 random L2/dropout/learning-rate configurations, 3-fold "
         "out-of-fold greedy selection, stratification, 300 steps on batches of 256, "
         "single-precision training)",
-        # A search at every BO step: 3 folds, 300 epochs and float32 training (1.6 to 2.0
-        # times faster than float64, benchmarks/hyper_deep_search_cost.py) keep a step to
-        # seconds.
+        # A search at every BO step: 3 folds, 300 epochs and float32 training keep a step to
+        # seconds (benchmarks/README.md, "Hyper-deep search in single precision").
         _fitter(
             HyperDeepEnsemble,
             num_folds=3,

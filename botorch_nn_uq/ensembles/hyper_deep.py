@@ -202,8 +202,9 @@ def search_hyper_deep_ensemble(
         validation_fraction: The hold-out fraction.
         max_selection_iterations: Cap on the additions of each greedy selection.
         training_dtype: Floating dtype in which every candidate and the refit train
-            (e.g. ``torch.float32``, about twice as fast on CPUs as float64 for these
-            stacked networks); the returned members are cast back to ``train_X``'s
+            (e.g. ``torch.float32``, faster on CPUs than float64 for these stacked
+            networks, see "Hyper-deep search in single precision" in
+            ``benchmarks/README.md``); the returned members are cast back to ``train_X``'s
             dtype. ``None`` trains in ``train_X``'s dtype.
         progress: Show progress bars.
 

@@ -24,11 +24,9 @@ The models do not set BoTorch's ``_is_ensemble`` flag, which would give the post
 an extra member batch dimension and change its shape for every consumer; averaging
 over members is what the MC acquisitions already do.
 
-Which to use in BO: the member average. On protocol 1 of ``benchmarks/README.md``
-(Levy, Rosenbrock, G-function and Perm in 5-D, 10 seeds each, 8 + 64 evaluations), the
-registered deep ensemble with qLogEI ended with a lower regret than with LogEI in 30 of
-40 paired runs. Its mean regret was 3.2 times lower on Levy and level on Rosenbrock.
-Prefer MC acquisitions (``qLogExpectedImprovement``, q-leaky EI) for ensembles; the
+Which to use in BO: the member average. On protocol 1 the registered deep ensemble
+with qLogEI ended with lower regret than with LogEI in most paired runs (``benchmarks/README.md``,
+"Deep ensembles: moment-matched LogEI against the member average"). Prefer MC acquisitions (``qLogExpectedImprovement``, q-leaky EI) for ensembles; the
 analytic ones remain available and see the moment-matched Gaussian.
 """
 

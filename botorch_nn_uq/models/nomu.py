@@ -184,7 +184,7 @@ class NOMUHyperparameters:
         Args:
             name: ``"toy-regression-1d"``, ``"toy-regression-2d"``, ``"bo"``, ``"uci"``
                 (the paper's networks: 3 x 1024 units per branch for the first three,
-                minutes per fit on a CPU) or ``"fast-bo"`` (the defaults).
+                far slower to fit on a CPU) or ``"fast-bo"`` (the defaults).
             coordinates: ``"botorch"`` (inputs in ``[0, 1]^d``, standardised outputs:
                 the paper's values rescaled by
                 :data:`~botorch_nn_uq.models.nomu_presets.PAPER_TO_STANDARDIZED_OUTPUT_SCALE`)
