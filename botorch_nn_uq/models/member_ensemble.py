@@ -24,10 +24,11 @@ The models do not set BoTorch's ``_is_ensemble`` flag, which would give the post
 an extra member batch dimension and change its shape for every consumer; averaging
 over members is what the MC acquisitions already do.
 
-Which to use in BO: the member average. On protocol 1 the registered deep ensemble
-with qLogEI ended with lower regret than with LogEI in most paired runs (``benchmarks/README.md``,
-"Deep ensembles: moment-matched LogEI against the member average"). Prefer MC acquisitions (``qLogExpectedImprovement``, q-leaky EI) for ensembles; the
-analytic ones remain available and see the moment-matched Gaussian.
+Which to use in BO: the member average. On protocol 1 the registered deep ensemble with
+qLogEI ended with lower regret than with LogEI in most paired runs (``benchmarks/README.md``,
+"Deep ensembles: moment-matched LogEI against the member average"). Prefer MC acquisitions
+(``qLogExpectedImprovement``, q-leaky EI) for ensembles; the analytic ones remain available
+and see the moment-matched Gaussian.
 """
 
 from __future__ import annotations
