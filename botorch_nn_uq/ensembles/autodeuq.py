@@ -41,7 +41,7 @@ from botorch_nn_uq.ensembles.search_space import (
     TrainingHyperparameters,
 )
 from botorch_nn_uq.ensembles.selection import SelectionResult, caruana_select
-from botorch_nn_uq.training.loop import NonFiniteLossError
+from botorch_nn_uq.training.config import NonFiniteLossError
 from botorch_nn_uq.training.seeding import seeded
 
 

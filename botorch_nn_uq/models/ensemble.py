@@ -62,7 +62,7 @@ from botorch_nn_uq.nn.batched_mlp import (
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
-from botorch_nn_uq.training.loop import NonFiniteLossError, TrainingConfig, TrainingResult
+from botorch_nn_uq.training.config import NonFiniteLossError, TrainingConfig, TrainingResult
 from botorch_nn_uq.training.members import fit_members
 
 LIKELIHOODS = ("gaussian", "mse")
@@ -153,7 +153,7 @@ class DeepEnsembleHyperparameters:
             learning_rate=self.learning_rate,
             batch_size=self.batch_size,
             optimizer=self.optimizer,
-            patience=self.patience,
+            early_stopping_patience=self.patience,
             gradient_clip_norm=self.gradient_clip_norm,
         )
 

@@ -28,7 +28,7 @@ from botorch_nn_uq.ensembles.validation import VALIDATION_SCHEMES
 from botorch_nn_uq.models.ensemble import DeepEnsemble, DeepEnsembleHyperparameters
 from botorch_nn_uq.models.validation import SUPPORTED_DTYPES
 from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
-from botorch_nn_uq.training.loop import TrainingResult
+from botorch_nn_uq.training.config import TrainingResult
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.nomu import READOUTS, NOMUNetwork, nomu_readout
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
-from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, l2_penalty, train_network
+from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.loop import l2_penalty, train_network
 from botorch_nn_uq.training.nomu_loss import (
     artificial_inputs,
     data_fit_loss,
