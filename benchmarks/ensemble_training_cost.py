@@ -30,7 +30,7 @@ import torch
 from common import runner_parser, use_threads, write_text
 
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
-from botorch_nn_uq.training.loop import TrainingConfig
+from botorch_nn_uq.training.config import TrainingConfig
 from botorch_nn_uq.training.members import fit_members
 
 
@@ -55,24 +55,27 @@ SETTINGS = (
 def time_training(
     setting: Setting, seeds: Sequence[int], num_threads: int, sequential: bool
 ) -> float:
-    r"""Seconds to train members with ``seeds`` (batched, or one at a time)."""
+    r"""Seconds to train members with ``seeds`` (batched, or one at a time) on
+    ``num_threads`` torch threads (the caller's setting is restored afterwards)."""
     generator = torch.Generator().manual_seed(0)
     X = torch.rand(setting.num_data, setting.input_dim, generator=generator, dtype=torch.float64)
     Y = X.sin().sum(-1, keepdim=True)
     config = TrainingConfig(
-        epochs=setting.epochs,
-        learning_rate=1e-3,
-        batch_size=setting.batch_size,
-        num_threads=num_threads,
+        epochs=setting.epochs, learning_rate=1e-3, batch_size=setting.batch_size
     )
     groups = [[seed] for seed in seeds] if sequential else [list(seeds)]
-    start = time.perf_counter()
-    for group in groups:
-        network = BatchedMLP(
-            setting.input_dim, 1, setting.hidden_widths, group, gaussian_head=True
-        ).double()
-        fit_members(network, X, Y, config)
-    return time.perf_counter() - start
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(num_threads)
+    try:
+        start = time.perf_counter()
+        for group in groups:
+            network = BatchedMLP(
+                setting.input_dim, 1, setting.hidden_widths, group, gaussian_head=True
+            ).double()
+            fit_members(network, X, Y, config)
+        return time.perf_counter() - start
+    finally:
+        torch.set_num_threads(previous_threads)
 
 
 def run(

@@ -255,8 +255,8 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         type=_integer(1),
         help="torch intra-op threads for this run (torch.set_num_threads, for this process "
         "only; default: torch's own, OMP_NUM_THREADS or one per core); on a busy machine "
-        "--threads 1 avoids oversubscription and is much faster (the networks always train "
-        "on one thread; this sets the threads of the acquisition optimisation and GP fits)",
+        "--threads 1 avoids oversubscription and is much faster (network training, GP fits "
+        "and the acquisition optimisation all run on these threads)",
     )
 
     commands.add_parser("list", help="list the registered problems, models and acquisitions")

@@ -40,7 +40,7 @@ from botorch_nn_uq.ensembles.hyperparameter_space import (
 )
 from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
 from botorch_nn_uq.ensembles.selection import SelectionResult, caruana_select
-from botorch_nn_uq.training.loop import NonFiniteLossError
+from botorch_nn_uq.training.config import NonFiniteLossError
 from botorch_nn_uq.training.seeding import draw_seed, seeded
 
 

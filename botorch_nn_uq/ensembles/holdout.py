@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
-from botorch_nn_uq.training.loop import TrainingConfig
+from botorch_nn_uq.training.config import TrainingConfig
 from botorch_nn_uq.training.members import fit_members
 
 VALIDATION_SCHEMES = ("auto", "cross-validation", "holdout")

@@ -35,7 +35,7 @@ from botorch_nn_uq.ensembles.holdout import (
 )
 from botorch_nn_uq.ensembles.selection import SelectionResult, caruana_select
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
-from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.members import fit_members
 from botorch_nn_uq.training.seeding import global_rng_generator
 

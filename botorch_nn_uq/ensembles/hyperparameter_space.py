@@ -32,7 +32,7 @@ from torch import Tensor
 
 from botorch_nn_uq.checks import is_real_number
 from botorch_nn_uq.ensembles._space_utils import is_int, randint, uniform
-from botorch_nn_uq.training.loop import OPTIMIZERS
+from botorch_nn_uq.training.config import OPTIMIZERS
 
 # Learning rates are kept to this many significant digits, so that sampled values print
 # cleanly and decode(encode(h)) == h exactly despite the log/exp round trip.
@@ -51,7 +51,7 @@ class TrainingHyperparameters:
     Attributes:
         learning_rate: The optimizer's (initial) learning rate.
         batch_size: The mini-batch size.
-        optimizer: One of :data:`~botorch_nn_uq.training.loop.OPTIMIZERS`.
+        optimizer: One of :data:`~botorch_nn_uq.training.config.OPTIMIZERS`.
         lr_reduction_patience: Epochs without improvement of the validation loss before
             the learning rate is reduced (Keras' ``ReduceLROnPlateau``).
         early_stopping_patience: Epochs without improvement before training stops.
@@ -116,7 +116,7 @@ class HyperparameterSpace:
         learning_rate: Range of the learning rate, sampled log-uniformly.
         batch_size: Range of the batch size, sampled as a log-uniform integer.
         optimizers: The possible optimizers (keys of
-            :data:`~botorch_nn_uq.training.loop.OPTIMIZERS`), sampled uniformly.
+            :data:`~botorch_nn_uq.training.config.OPTIMIZERS`), sampled uniformly.
         lr_reduction_patience: Range of the learning-rate-reduction patience (uniform).
         early_stopping_patience: Range of the early-stopping patience (uniform).
 

@@ -26,7 +26,7 @@ from botorch_nn_uq.ensembles.history import CandidateTrainer, stack_log_likeliho
 from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
 from botorch_nn_uq.ensembles.selection import SelectionResult, forward_select
-from botorch_nn_uq.training.loop import NonFiniteLossError
+from botorch_nn_uq.training.config import NonFiniteLossError
 from botorch_nn_uq.training.seeding import draw_seed
 
 

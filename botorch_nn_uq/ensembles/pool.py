@@ -25,11 +25,12 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from botorch_nn_uq.checks import check_integer_fields
 from botorch_nn_uq.ensembles.architecture_space import Architecture
 from botorch_nn_uq.ensembles.holdout import member_log_likelihoods
 from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP, EnsembleNetwork
-from botorch_nn_uq.training.loop import NonFiniteLossError, TrainingConfig
+from botorch_nn_uq.training.config import NonFiniteLossError, TrainingConfig
 from botorch_nn_uq.training.members import fit_members
 
 
@@ -184,11 +185,19 @@ class InProcessExecutor:
 class RayExecutor:
     r"""Trains each group as one Ray task.
 
+    A task runs in a Ray worker process, whose torch threads are its own: the workers
+    start with ``OMP_NUM_THREADS=threads_per_task`` and each task reserves as many of
+    Ray's CPUs, so the tasks together never run more threads than the CPUs Ray was
+    given. (In this process the package leaves torch's threads to the caller.)
+
     Args:
         address: The address of an existing Ray cluster; ``None`` starts (or reuses) a
             local Ray instance with ``ray.init()``.
         num_cpus: CPUs of a local instance (``None``: all).
         init_kwargs: Further keyword arguments of ``ray.init``.
+        threads_per_task: Torch threads of each task's worker process, and the CPUs the
+            task reserves. The candidates' networks are small: one thread trains them
+            fastest, and more tasks run side by side.
 
     Raises:
         ImportError: If Ray is not installed (``pip install "botorch-nn-uq[ray]"``).
@@ -197,8 +206,10 @@ class RayExecutor:
     address: str | None = None
     num_cpus: int | None = None
     init_kwargs: dict[str, Any] = field(default_factory=dict)
+    threads_per_task: int = 1
 
     def __post_init__(self) -> None:
+        check_integer_fields(self, "threads_per_task")
         try:
             import ray
         except ImportError as error:
@@ -214,18 +225,26 @@ class RayExecutor:
         self, function: Callable[..., list[TrainedCandidate]], arguments: Sequence[tuple]
     ) -> list[list[TrainedCandidate]]:
         r"""Submit one task per argument tuple and wait for all of them."""
-        remote = self._ray.remote(num_cpus=1)(function)
+        remote = self._remote(function)
         return self._ray.get([remote.remote(*args) for args in arguments])
 
     def imap_unordered(
         self, function: Callable[..., list[TrainedCandidate]], arguments: Sequence[tuple]
     ) -> Iterator[list[TrainedCandidate]]:
         r"""Submit one task per argument tuple and yield the results as tasks finish."""
-        remote = self._ray.remote(num_cpus=1)(function)
+        remote = self._remote(function)
         pending = [remote.remote(*args) for args in arguments]
         while pending:
             done, pending = self._ray.wait(pending, num_returns=1)
             yield self._ray.get(done[0])
+
+    def _remote(self, function: Callable[..., Any]) -> Any:
+        # The thread count must be in the environment when the worker process starts,
+        # before torch sizes its thread pool.
+        threads = {"OMP_NUM_THREADS": str(self.threads_per_task)}
+        return self._ray.remote(num_cpus=self.threads_per_task, runtime_env={"env_vars": threads})(
+            function
+        )
 
 
 def train_candidate_group(
@@ -284,7 +303,9 @@ def train_candidate_group(
             row_weights=is_train.expand(num_members, -1),
             validation_row_weights=(1 - is_train).expand(num_members, -1),
             learning_rates=torch.tensor([h.learning_rate for h in hyperparameters]).to(X),
-            patience=torch.tensor([h.early_stopping_patience for h in hyperparameters]),
+            early_stopping_patience=torch.tensor(
+                [h.early_stopping_patience for h in hyperparameters]
+            ),
             lr_reduction_patience=torch.tensor([h.lr_reduction_patience for h in hyperparameters]),
             description="candidates",
         )

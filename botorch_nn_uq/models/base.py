@@ -32,7 +32,7 @@ from botorch_nn_uq.models.validation import (
     validate_training_data,
 )
 from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
-from botorch_nn_uq.training.loop import TrainingResult
+from botorch_nn_uq.training.config import TrainingResult
 from botorch_nn_uq.training.seeding import resolve_seed, seeded
 
 

@@ -30,7 +30,7 @@ from botorch_nn_uq.nn.batched_mlp import (
     EnsembleNetwork,
 )
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
-from botorch_nn_uq.training.loop import NonFiniteLossError, TrainingConfig, TrainingResult
+from botorch_nn_uq.training.config import NonFiniteLossError, TrainingConfig, TrainingResult
 from botorch_nn_uq.training.members import fit_members
 
 
@@ -79,7 +79,7 @@ class FixedArchitectureHyperparameters(MemberEnsembleHyperparameters):
             learning_rate=learning_rate,
             batch_size=self.batch_size,
             optimizer=self.optimizer,
-            patience=self.patience,
+            early_stopping_patience=self.patience,
             gradient_clip_norm=self.gradient_clip_norm,
         )
 

@@ -81,7 +81,8 @@ from botorch_nn_uq.checks import POSITIVE, check_integer, check_real_number, che
 from botorch_nn_uq.models.validation import validate_test_inputs
 from botorch_nn_uq.nn.batched_mlp import DATA_ORDER_STREAM, BatchedMLP, EnsembleNetwork
 from botorch_nn_uq.posteriors.stacking import stack_posteriors
-from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, train_network
+from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.loop import train_network
 from botorch_nn_uq.training.members import member_row_losses
 from botorch_nn_uq.training.seeding import seeded
 

@@ -30,7 +30,7 @@ from botorch_nn_uq.models.ensemble import FixedArchitectureHyperparameters
 from botorch_nn_uq.models.member_ensemble import MemberEnsemble
 from botorch_nn_uq.models.validation import SUPPORTED_DTYPES
 from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
-from botorch_nn_uq.training.loop import TrainingResult
+from botorch_nn_uq.training.config import TrainingResult
 
 #: The optimizer's base learning rate of a hyper-deep fit. Every member's update is
 #: rescaled from it to the member's searched rate, so it matters only through rounding.

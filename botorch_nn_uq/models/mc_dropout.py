@@ -18,7 +18,8 @@ from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBan
 from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
-from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, train_network
+from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.loop import train_network
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class MCDropoutHyperparameters:
             batch_size=self.batch_size,
             optimizer="adam",
             weight_decay=self.weight_decay,
-            patience=self.patience,
+            early_stopping_patience=self.patience,
         )
 
 

@@ -30,7 +30,7 @@ from botorch_nn_uq.models.nomu_presets import build_preset, rescale_outputs
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.nomu import READOUTS, NOMUNetwork, nomu_readout
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
-from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.nomu_loss import enlarge_box
 from botorch_nn_uq.training.nomu_training import train_nomu_network
 

@@ -1,13 +1,12 @@
-"""The shared training loop, losses and seeding utilities."""
+"""The shared training loop, its settings, losses and seeding utilities."""
 
-from botorch_nn_uq.training.loop import (
+from botorch_nn_uq.training.config import (
     OPTIMIZERS,
     NonFiniteLossError,
     TrainingConfig,
     TrainingResult,
-    l2_penalty,
-    train_network,
 )
+from botorch_nn_uq.training.loop import l2_penalty, train_network
 from botorch_nn_uq.training.seeding import draw_seed, global_rng_generator, resolve_seed, seeded
 
 __all__ = [

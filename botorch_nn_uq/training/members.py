@@ -8,7 +8,8 @@ import torch
 from torch import Tensor
 
 from botorch_nn_uq.nn.batched_mlp import DATA_ORDER_STREAM, BatchedMLP
-from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, train_network
+from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.loop import train_network
 
 
 def member_row_losses(network: BatchedMLP, X: Tensor, Y: Tensor, per_member: bool) -> Tensor:
@@ -44,7 +45,7 @@ def fit_members(
     row_weights: Tensor | None = None,
     validation_row_weights: Tensor | None = None,
     learning_rates: Tensor | None = None,
-    patience: Tensor | None = None,
+    early_stopping_patience: Tensor | None = None,
     lr_reduction_patience: Tensor | None = None,
     progress: bool = False,
     description: str = "ensemble members",
@@ -76,14 +77,15 @@ def fit_members(
             rows; the monitored loss (best weights, early stopping) is then each member's
             weighted validation loss instead of its training loss.
         learning_rates: Optional ``K``-vector of per-member learning rates.
-        patience: Optional ``K``-vector of per-member early-stopping patience.
+        early_stopping_patience: Optional ``K``-vector of per-member early-stopping
+            patience.
         lr_reduction_patience: Optional ``K``-vector of per-member plateau patience of
             the learning-rate reduction (factor ``config.lr_reduction_factor``).
         progress: Show a progress bar.
         description: The progress bar's label.
 
     Returns:
-        The per-member :class:`~botorch_nn_uq.training.loop.TrainingResult`; ``network``
+        The per-member :class:`~botorch_nn_uq.training.config.TrainingResult`; ``network``
         holds each member's best weights.
     """
     num_members, num_data = network.num_members, train_X.shape[0]
@@ -139,7 +141,7 @@ def fit_members(
         description=description,
         member_generators=network.member_generators(DATA_ORDER_STREAM),
         member_learning_rates=learning_rates,
-        member_patience=patience,
+        member_early_stopping_patience=early_stopping_patience,
         member_lr_reduction_patience=lr_reduction_patience,
     )
 

@@ -10,7 +10,8 @@ import torch
 from torch import Tensor, nn
 
 from botorch_nn_uq.nn.nomu import NOMUNetwork
-from botorch_nn_uq.training.loop import TrainingConfig, TrainingResult, l2_penalty, train_network
+from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.loop import l2_penalty, train_network
 from botorch_nn_uq.training.nomu_loss import artificial_inputs, data_fit_loss, nomu_loss
 
 

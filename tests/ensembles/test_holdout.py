@@ -13,7 +13,7 @@ from botorch_nn_uq.ensembles.holdout import (
     validation_log_likelihoods,
 )
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
-from botorch_nn_uq.training.loop import TrainingConfig
+from botorch_nn_uq.training.config import TrainingConfig
 from botorch_nn_uq.training.members import fit_members
 
 

@@ -12,7 +12,7 @@ from botorch_nn_uq.ensembles.hyper_deep import (
 )
 from botorch_nn_uq.models import HyperDeepEnsemble, MemberEnsemble
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
-from botorch_nn_uq.training.loop import TrainingConfig
+from botorch_nn_uq.training.config import TrainingConfig
 from botorch_nn_uq.training.members import fit_members
 from botorch_nn_uq.training.seeding import seeded
 

@@ -318,3 +318,25 @@ def test_ray_executor_gives_the_same_results_as_in_process(ray_executor) -> None
     assert [outcome.failed for outcome in on_ray] == [False, False, True]
     for a, b in zip(on_ray, in_process, strict=True):
         _assert_same_candidate(a, b, exact=True)
+
+
+@pytest.mark.slow
+def test_ray_tasks_run_on_the_executors_threads_and_leave_the_callers_alone(ray_executor):
+    from botorch_nn_uq.ensembles.pool import RayExecutor
+
+    # A nested function travels to the workers by value.
+    def torch_threads() -> int:
+        return torch.get_num_threads()
+
+    callers_threads = torch.get_num_threads()
+    assert ray_executor.map(torch_threads, [()]) == [1]
+    assert RayExecutor(threads_per_task=2).map(torch_threads, [()]) == [2]
+    assert torch.get_num_threads() == callers_threads
+
+
+@pytest.mark.parametrize("threads", [0, 1.5, True])
+def test_ray_executor_rejects_a_thread_count_that_is_not_a_positive_integer(threads):
+    from botorch_nn_uq.ensembles.pool import RayExecutor
+
+    with pytest.raises(ValueError, match="threads_per_task"):
+        RayExecutor(threads_per_task=threads)

@@ -348,7 +348,7 @@ def test_hyperparameters_reach_the_network_and_the_training():
     )
     assert hp.hidden_widths == (8,)
     config = hp.training_config(hp.learning_rate)
-    assert (config.epochs, config.learning_rate, config.patience) == (500, 5e-3, 4)
+    assert (config.epochs, config.learning_rate, config.early_stopping_patience) == (500, 5e-3, 4)
     train_X, train_Y = _one_dimensional_data(n=10)
     model = DeepEnsemble(train_X, train_Y, **{**vars(hp), "activation": "tanh", "epochs": 5})
     model.fit(seed=0)

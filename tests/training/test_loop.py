@@ -179,7 +179,9 @@ def test_early_stopping_on_a_plateau():
         calls.append(epoch)
         return values[epoch] + 0.0 * module.theta.sum()
 
-    config = TrainingConfig(epochs=50, learning_rate=0.1, optimizer="sgd", patience=4)
+    config = TrainingConfig(
+        epochs=50, learning_rate=0.1, optimizer="sgd", early_stopping_patience=4
+    )
     result = train_network(module, loss_fn, 1, config)
     assert result.best_epoch == 2
     assert result.epochs_run == 2 + 1 + 4
@@ -196,7 +198,7 @@ def test_early_stopping_respects_min_delta():
         calls.append(None)
         return values[len(calls) - 1] + 0.0 * module.theta.sum()
 
-    config = TrainingConfig(epochs=7, learning_rate=0.1, patience=2, min_delta=0.1)
+    config = TrainingConfig(epochs=7, learning_rate=0.1, early_stopping_patience=2, min_delta=0.1)
     result = train_network(module, loss_fn, 1, config)
     # Improvements of 0.05 do not count: best stays at epoch 1, stop after 2 more epochs.
     assert result.best_epoch == 1
@@ -208,7 +210,7 @@ def test_early_stopping_on_a_converging_loss():
     X, Y = _linear_regression_data()
     model = _linear_model()
     config = TrainingConfig(
-        epochs=2000, learning_rate=0.1, optimizer="sgd", patience=5, min_delta=1e-8
+        epochs=2000, learning_rate=0.1, optimizer="sgd", early_stopping_patience=5, min_delta=1e-8
     )
     result = train_network(model, _mse_loss(model, X, Y), len(X), config)
     assert result.epochs_run < 2000
@@ -325,7 +327,7 @@ def test_validation_loss_drives_early_stopping():
         calls.append(None)
         return torch.tensor(1.0 if len(calls) == 1 else 2.0)
 
-    config = TrainingConfig(epochs=100, learning_rate=0.1, patience=3)
+    config = TrainingConfig(epochs=100, learning_rate=0.1, early_stopping_patience=3)
     result = train_network(
         module, lambda _: (module.theta**2).sum(), 1, config, validation_loss_fn=validation_loss_fn
     )
@@ -468,41 +470,10 @@ def test_progress_bar_runs():
 
 
 # ---------------------------------------------------------------------------
-# Configuration and penalty
+# Threads and penalty
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        ("epochs", 0),
-        ("epochs", -3),
-        ("learning_rate", 0.0),
-        ("learning_rate", -1e-3),
-        ("learning_rate", float("nan")),
-        ("batch_size", 0),
-        ("optimizer", "lbfgs"),
-        ("weight_decay", -0.1),
-        ("patience", 0),
-        ("gradient_clip_norm", 0.0),
-        ("gradient_clip_norm", -1.0),
-        ("lr_decay_rate", 0.0),
-        ("lr_decay_rate", 1.5),
-        ("lr_decay_steps", 0),
-        ("min_delta", -0.1),
-        ("min_delta", float("nan")),
-        ("num_threads", 0),
-        ("lr_reduction_patience", 0),
-        ("lr_reduction_factor", 1.0),
-        ("lr_reduction_factor", 0.0),
-    ],
-)
-def test_invalid_config_raises_naming_the_field(field, value):
-    with pytest.raises(ValueError, match=field):
-        TrainingConfig(**{field: value})
-
-
-@pytest.mark.parametrize("num_threads", [1, None])
-def test_training_runs_on_the_configured_threads_and_restores_the_callers(num_threads):
+def test_training_runs_on_the_callers_threads_and_leaves_them_alone(monkeypatch):
     X, Y = _linear_regression_data()
     model = _linear_model()
     seen = []
@@ -512,21 +483,19 @@ def test_training_runs_on_the_configured_threads_and_restores_the_callers(num_th
         seen.append(torch.get_num_threads())
         return mse(indices)
 
+    def set_num_threads(threads):
+        raise AssertionError("training changed the process-wide thread count")
+
     previous = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        train_network(model, loss_fn, len(X), TrainingConfig(epochs=2, num_threads=num_threads))
-        assert seen == [1, 1] if num_threads == 1 else seen == [2, 2]
+        with monkeypatch.context() as patched:
+            patched.setattr(torch, "set_num_threads", set_num_threads)
+            train_network(model, loss_fn, len(X), TrainingConfig(epochs=2))
+        assert seen == [2, 2]
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(previous)
-
-
-def test_default_config_is_valid_and_frozen():
-    config = TrainingConfig()
-    assert config.optimizer in OPTIMIZERS
-    with pytest.raises(AttributeError):
-        config.epochs = 3  # type: ignore[misc]
 
 
 def test_l2_penalty_is_the_sum_of_squares_of_trainable_parameters():
@@ -604,14 +573,14 @@ def test_member_mode_stops_each_member_at_its_own_patience():
     generators = [torch.Generator().manual_seed(i) for i in range(3)]
     result = train_network(
         module, lambda indices: module.w.squeeze(-1), 1, config,
-        member_generators=generators, member_patience=torch.tensor([2, 4, 3]),
+        member_generators=generators, member_early_stopping_patience=torch.tensor([2, 4, 3]),
     )  # fmt: skip
     # Every member's best epoch is 0; training ends when the most patient member stops.
     assert result.best_epoch.tolist() == [0, 0, 0] and result.epochs_run == 5
-    with pytest.raises(ValueError, match="member_patience"):
+    with pytest.raises(ValueError, match="member_early_stopping_patience"):
         train_network(
             module, lambda indices: module.w.squeeze(-1), 1, config,
-            member_generators=generators, member_patience=torch.tensor([2, 0, 3]),
+            member_generators=generators, member_early_stopping_patience=torch.tensor([2, 0, 3]),
         )  # fmt: skip
 
 
@@ -654,45 +623,3 @@ def test_a_full_batch_step_budget_equals_the_same_number_of_epochs():
         train_network(model, lambda i, m=model: (m(X) - Y).pow(2).mean(), 32, config)
         results.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert torch.equal(results[0], results[1])
-
-
-@pytest.mark.parametrize("max_steps", [0, -3, 2.5])
-def test_invalid_step_budgets_are_rejected(max_steps):
-    with pytest.raises(ValueError, match="max_steps must be a positive integer"):
-        TrainingConfig(max_steps=max_steps)
-
-
-_COUNT = (None, True, 2.5, 3.0, math.nan, math.inf, "x", 0, -1)
-_OPTIONAL_COUNT = (True, 2.5, math.nan, "x", 0, -1)
-_POSITIVE = (None, True, math.nan, math.inf, "x", 0.0, -1.0)
-
-
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        *[("epochs", value) for value in _COUNT],
-        *[("lr_decay_steps", value) for value in _COUNT],
-        *[
-            (field, value)
-            for field in (
-                "max_steps",
-                "batch_size",
-                "patience",
-                "lr_reduction_patience",
-                "num_threads",
-            )
-            for value in _OPTIONAL_COUNT
-        ],
-        *[("learning_rate", value) for value in _POSITIVE],
-        *[("gradient_clip_norm", value) for value in _POSITIVE[1:]],
-        *[(field, value) for field in ("weight_decay", "min_delta") for value in _POSITIVE[:5]],
-        *[("lr_decay_rate", value) for value in (True, math.nan, "x", 0.0, 1.5)],
-        *[("lr_reduction_factor", value) for value in (None, True, math.nan, "x", 0.0, 1.0)],
-        *[("optimizer", value) for value in (None, 1, "x")],
-    ],
-    ids=repr,
-)
-def test_a_setting_of_the_wrong_type_or_value_is_rejected_naming_it(field, value):
-    # (patience=nan used to stop training after one epoch, epochs=True to train one.)
-    with pytest.raises(ValueError, match=field):
-        TrainingConfig(**{field: value})

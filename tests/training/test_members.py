@@ -57,7 +57,7 @@ def test_batched_training_equals_independent_trainings(gaussian_head, batch_size
             epochs=60,
             learning_rate=learning_rate,
             batch_size=batch_size,
-            patience=5,
+            early_stopping_patience=5,
             min_delta=1e-3,
         )
 
@@ -228,7 +228,7 @@ def test_validation_row_weights_drive_the_best_weights():
         stopped,
         X,
         Y,
-        TrainingConfig(epochs=60, learning_rate=1e-2, patience=5),
+        TrainingConfig(epochs=60, learning_rate=1e-2, early_stopping_patience=5),
         row_weights=train_weights,
         validation_row_weights=validation_weights,
     )
