@@ -99,7 +99,7 @@ UCI_DEEP_ENSEMBLE = {
     "learning_rate": 1e-2,
     "l2_regularization": 0.0,
     "validation_fraction": 0.1,
-    "patience": 50,
+    "early_stopping_patience": 50,
 }
 #: The searched ensembles' UCI budget (AutoDEUQ's 5-node space; 30 candidates instead of
 #: the paper's 500, which a 2-core machine cannot train for 80 splits).

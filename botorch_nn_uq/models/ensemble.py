@@ -30,12 +30,12 @@ from botorch_nn_uq.nn.batched_mlp import (
     EnsembleNetwork,
 )
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
-from botorch_nn_uq.training.config import NonFiniteLossError, TrainingConfig, TrainingResult
+from botorch_nn_uq.training.config import NonFiniteLossError, TrainedWithLoop, TrainingResult
 from botorch_nn_uq.training.members import fit_members
 
 
 @dataclass(frozen=True)
-class FixedArchitectureHyperparameters(MemberEnsembleHyperparameters):
+class FixedArchitectureHyperparameters(MemberEnsembleHyperparameters, TrainedWithLoop):
     r"""Hyperparameters of the ensembles whose members share one MLP architecture and
     train with the package's training loop (:class:`DeepEnsemble` and
     :class:`~botorch_nn_uq.models.hyper_deep_ensemble.HyperDeepEnsemble`): those of
@@ -50,7 +50,7 @@ class FixedArchitectureHyperparameters(MemberEnsembleHyperparameters):
             independent of the number of training points. ``None``: ``epochs`` only.
         batch_size: Mini-batch size; ``None`` trains full-batch.
         optimizer: One of ``botorch_nn_uq.training.OPTIMIZERS``.
-        patience: Early-stopping patience on each member's monitored loss (its
+        early_stopping_patience: Early-stopping patience on each member's monitored loss (its
             validation loss where it has validation rows, else its training loss);
             ``None`` trains all epochs (the best-loss weights are kept either way).
         gradient_clip_norm: Per-member gradient-norm clipping; ``None`` does not clip.
@@ -62,26 +62,13 @@ class FixedArchitectureHyperparameters(MemberEnsembleHyperparameters):
     max_steps: int | None = None
     batch_size: int | None = None
     optimizer: str = "adam"
-    patience: int | None = None
+    early_stopping_patience: int | None = None
     gradient_clip_norm: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_widths(self, "hidden_widths")
         check_choice("activation", self.activation, ACTIVATIONS)
-
-    def training_config(self, learning_rate: float) -> TrainingConfig:
-        r"""The settings of the shared training loop at the optimizer's
-        ``learning_rate`` (validated there)."""
-        return TrainingConfig(
-            epochs=self.epochs,
-            max_steps=self.max_steps,
-            learning_rate=learning_rate,
-            batch_size=self.batch_size,
-            optimizer=self.optimizer,
-            early_stopping_patience=self.patience,
-            gradient_clip_norm=self.gradient_clip_norm,
-        )
 
 
 @dataclass(frozen=True)
@@ -101,7 +88,8 @@ class DeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
             (:func:`~botorch_nn_uq.ensembles.holdout.holdout_size` rows), each member's
             own random rows, so members also differ in their data. Each member keeps
             the weights with the lowest loss on them (early stopping with
-            ``patience``). ``None`` trains on all rows and keeps the lowest training loss.
+            ``early_stopping_patience``). ``None`` trains on all rows and keeps the
+            lowest training loss.
     """
 
     learning_rate: float = 5e-3
@@ -122,7 +110,7 @@ class DeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
         check_boolean_fields(self, "bootstrap")
         if self.bootstrap and self.subset_fraction is not None:
             raise ValueError("Choose either bootstrap or subset_fraction, not both.")
-        self.training_config(self.learning_rate)
+        self.training_config()
 
 
 def resampling_row_weights(
@@ -235,7 +223,7 @@ class DeepEnsemble(MemberEnsemble):
             members,
             train_X,
             train_Y,
-            hp.training_config(hp.learning_rate),
+            hp.training_config(),
             l2_regularization=hp.l2_regularization,
             row_weights=row_weights,
             validation_row_weights=validation_masks,

@@ -94,7 +94,7 @@ class HyperDeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
                 f"training_dtype must be torch.float32, torch.float64 or None; got "
                 f"{self.training_dtype!r}."
             )
-        self.training_config(BASE_LEARNING_RATE)
+        self.training_config(learning_rate=BASE_LEARNING_RATE)
         self.search_space()
 
     def search_space(self) -> HyperDeepSearchSpace:
@@ -159,7 +159,7 @@ class HyperDeepEnsemble(MemberEnsemble):
                 gaussian_head=hp.likelihood == "gaussian",
                 min_std=hp.min_std,
             ),
-            hp.training_config(BASE_LEARNING_RATE),
+            hp.training_config(learning_rate=BASE_LEARNING_RATE),
             ensemble_size=hp.ensemble_size,
             num_candidates=hp.num_candidates,
             search_space=hp.search_space(),

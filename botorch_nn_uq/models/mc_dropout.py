@@ -18,12 +18,12 @@ from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBan
 from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
-from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.config import TrainedWithLoop, TrainingResult
 from botorch_nn_uq.training.loop import train_network
 
 
 @dataclass(frozen=True)
-class MCDropoutHyperparameters:
+class MCDropoutHyperparameters(TrainedWithLoop):
     r"""Hyperparameters of :class:`MCDropout` (defaults: a fast CPU setting for BO).
 
     Args:
@@ -40,7 +40,7 @@ class MCDropoutHyperparameters:
         batch_size: Mini-batch size; ``None`` trains full-batch.
         weight_decay: Adam's weight decay (an L2 penalty ``weight_decay/2 ||w||^2``;
             with dropout this is the variational prior of Gal & Ghahramani).
-        patience: Early-stopping patience on the training loss; ``None`` disables it.
+        early_stopping_patience: Early-stopping patience on the training loss; ``None`` disables it.
         noise_variance: Observation-noise variance in the transformed outcome space
             used for ``observation_noise=True``; ``None`` estimates it after training
             as the mean squared residual of the MC mean on the training data.
@@ -55,7 +55,7 @@ class MCDropoutHyperparameters:
     learning_rate: float = 5e-3
     batch_size: int | None = None
     weight_decay: float = 1e-4
-    patience: int | None = None
+    early_stopping_patience: int | None = None
     noise_variance: float | None = None
 
     def __post_init__(self) -> None:
@@ -66,18 +66,6 @@ class MCDropoutHyperparameters:
         check_integer_fields(self, "num_masks", minimum=2)
         check_real_fields(self, "noise_variance", interval=POSITIVE, optional=True)
         self.training_config()
-
-    def training_config(self) -> TrainingConfig:
-        r"""The settings of the shared training loop (validated there)."""
-        return TrainingConfig(
-            epochs=self.epochs,
-            max_steps=self.max_steps,
-            learning_rate=self.learning_rate,
-            batch_size=self.batch_size,
-            optimizer="adam",
-            weight_decay=self.weight_decay,
-            early_stopping_patience=self.patience,
-        )
 
 
 class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):

@@ -24,7 +24,7 @@ from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.neon import EpiNet, EpistemicOperatorNetwork, OperatorBackbone
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
-from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.config import TrainedWithLoop, TrainingResult
 from botorch_nn_uq.training.loop import train_network
 
 LOSSES = ("mse", "relative_l2")
@@ -57,7 +57,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
-class NEONHyperparameters:
+class NEONHyperparameters(TrainedWithLoop):
     r"""Hyperparameters of :class:`NEON` (defaults: the authors' pollutants setting with
     a CPU-sized step budget; :meth:`NEONHyperparameters.preset` gives each problem's
     setting).
@@ -142,19 +142,6 @@ class NEONHyperparameters:
         check_real_fields(self, "fourier_scale", "noise_variance", interval=POSITIVE, optional=True)
         check_real_fields(self, "prior_scale", interval=NON_NEGATIVE)
         self.training_config()
-
-    def training_config(self) -> TrainingConfig:
-        r"""The settings of the shared training loop (validated there)."""
-        return TrainingConfig(
-            epochs=self.epochs,
-            max_steps=self.max_steps,
-            learning_rate=self.learning_rate,
-            batch_size=self.batch_size,
-            optimizer="adam",
-            gradient_clip_norm=self.gradient_clip_norm,
-            lr_decay_rate=self.lr_decay_rate,
-            lr_decay_steps=self.lr_decay_steps,
-        )
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> NEONHyperparameters:

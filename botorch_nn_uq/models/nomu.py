@@ -30,13 +30,13 @@ from botorch_nn_uq.models.nomu_presets import build_preset, rescale_outputs
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.nomu import READOUTS, NOMUNetwork, nomu_readout
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
-from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.config import TrainedWithLoop, TrainingResult
 from botorch_nn_uq.training.nomu_loss import enlarge_box
 from botorch_nn_uq.training.nomu_training import train_nomu_network
 
 
 @dataclass(frozen=True)
-class NOMUHyperparameters:
+class NOMUHyperparameters(TrainedWithLoop):
     r"""Hyperparameters of :class:`NOMU`, in BoTorch's coordinates.
 
     The defaults are a fast setting for Bayesian optimisation on a CPU: the paper's BO
@@ -154,17 +154,6 @@ class NOMUHyperparameters:
             )
         check_integer_fields(self, "num_artificial_points")
         self.training_config()
-
-    def training_config(self) -> TrainingConfig:
-        r"""The settings of the shared training loop (validated there). The L2 penalty
-        is part of the loss (Keras semantics), so the optimizer has no weight decay."""
-        return TrainingConfig(
-            epochs=self.epochs,
-            max_steps=self.max_steps,
-            learning_rate=self.learning_rate,
-            batch_size=self.batch_size,
-            optimizer="adam",
-        )
 
     def rescale_outputs(self, scale: float) -> NOMUHyperparameters:
         r"""The same uncertainty shape for outputs multiplied by ``scale`` (see

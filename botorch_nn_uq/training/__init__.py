@@ -3,6 +3,7 @@
 from botorch_nn_uq.training.config import (
     OPTIMIZERS,
     NonFiniteLossError,
+    TrainedWithLoop,
     TrainingConfig,
     TrainingResult,
 )
@@ -12,6 +13,7 @@ from botorch_nn_uq.training.seeding import draw_seed, global_rng_generator, reso
 __all__ = [
     "OPTIMIZERS",
     "NonFiniteLossError",
+    "TrainedWithLoop",
     "TrainingConfig",
     "TrainingResult",
     "draw_seed",

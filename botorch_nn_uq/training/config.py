@@ -3,7 +3,8 @@ r"""The settings and the outcome of the shared training loop
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -106,6 +107,44 @@ class TrainingConfig:
             self, "lr_decay_rate", interval=Interval(0.0, 1.0, lower_closed=False), optional=True
         )
         check_real_fields(self, "lr_reduction_factor", interval=OPEN_UNIT_INTERVAL)
+
+
+#: The names of :class:`TrainingConfig`'s settings.
+_TRAINING_CONFIG_FIELDS = frozenset(item.name for item in fields(TrainingConfig))
+
+
+class TrainedWithLoop:
+    r"""Mixin for a model's hyperparameter dataclass whose fit runs the shared training loop.
+
+    :meth:`training_config` builds the :class:`TrainingConfig` from the fields the
+    dataclass shares with it by name (``epochs``, ``max_steps``, ``learning_rate``,
+    ``batch_size``, ``optimizer``, ``weight_decay``, ``early_stopping_patience``,
+    ``gradient_clip_norm``, ``lr_decay_rate``, ...), so a hyperparameter with the name
+    of a loop setting must mean that setting; the loop's defaults fill the rest.
+
+    Example:
+        >>> @dataclass(frozen=True)
+        ... class Settings(TrainedWithLoop):
+        ...     epochs: int = 20
+        ...     hidden_width: int = 8
+        >>> Settings().training_config(learning_rate=0.1).epochs
+        20
+    """
+
+    def training_config(self, **overrides: Any) -> TrainingConfig:
+        r"""The settings of the shared training loop (validated there).
+
+        Args:
+            overrides: Loop settings the dataclass does not hold as fields, or holds
+                with another value for this fit (e.g. a learning rate chosen by a
+                search).
+        """
+        shared = {
+            item.name: getattr(self, item.name)
+            for item in fields(self)
+            if item.name in _TRAINING_CONFIG_FIELDS
+        }
+        return TrainingConfig(**{**shared, **overrides})
 
 
 @dataclass

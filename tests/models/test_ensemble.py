@@ -302,7 +302,7 @@ def test_resampled_ensemble_trains_each_member_on_its_rows(resampling):
         manual,
         train_X,
         train_Y,
-        hp.training_config(hp.learning_rate),
+        hp.training_config(),
         l2_regularization=hp.l2_regularization,
         row_weights=row_weights,
     )
@@ -333,7 +333,7 @@ def test_resampled_ensemble_trains_each_member_on_its_rows(resampling):
         ({"epochs": 0}, "epochs"),
         ({"learning_rate": -1.0}, "learning_rate"),
         ({"optimizer": "lbfgs"}, "optimizer"),
-        ({"patience": 0}, "patience"),
+        ({"early_stopping_patience": 0}, "early_stopping_patience"),
         ({"gradient_clip_norm": 0.0}, "gradient_clip_norm"),
     ],
 )
@@ -344,10 +344,10 @@ def test_invalid_hyperparameters(values, message):
 
 def test_hyperparameters_reach_the_network_and_the_training():
     hp = DeepEnsembleHyperparameters(
-        ensemble_size=3, hidden_widths=[8], dropout=0.1, min_std=0.01, patience=4
+        ensemble_size=3, hidden_widths=[8], dropout=0.1, min_std=0.01, early_stopping_patience=4
     )
     assert hp.hidden_widths == (8,)
-    config = hp.training_config(hp.learning_rate)
+    config = hp.training_config()
     assert (config.epochs, config.learning_rate, config.early_stopping_patience) == (500, 5e-3, 4)
     train_X, train_Y = _one_dimensional_data(n=10)
     model = DeepEnsemble(train_X, train_Y, **{**vars(hp), "activation": "tanh", "epochs": 5})

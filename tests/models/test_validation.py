@@ -75,7 +75,7 @@ DEEP_ENSEMBLE = {
     "optimizer": CHOICE,
     "l2_regularization": NON_NEGATIVE,
     "dropout": (None, True, math.nan, "x", 1.0, -0.1),
-    "patience": OPTIONAL_POSITIVE_INTEGER,
+    "early_stopping_patience": OPTIONAL_POSITIVE_INTEGER,
     "gradient_clip_norm": OPTIONAL_POSITIVE,
     "bootstrap": BOOLEAN,
     "subset_fraction": (True, math.nan, "x", 0.0, 1.5),
@@ -116,7 +116,7 @@ HYPERPARAMETER_TABLE = {
         "dropout": OPEN_FRACTION,
         "num_masks": AT_LEAST_TWO,
         "weight_decay": NON_NEGATIVE,
-        "patience": OPTIONAL_POSITIVE_INTEGER,
+        "early_stopping_patience": OPTIONAL_POSITIVE_INTEGER,
         "noise_variance": OPTIONAL_POSITIVE,
     },
     NEON: {

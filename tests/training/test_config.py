@@ -1,10 +1,11 @@
 """Tests of the shared training loop's settings."""
 
 import math
+from dataclasses import dataclass
 
 import pytest
 
-from botorch_nn_uq.training import OPTIMIZERS, TrainingConfig
+from botorch_nn_uq.training import OPTIMIZERS, TrainedWithLoop, TrainingConfig
 
 
 @pytest.mark.parametrize(
@@ -82,3 +83,24 @@ def test_a_setting_of_the_wrong_type_or_value_is_rejected_naming_it(field, value
     # (A NaN patience used to stop training after one epoch, epochs=True to train one.)
     with pytest.raises(ValueError, match=field):
         TrainingConfig(**{field: value})
+
+
+@dataclass(frozen=True)
+class _Settings(TrainedWithLoop):
+    epochs: int = 7
+    batch_size: int | None = 4
+    early_stopping_patience: int | None = 3
+    hidden_width: int = 16
+
+
+def test_trained_with_loop_copies_the_shared_fields_and_applies_overrides() -> None:
+    config = _Settings().training_config(learning_rate=0.25)
+    assert (config.epochs, config.batch_size, config.early_stopping_patience) == (7, 4, 3)
+    assert config.learning_rate == 0.25
+    assert config.optimizer == TrainingConfig().optimizer
+    assert _Settings().training_config(epochs=2).epochs == 2
+
+
+def test_trained_with_loop_validates_through_the_training_config() -> None:
+    with pytest.raises(ValueError, match="epochs"):
+        _Settings(epochs=0).training_config()
