@@ -52,11 +52,9 @@ SETTINGS = (
 )
 
 
-def time_training(
-    setting: Setting, seeds: Sequence[int], num_threads: int, sequential: bool
-) -> float:
-    r"""Seconds to train members with ``seeds`` (batched, or one at a time) on
-    ``num_threads`` torch threads (the caller's setting is restored afterwards)."""
+def time_training(setting: Setting, seeds: Sequence[int], sequential: bool) -> float:
+    r"""Seconds to train members with ``seeds`` (batched, or one at a time) on the
+    process's torch threads (``--threads``)."""
     generator = torch.Generator().manual_seed(0)
     X = torch.rand(setting.num_data, setting.input_dim, generator=generator, dtype=torch.float64)
     Y = X.sin().sum(-1, keepdim=True)
@@ -64,24 +62,20 @@ def time_training(
         epochs=setting.epochs, learning_rate=1e-3, batch_size=setting.batch_size
     )
     groups = [[seed] for seed in seeds] if sequential else [list(seeds)]
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(num_threads)
-    try:
-        start = time.perf_counter()
-        for group in groups:
-            network = BatchedMLP(
-                setting.input_dim, 1, setting.hidden_widths, group, gaussian_head=True
-            ).double()
-            fit_members(network, X, Y, config)
-        return time.perf_counter() - start
-    finally:
-        torch.set_num_threads(previous_threads)
+    start = time.perf_counter()
+    for group in groups:
+        network = BatchedMLP(
+            setting.input_dim, 1, setting.hidden_widths, group, gaussian_head=True
+        ).double()
+        fit_members(network, X, Y, config)
+    return time.perf_counter() - start
 
 
 def run(
     settings: Sequence[Setting], member_counts: Sequence[int], num_threads: int, repeats: int
 ) -> str:
-    r"""Time every combination on ``num_threads`` torch threads; returns a markdown table."""
+    r"""Time every combination; ``num_threads`` (the process's torch threads, set by ``main``)
+    labels the rows. Returns a markdown table."""
     lines = [
         "| setting | threads | K | one member (s) | K batched (s) | K sequential (s) "
         "| batched / one | sequential / batched |",
@@ -90,12 +84,15 @@ def run(
     for setting in settings:
         for members in member_counts:
             seeds = list(range(members))
+            # One untimed fit first: the first training of a process pays one-off costs
+            # (allocator, kernel selection) that would be charged to one member alone.
+            time_training(setting, [0], False)
             samples = {"one": [], "batched": [], "sequential": []}
             # Interleaved repeats, so slow drifts of the machine hit all three alike.
             for _ in range(repeats):
-                samples["one"].append(time_training(setting, [0], num_threads, False))
-                samples["batched"].append(time_training(setting, seeds, num_threads, False))
-                samples["sequential"].append(time_training(setting, seeds, num_threads, True))
+                samples["one"].append(time_training(setting, [0], False))
+                samples["batched"].append(time_training(setting, seeds, False))
+                samples["sequential"].append(time_training(setting, seeds, True))
             one, batched, sequential = (statistics.median(samples[k]) for k in samples)
             lines.append(
                 f"| {setting.name} | {num_threads} | {members} | {one:.2f} | {batched:.2f} "
