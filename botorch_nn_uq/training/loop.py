@@ -13,8 +13,9 @@ changes process-wide thread state (``torch.set_num_threads`` acts on the whole p
 and is not thread-safe); how many threads to use is the caller's decision
 (``OMP_NUM_THREADS``, ``torch.set_num_threads`` in the calling program, the command
 line's ``--threads``). The surrogates' networks are small: one thread trains them
-fastest, and more threads than free cores slow training down by an order of magnitude on
-a busy machine (the README's "Set-up and the two commands" has the measurement). The worker processes of
+fastest, and more threads than free cores slow training down by an order of magnitude
+on a busy machine (the README's "Set-up and the two commands" has the measurement). The
+worker processes of
 :class:`~botorch_nn_uq.ensembles.pool.RayExecutor` are separate processes, which it
 starts with its own thread count.
 """
