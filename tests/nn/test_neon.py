@@ -436,7 +436,7 @@ def test_paper_parameter_counts(preset, num_channels, trainable, prior):
         num_channels=num_channels,
         **dataclasses.asdict(hyperparameters),
     )
-    network = model._build_network(4, 12 * num_channels)
+    network = model._build_network(4, 12 * num_channels, torch.Generator())
     assert count_parameters(network) == trainable
     assert count_parameters(network, trainable_only=False) == trainable + prior
     # The same from the nn classes with the table's values.
