@@ -627,6 +627,20 @@ class ConformanceKit:
             samples = get_sampler(posterior, torch.Size([5]), seed=0)(posterior)
             assert samples.shape == (5, 2, 3, 4, 1) and samples.isfinite().all()
 
+    def test_conditioning_draws_nothing_from_the_global_generator(self, entry) -> None:
+        model, *_ = standard_model(entry)
+        x = test_points(1)
+        y = model.posterior(x).mean + 1.0
+        torch.manual_seed(1)
+        state = torch.random.get_rng_state()
+        with GlobalDrawRecorder() as recorder:
+            conditioned = model.condition_on_observations(x, y, max_steps=3, seed=2)
+        assert recorder.draws == []
+        assert torch.equal(torch.random.get_rng_state(), state)
+        torch.manual_seed(2)
+        again = model.condition_on_observations(x, y, max_steps=3, seed=2)
+        assert torch.equal(conditioned.posterior(x).mean, again.posterior(x).mean)
+
     def test_conditioning_moves_the_mean_toward_an_observation(self, entry) -> None:
         model, *_ = standard_model(entry)
         x = test_points(1)

@@ -69,8 +69,8 @@ def test_readout_of_the_posterior() -> None:
 def test_artificial_inputs_are_redrawn_every_step_inside_the_enlarged_box(monkeypatch) -> None:
     draws = []
 
-    def recording(box, num_points):
-        points = artificial_inputs(box, num_points)
+    def recording(box, num_points, generator):
+        points = artificial_inputs(box, num_points, generator)
         draws.append(points)
         return points
 
