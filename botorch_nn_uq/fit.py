@@ -57,6 +57,8 @@ def fit_model(
         return model
     if isinstance(model, (GPyTorchModel, PairwiseGP)):
         mll = marginal_log_likelihood(model)
+        # fit_gpytorch_mll draws from torch's global generator (on a failed attempt it
+        # resamples the hyperparameters from their priors) and takes no generator.
         with seeded(seed):
             fit_gpytorch_mll(mll, **overrides)
         return model

@@ -75,6 +75,9 @@ def propose_hyperparameters(
     train_X = torch.stack([space.encode(h) for h, _ in finite]).to(torch.float64)
     train_Y = torch.tensor([[y] for _, y in finite], dtype=torch.float64)
     lie = train_Y.min()
+    # BoTorch's GP fit draws from torch's global generator (on a failed attempt it
+    # resamples the hyperparameters from their priors) and takes no generator: seeded()
+    # fixes the global stream from this search's generator and restores it afterwards.
     with seeded(draw_seed(generator)):
         model = SingleTaskGP(train_X, train_Y, outcome_transform=Standardize(1))
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))

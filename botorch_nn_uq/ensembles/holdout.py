@@ -88,8 +88,9 @@ def make_validation_splits(
     num_folds: int = 5,
     validation_fraction: float = 0.2,
     cross_validation_max_points: int = 200,
+    generator: torch.Generator | None = None,
 ) -> ValidationSplits:
-    r"""Random validation splits from torch's global RNG.
+    r"""Random validation splits.
 
     Args:
         num_data: The number of rows ``n`` (at least 2).
@@ -100,6 +101,8 @@ def make_validation_splits(
         num_folds: Folds of cross-validation (at least 2).
         validation_fraction: Hold-out fraction in ``(0, 1)``.
         cross_validation_max_points: The ``"auto"`` threshold.
+        generator: The source of the splits (one permutation of the rows); ``None``
+            draws from torch's global generator.
 
     Returns:
         The :class:`ValidationSplits`.
@@ -116,7 +119,7 @@ def make_validation_splits(
         raise ValueError(f"validation_fraction must be in (0, 1); got {validation_fraction}.")
     if scheme == "auto":
         scheme = "cross-validation" if num_data <= cross_validation_max_points else "holdout"
-    order = torch.randperm(num_data)
+    order = torch.randperm(num_data, generator=generator)
     if scheme == "cross-validation":
         folds = torch.arange(num_data) % min(num_folds, num_data)
         validation = torch.zeros(int(folds.max()) + 1, num_data)
@@ -163,6 +166,7 @@ def validation_log_likelihoods(
     *,
     l2_regularization: Tensor,
     learning_rates: Tensor,
+    dropout_generator: torch.Generator | None = None,
     progress: bool = False,
 ) -> Tensor:
     r"""Cached validation log-likelihoods of ``C`` candidate configurations.
@@ -181,6 +185,8 @@ def validation_log_likelihoods(
         config: The training settings shared by all candidates.
         l2_regularization: ``C``-vector of each candidate's L2 ``lambda``.
         learning_rates: ``C``-vector of each candidate's learning rate.
+        dropout_generator: The source of the training-time dropout masks; ``None``
+            draws from torch's global generator.
         progress: Show a progress bar.
 
     Returns:
@@ -199,6 +205,7 @@ def validation_log_likelihoods(
         l2_regularization=l2_regularization.repeat_interleave(num_splits),
         row_weights=splits.train_weights.to(train_X).repeat(num_candidates, 1),
         learning_rates=learning_rates.repeat_interleave(num_splits),
+        dropout_generator=dropout_generator,
         progress=progress,
         description="validation copies",
     )

@@ -37,7 +37,6 @@ from botorch_nn_uq.ensembles.selection import SelectionResult, caruana_select
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
 from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.members import fit_members
-from botorch_nn_uq.training.seeding import global_rng_generator
 
 
 @dataclass(frozen=True)
@@ -97,12 +96,13 @@ class HyperDeepSearchSpace:
         if not self.dropout[1] < 1:
             raise ValueError(f"Dropout rates must stay below 1; got {self.dropout}.")
 
-    def sample(self, generator: torch.Generator, num_samples: int) -> dict[str, Tensor]:
-        r"""``num_samples`` configurations, each value drawn log-uniformly from its range.
+    def sample(self, num_samples: int, generator: torch.Generator) -> dict[str, Tensor]:
+        r"""``num_samples`` configurations, each value drawn log-uniformly from its range
+        (all L2 values, then all dropout rates, then all learning rates).
 
         Args:
-            generator: The source of all randomness.
             num_samples: The number of configurations ``k``.
+            generator: The source of all randomness.
 
         Returns:
             A dict mapping ``"l2_regularization"``, ``"dropout"`` and
@@ -174,6 +174,7 @@ def search_hyper_deep_ensemble(
     architecture: MemberArchitecture,
     config: TrainingConfig,
     *,
+    generator: torch.Generator,
     ensemble_size: int = 5,
     num_candidates: int = 20,
     search_space: HyperDeepSearchSpace | None = None,
@@ -185,7 +186,7 @@ def search_hyper_deep_ensemble(
     progress: bool = False,
 ) -> HyperDeepEnsembleSearch:
     r"""Build a hyper-deep ensemble (see the module docstring). All randomness comes
-    from torch's global RNG (seed it, e.g. with ``botorch_nn_uq.training.seeded``).
+    from ``generator``.
 
     Args:
         train_X: ``n x d`` (transformed) training inputs.
@@ -193,6 +194,10 @@ def search_hyper_deep_ensemble(
         architecture: The members' fixed architecture.
         config: Training settings shared by every candidate (its learning rate is
             replaced by each candidate's own).
+        generator: The source of every random choice, drawn in this order: the
+            validation splits, the configurations, the candidates' seeds, the seeds of
+            their validation copies and their training-time dropout masks, then the same
+            for the stratified candidates, then the refit's dropout masks.
         ensemble_size: ``K``, the most distinct members of each selection.
         num_candidates: ``kappa``, configurations of the random search.
         search_space: The ranges of the random search.
@@ -222,11 +227,14 @@ def search_hyper_deep_ensemble(
         train_X, train_Y = train_X.to(training_dtype), train_Y.to(training_dtype)
     search_space = search_space or HyperDeepSearchSpace()
     splits = make_validation_splits(
-        train_X.shape[0], validation, num_folds=num_folds, validation_fraction=validation_fraction
+        train_X.shape[0],
+        validation,
+        num_folds=num_folds,
+        validation_fraction=validation_fraction,
+        generator=generator,
     )
-    with global_rng_generator() as generator:
-        configurations = search_space.sample(generator, num_candidates)
-    seeds = _draw_seeds(num_candidates)
+    configurations = search_space.sample(num_candidates, generator)
+    seeds = _draw_seeds(num_candidates, generator)
     first = _score_and_select(
         "search",
         configurations,
@@ -238,13 +246,14 @@ def search_hyper_deep_ensemble(
         splits,
         ensemble_size,
         max_selection_iterations,
+        generator,
         progress,
     )
     stratified_configurations = {
         name: values[first.selection.indices].repeat_interleave(ensemble_size)
         for name, values in configurations.items()
     }
-    stratified_seeds = _draw_seeds(first.selection.indices.shape[0] * ensemble_size)
+    stratified_seeds = _draw_seeds(first.selection.indices.shape[0] * ensemble_size, generator)
     second = _score_and_select(
         "stratified",
         stratified_configurations,
@@ -256,6 +265,7 @@ def search_hyper_deep_ensemble(
         splits,
         ensemble_size,
         max_selection_iterations,
+        generator,
         progress,
     )
     chosen = second.selection.indices
@@ -270,6 +280,7 @@ def search_hyper_deep_ensemble(
         config,
         l2_regularization=chosen_configurations["l2_regularization"].to(train_X),
         learning_rates=chosen_configurations["learning_rate"].to(train_X),
+        dropout_generator=generator,
         progress=progress,
         description="hyper-deep ensemble refit",
     )
@@ -289,8 +300,8 @@ class _Stage:
     records: list[CandidateRecord]
 
 
-def _draw_seeds(count: int) -> list[int]:
-    return torch.randint(0, 2**31 - 1, (count,)).tolist()
+def _draw_seeds(count: int, generator: torch.Generator) -> list[int]:
+    return torch.randint(0, 2**31 - 1, (count,), generator=generator).tolist()
 
 
 def _score_and_select(
@@ -304,11 +315,12 @@ def _score_and_select(
     splits: ValidationSplits,
     ensemble_size: int,
     max_selection_iterations: int | None,
+    generator: torch.Generator,
     progress: bool,
 ) -> _Stage:
     num_splits = splits.num_splits
     # Fold copies get their own seeds; the refit uses the candidate's seed.
-    copy_seeds = _draw_seeds(len(seeds) * num_splits)
+    copy_seeds = _draw_seeds(len(seeds) * num_splits, generator)
 
     def make_network(num_members: int) -> BatchedMLP:
         dropout = configurations["dropout"].repeat_interleave(num_splits)
@@ -322,6 +334,7 @@ def _score_and_select(
         config,
         l2_regularization=configurations["l2_regularization"].to(train_X),
         learning_rates=configurations["learning_rate"].to(train_X),
+        dropout_generator=generator,
         progress=progress,
     ).to(torch.float64)
     selection = caruana_select(log_likelihoods, ensemble_size, max_selection_iterations)

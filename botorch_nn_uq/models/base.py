@@ -33,7 +33,7 @@ from botorch_nn_uq.models.validation import (
 )
 from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
 from botorch_nn_uq.training.config import TrainingResult
-from botorch_nn_uq.training.seeding import resolve_seed, seeded
+from botorch_nn_uq.training.seeding import resolve_seed
 
 
 def build_hyperparameters(hyperparameter_class: type, values: dict[str, Any], base: Any = None):
@@ -69,7 +69,8 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
       outcome transform is fitted to ``train_Y`` at construction, the network is trained
       on transformed inputs and outcomes, inputs are transformed in :meth:`posterior`
       (in ``eval`` mode) and the posterior is mapped back to original outcome units;
-    - :meth:`fit`, reproducible from a seed and leaving the caller's RNG untouched;
+    - :meth:`fit`, reproducible from a seed and drawing nothing from torch's global
+      generator;
     - :meth:`posterior` honouring ``output_indices``, ``observation_noise`` (bool or a
       ``batch_shape x q x m`` tensor of noise variances in the transformed outcome space,
       as for BoTorch's GPs) and ``posterior_transform``.
@@ -82,7 +83,8 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
       ``refit_on_load``, retrains on its own data.
 
     Subclasses declare ``hyperparameter_class`` (a frozen dataclass validating its
-    fields) and implement :meth:`_fit` and :meth:`_predict`.
+    fields) and implement :meth:`_build_network`, :meth:`_fit` and :meth:`_predict`,
+    drawing every random choice from the generator they are given.
 
     Args:
         train_X: An ``n x d`` tensor of training inputs.
@@ -268,9 +270,13 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
 
         Args:
             seed: The seed of every random choice of the fit (initialisation, data
-                order, dropout, artificial points); the same seed gives the same model.
-                ``None`` draws a seed from torch's global RNG. The global RNG state is
-                restored afterwards.
+                order, dropout, validation splits, member seeds, searches, artificial
+                points, epistemic indices): the fit draws them all from a
+                ``torch.Generator`` seeded with it, and nothing from torch's global
+                generator, so the same seed gives the same model whatever the global
+                state. ``None`` draws the seed from torch's global generator (one
+                draw), so that ``torch.manual_seed`` before ``fit()`` makes it
+                reproducible.
             progress: Show a tqdm progress bar.
             warm_start: A fitted model of the same class and architecture whose network
                 weights initialise this fit (instead of a fresh initialisation), e.g. the
@@ -328,25 +334,24 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             )
         self.fit_seed = resolve_seed(seed)
         train_X, train_Y = self.transformed_training_data()
-        with seeded(self.fit_seed):
-            network = self._build_network(train_X.shape[-1], train_Y.shape[-1])
-            if network is None and warm_start is not None:
+        generator = torch.Generator().manual_seed(self.fit_seed)
+        network = self._build_network(train_X.shape[-1], train_Y.shape[-1], generator)
+        if network is None and warm_start is not None:
+            raise ValueError(
+                f"{type(self).__name__} does not support warm_start: its fit chooses the networks."
+            )
+        if network is not None:
+            network = network.to(train_X)
+        if warm_start is not None:
+            try:
+                network.load_state_dict(warm_start.network.state_dict())
+            except RuntimeError as error:
                 raise ValueError(
-                    f"{type(self).__name__} does not support warm_start: its fit chooses "
-                    "the networks."
-                )
-            if network is not None:
-                network = network.to(train_X)
-            if warm_start is not None:
-                try:
-                    network.load_state_dict(warm_start.network.state_dict())
-                except RuntimeError as error:
-                    raise ValueError(
-                        "warm_start has a different architecture than this fit's network; "
-                        f"warm-start only from a model with the same hyperparameters ({error})."
-                    ) from error
-            self.network = network
-            self.training_result = self._fit(train_X, train_Y, progress=progress)
+                    "warm_start has a different architecture than this fit's network; "
+                    f"warm-start only from a model with the same hyperparameters ({error})."
+                ) from error
+        self.network = network
+        self.training_result = self._fit(train_X, train_Y, generator, progress=progress)
         self.eval()
         return self
 
@@ -391,18 +396,24 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         super()._load_from_state_dict(state_dict, prefix, *args)
 
     @abstractmethod
-    def _build_network(self, input_dim: int, output_dim: int) -> nn.Module | None:
+    def _build_network(
+        self, input_dim: int, output_dim: int, generator: torch.Generator
+    ) -> nn.Module | None:
         r"""A freshly initialised network for ``input_dim`` (transformed) inputs and
-        ``output_dim`` outputs, or ``None`` when :meth:`_fit` chooses the network itself
-        (searched ensembles; such models do not support ``warm_start``)."""
+        ``output_dim`` outputs, its initial weights drawn from ``generator``, or ``None``
+        when :meth:`_fit` chooses the network itself (searched ensembles; such models do
+        not support ``warm_start``)."""
 
     @abstractmethod
-    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult | None:
+    def _fit(
+        self, train_X: Tensor, train_Y: Tensor, generator: torch.Generator, progress: bool
+    ) -> TrainingResult | None:
         r"""Train ``self.network`` (or build and train it, if :meth:`_build_network`
-        returned ``None``) on transformed data (``n x d'`` and ``n x m``) under a seeded
-        global RNG, and compute any state the posterior needs. Returns the training
-        result, or ``None`` when the fit trains many networks that keep their own record
-        (searched ensembles: ``search_history``)."""
+        returned ``None``) on transformed data (``n x d'`` and ``n x m``), drawing every
+        random choice from ``generator`` (the one that built the network, continued),
+        and compute any state the posterior needs. Returns the training result, or
+        ``None`` when the fit trains many networks that keep their own record (searched
+        ensembles: ``search_history``)."""
 
     @abstractmethod
     def _predict(self, X: Tensor, observation_noise: bool) -> Posterior:
@@ -508,8 +519,8 @@ class ResizableFunctionBank(ABC):
     min_function_bank_size: ClassVar[int] = 1
 
     @abstractmethod
-    def _set_function_bank(self, size: int) -> None:
-        r"""Draw a bank of ``size`` functions from torch's global RNG and store it."""
+    def _set_function_bank(self, size: int, generator: torch.Generator) -> None:
+        r"""Draw a bank of ``size`` functions from ``generator`` and store it."""
 
     def resample_function_bank(self, size: int, seed: int) -> Self:
         r"""Replace the posterior's bank of functions by ``size`` new draws.
@@ -525,6 +536,5 @@ class ResizableFunctionBank(ABC):
             raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
         check_integer("size", size, minimum=self.min_function_bank_size)
         check_seed("seed", seed)
-        with seeded(seed):
-            self._set_function_bank(size)
+        self._set_function_bank(size, torch.Generator().manual_seed(seed))
         return self

@@ -26,7 +26,6 @@ import torch
 from torch import Tensor, nn
 
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP, EnsembleNetwork
-from botorch_nn_uq.training.seeding import seeded
 
 if TYPE_CHECKING:
     from botorch_nn_uq.models.base import NeuralSurrogateModel
@@ -201,9 +200,11 @@ def _network_skeleton(model: NeuralSurrogateModel, header: dict[str, Any]) -> nn
     r"""A network of the checkpoint's architecture, with weights to be overwritten."""
     if header["network"] is not None:
         return EnsembleNetwork([BatchedMLP(**group) for group in header["network"]])
-    # The initial weights are overwritten; the seed keeps the caller's RNG untouched.
-    with seeded(0):
-        return model._build_network(header["network_input_dim"], model._num_outputs)
+    # The initial weights are overwritten; a generator of its own keeps the global one
+    # untouched.
+    return model._build_network(
+        header["network_input_dim"], model._num_outputs, torch.Generator().manual_seed(0)
+    )
 
 
 def _ensemble_spec(network: EnsembleNetwork) -> list[dict[str, Any]]:

@@ -183,9 +183,13 @@ class DeepEnsemble(MemberEnsemble):
         *MemberEnsemble.checkpoint_hyperparameters,
     )
 
-    def _build_network(self, input_dim: int, output_dim: int) -> EnsembleNetwork:
+    def _build_network(
+        self, input_dim: int, output_dim: int, generator: torch.Generator
+    ) -> EnsembleNetwork:
         hp = self.hyperparameters
-        member_seeds = torch.randint(0, 2**31 - 1, (hp.ensemble_size,)).tolist()
+        member_seeds = torch.randint(
+            0, 2**31 - 1, (hp.ensemble_size,), generator=generator
+        ).tolist()
         return EnsembleNetwork(
             [
                 BatchedMLP(
@@ -201,7 +205,9 @@ class DeepEnsemble(MemberEnsemble):
             ]
         )
 
-    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
+    def _fit(
+        self, train_X: Tensor, train_Y: Tensor, generator: torch.Generator, progress: bool
+    ) -> TrainingResult:
         hp = self.hyperparameters
         (members,) = self.network.groups
         num_data = train_X.shape[0]
@@ -227,6 +233,7 @@ class DeepEnsemble(MemberEnsemble):
             l2_regularization=hp.l2_regularization,
             row_weights=row_weights,
             validation_row_weights=validation_masks,
+            dropout_generator=generator,
             progress=progress,
             description="deep ensemble",
         )

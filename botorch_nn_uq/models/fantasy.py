@@ -28,8 +28,9 @@ networks keep their coordinates. Each family keeps its own training:
   the function bank (dropout masks, epistemic indices) is redrawn and the noise
   re-estimated, as after a fit. NOMU keeps its calibration constant.
 
-Conditioning on no points is exact: the model itself. Refits are seeded (by default
-with the model's ``fit_seed``), so conditioning is reproducible.
+Conditioning on no points is exact: the model itself. Refits draw their randomness from
+a generator seeded with ``seed`` (by default the model's ``fit_seed``), so conditioning is
+reproducible and draws nothing from torch's global generator.
 
 Learning rate and steps
 -----------------------
@@ -84,7 +85,6 @@ from botorch_nn_uq.posteriors.stacking import stack_posteriors
 from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.loop import train_network
 from botorch_nn_uq.training.members import member_row_losses
-from botorch_nn_uq.training.seeding import seeded
 
 if TYPE_CHECKING:
     from botorch_nn_uq.models.base import NeuralSurrogateModel
@@ -171,17 +171,24 @@ class ConditioningMixin:
         # Acquisition functions are often evaluated under `torch.no_grad()` (e.g. the
         # raw samples of `optimize_acqf`); the refits need gradients all the same.
         if isinstance(self.network, EnsembleNetwork):
-            with seeded(seed), torch.enable_grad():
+            with torch.enable_grad():
                 results = _continue_members(
-                    [model.network for model in models], train_X, train_Y, steps, learning_rate
+                    [model.network for model in models],
+                    train_X,
+                    train_Y,
+                    steps,
+                    learning_rate,
+                    torch.Generator().manual_seed(seed),
                 )
             for model, result in zip(models, results, strict=True):
                 model.training_result = result
         else:
             for model, X_i, Y_i in zip(models, train_X, train_Y, strict=True):
-                # Seeded per model: a batch element is conditioned as it would be alone.
-                with seeded(seed), torch.enable_grad():
-                    _refit(model, X_i, Y_i, steps, learning_rate)
+                # A generator per model: a batch element is conditioned as it would be alone.
+                with torch.enable_grad():
+                    _refit(
+                        model, X_i, Y_i, steps, learning_rate, torch.Generator().manual_seed(seed)
+                    )
         for model in models:
             model.fit_seed = seed
             model.eval()
@@ -337,10 +344,16 @@ def _copy_for_conditioning(model: NeuralSurrogateModel) -> NeuralSurrogateModel:
 
 
 def _refit(
-    model: NeuralSurrogateModel, train_X: Tensor, train_Y: Tensor, steps: int, learning_rate: float
+    model: NeuralSurrogateModel,
+    train_X: Tensor,
+    train_Y: Tensor,
+    steps: int,
+    learning_rate: float,
+    generator: torch.Generator,
 ) -> None:
     r"""Train ``model``'s network further with the model's own training (``_fit``) on
-    ``n x d'`` / ``n x m`` transformed data, for ``steps`` steps at ``learning_rate``."""
+    ``n x d'`` / ``n x m`` transformed data, for ``steps`` steps at ``learning_rate``,
+    drawing its randomness from ``generator``."""
     hyperparameters = model.hyperparameters
     # `_fit` reads the budget from the hyperparameters: the refit's budget applies to the
     # refit only, so that a later `fit` of the conditioned model trains as configured.
@@ -348,7 +361,7 @@ def _refit(
         hyperparameters, epochs=steps, max_steps=steps, learning_rate=learning_rate
     )
     try:
-        model.training_result = model._fit(train_X, train_Y, progress=False)
+        model.training_result = model._fit(train_X, train_Y, generator, progress=False)
     finally:
         model.hyperparameters = hyperparameters
 
@@ -359,6 +372,7 @@ def _continue_members(
     train_Y: Tensor,
     steps: int,
     learning_rate: float,
+    dropout_generator: torch.Generator,
 ) -> list[TrainingResult | None]:
     r"""Continue training the members of ``P`` copies of one ensemble, copy ``i`` on its
     own data, full-batch with Adam for ``steps`` steps.
@@ -367,7 +381,7 @@ def _continue_members(
     computation (a :class:`BatchedMLP` of ``P K`` members, in chunks that bound the
     activations' memory), each on its own ``n x d'`` rows; this equals training each
     copy alone, up to floating-point summation order and the draw of training-time
-    dropout masks.
+    dropout masks (one draw for all members of a chunk, from ``dropout_generator``).
 
     Args:
         networks: ``P`` copies of the same fitted ensemble network (overwritten).
@@ -375,6 +389,7 @@ def _continue_members(
         train_Y: ``P x n x m`` transformed targets.
         steps: Optimizer steps.
         learning_rate: Adam's learning rate.
+        dropout_generator: The source of the training-time dropout masks.
 
     Returns:
         Each copy's training result (``None`` for several member groups, whose results
@@ -393,7 +408,9 @@ def _continue_members(
             Y = train_Y[copies.start : copies.stop].repeat_interleave(num_members, dim=0)
 
             def loss(indices: Tensor | None, stacked=stacked, X=X, Y=Y) -> Tensor:
-                return member_row_losses(stacked, X, Y, per_member=True).mean(-1)
+                return member_row_losses(
+                    stacked, X, Y, per_member=True, generator=dropout_generator
+                ).mean(-1)
 
             result = train_network(
                 stacked,

@@ -142,11 +142,13 @@ class HyperDeepEnsemble(MemberEnsemble):
     )
     fit_records = ("search_history", "ensemble_validation_nll")
 
-    def _build_network(self, input_dim: int, output_dim: int) -> None:
+    def _build_network(self, input_dim: int, output_dim: int, generator: torch.Generator) -> None:
         r"""None: the search chooses the members (so ``warm_start`` is not supported)."""
         return None
 
-    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
+    def _fit(
+        self, train_X: Tensor, train_Y: Tensor, generator: torch.Generator, progress: bool
+    ) -> TrainingResult:
         hp = self.hyperparameters
         search = search_hyper_deep_ensemble(
             train_X,
@@ -160,6 +162,7 @@ class HyperDeepEnsemble(MemberEnsemble):
                 min_std=hp.min_std,
             ),
             hp.training_config(learning_rate=BASE_LEARNING_RATE),
+            generator=generator,
             ensemble_size=hp.ensemble_size,
             num_candidates=hp.num_candidates,
             search_space=hp.search_space(),

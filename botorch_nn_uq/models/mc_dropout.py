@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 from botorch_nn_uq.checks import (
@@ -104,7 +105,9 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
     checkpoint_hyperparameters = ("hidden_widths", "activation", "dropout")
     min_function_bank_size = 2
 
-    def _build_network(self, input_dim: int, output_dim: int) -> DropoutMLP:
+    def _build_network(
+        self, input_dim: int, output_dim: int, generator: torch.Generator
+    ) -> DropoutMLP:
         hp = self.hyperparameters
         return DropoutMLP(
             input_dim,
@@ -112,15 +115,18 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
             hidden_widths=hp.hidden_widths,
             activation=hp.activation,
             dropout=hp.dropout,
+            generator=generator,
         )
 
-    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
+    def _fit(
+        self, train_X: Tensor, train_Y: Tensor, generator: torch.Generator, progress: bool
+    ) -> TrainingResult:
         hp = self.hyperparameters
         network = self.network
 
         def mse_loss(indices: Tensor | None) -> Tensor:
             X, Y = (train_X, train_Y) if indices is None else (train_X[indices], train_Y[indices])
-            return (network(X) - Y).pow(2).mean()
+            return (network(X, generator=generator) - Y).pow(2).mean()
 
         result = train_network(
             network,
@@ -129,14 +135,15 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
             config=hp.training_config(),
             progress=progress,
             description="MC dropout",
+            generator=generator,
         )
-        self._set_function_bank(hp.num_masks)
+        self._set_function_bank(hp.num_masks, generator)
         self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return result
 
-    def _set_function_bank(self, size: int) -> None:
+    def _set_function_bank(self, size: int, generator: torch.Generator) -> None:
         # Buffers (not a plain list) so that the bank follows the model in .to(...).
-        for layer, mask in enumerate(self.network.sample_masks(size)):
+        for layer, mask in enumerate(self.network.sample_masks(size, generator)):
             self._register_fitted_buffer(f"dropout_mask_{layer}", mask.detach())
 
     @property

@@ -269,7 +269,9 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
         r"""Whether the model predicts functions on an output grid."""
         return self.query_points is not None
 
-    def _build_network(self, input_dim: int, output_dim: int) -> EpistemicOperatorNetwork:
+    def _build_network(
+        self, input_dim: int, output_dim: int, generator: torch.Generator
+    ) -> EpistemicOperatorNetwork:
         hp = self.hyperparameters
         function_valued = self.is_function_valued
         backbone = OperatorBackbone(
@@ -282,6 +284,7 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
             query_dim=self.query_points.shape[-1] if function_valued else 0,
             fourier_scale=hp.fourier_scale,
             activation=hp.activation,
+            generator=generator,
         )
         epinet = EpiNet(
             backbone.feature_dim,
@@ -291,6 +294,7 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
             prior_widths=hp.prior_widths,
             prior_scale=hp.prior_scale,
             activation=hp.activation,
+            generator=generator,
         )
         return EpistemicOperatorNetwork(backbone, epinet, hp.output_activation)
 
@@ -311,7 +315,9 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
             train_X[indices // num_points], self.query_points[indices % num_points], Z
         )
 
-    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
+    def _fit(
+        self, train_X: Tensor, train_Y: Tensor, generator: torch.Generator, progress: bool
+    ) -> TrainingResult:
         hp = self.hyperparameters
         network = self.network
         num_rows, targets = self._rows(train_X, train_Y)
@@ -324,7 +330,7 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
 
         def loss(indices: Tensor | None) -> Tensor:
             indices = all_rows if indices is None else indices.to(train_X.device)
-            Z = torch.randn(hp.num_training_indices, hp.index_dim).to(train_X)
+            Z = torch.randn(hp.num_training_indices, hp.index_dim, generator=generator).to(train_X)
             samples = self._evaluate_rows(train_X, indices, Z)
             errors = (samples - flat_targets[indices].unsqueeze(-2)).pow(2).mean(dim=(-2, -1))
             if hp.loss == "relative_l2":
@@ -338,13 +344,15 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
             config=hp.training_config(),
             progress=progress,
             description="NEON",
+            generator=generator,
         )
-        self._set_function_bank(hp.num_epistemic_samples)
+        self._set_function_bank(hp.num_epistemic_samples, generator)
         self._set_noise_variance(train_X, train_Y, hp.noise_variance)
         return result
 
-    def _set_function_bank(self, size: int) -> None:
-        indices = torch.randn(size, self.hyperparameters.index_dim).to(self.train_X)
+    def _set_function_bank(self, size: int, generator: torch.Generator) -> None:
+        indices = torch.randn(size, self.hyperparameters.index_dim, generator=generator)
+        indices = indices.to(self.train_X)
         self._register_fitted_buffer("epistemic_indices", indices)
 
     def function_samples(self, X: Tensor, indices: Tensor | None = None) -> Tensor:

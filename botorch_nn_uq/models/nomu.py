@@ -365,7 +365,9 @@ class NOMU(NeuralSurrogateModel):
             box = torch.stack([mapped.min(dim=0).values, mapped.max(dim=0).values])
         return enlarge_box(box, self.hyperparameters.box_enlargement)
 
-    def _build_network(self, input_dim: int, output_dim: int) -> NOMUNetwork:
+    def _build_network(
+        self, input_dim: int, output_dim: int, generator: torch.Generator
+    ) -> NOMUNetwork:
         hp = self.hyperparameters
         return NOMUNetwork(
             input_dim,
@@ -379,9 +381,12 @@ class NOMU(NeuralSurrogateModel):
             min_noise_std=hp.min_noise_std,
             init_scale=hp.init_scale,
             mean_network=copy.deepcopy(self.pretrained_mean_network),
+            generator=generator,
         )
 
-    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> TrainingResult:
+    def _fit(
+        self, train_X: Tensor, train_Y: Tensor, generator: torch.Generator, progress: bool
+    ) -> TrainingResult:
         hp = self.hyperparameters
         box = self.artificial_input_box()
         self._register_fitted_buffer("fitted_artificial_input_box", box)
@@ -399,6 +404,7 @@ class NOMU(NeuralSurrogateModel):
             l2_regularization=hp.l2_regularization,
             uncertainty_l2_regularization=hp.uncertainty_l2_regularization,
             train_mean=self.pretrained_mean_network is None,
+            generator=generator,
             progress=progress,
         )
 

@@ -238,15 +238,17 @@ class SearchedEnsemble(MemberEnsemble):
     # hyperparameters of every ensemble shape the served network.
     fit_records = ("search_history",)
 
-    def _build_network(self, input_dim: int, output_dim: int) -> None:
+    def _build_network(self, input_dim: int, output_dim: int, generator: torch.Generator) -> None:
         r"""None: the search chooses the members (``warm_start`` is not supported)."""
         return None
 
-    def _fit(self, train_X: Tensor, train_Y: Tensor, progress: bool) -> None:
+    def _fit(
+        self, train_X: Tensor, train_Y: Tensor, generator: torch.Generator, progress: bool
+    ) -> None:
         hp = self.hyperparameters
         num_data = train_X.shape[0]
         num_validation = holdout_size(num_data, hp.validation_fraction)
-        order = torch.randperm(num_data)
+        order = torch.randperm(num_data, generator=generator)
         validation, training = order[:num_validation], order[num_validation:]
         data = PoolData(
             train_X=train_X[training],
@@ -264,8 +266,10 @@ class SearchedEnsemble(MemberEnsemble):
             progress_total=hp.pool_size if progress else None,
             checkpoint_path=hp.checkpoint_path,
         )
-        generator = torch.Generator().manual_seed(draw_seed(torch.default_generator))
-        candidates, selection = self._search(trainer, generator)
+        # The search has a generator of its own, seeded from the fit's: its decisions
+        # (and the member seeds it hands to the executors as integers) form one stream.
+        search_generator = torch.Generator().manual_seed(draw_seed(generator))
+        candidates, selection = self._search(trainer, search_generator)
         self.search_history = trainer.finish(candidates, selection)
         chosen = [candidates[i] for i in selection.indices.tolist()]
         network, weights = assemble_ensemble(

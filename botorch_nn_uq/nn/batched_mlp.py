@@ -193,13 +193,18 @@ class BatchedMLP(nn.Module):
         Keras-style L2 penalty before multiplying by ``lambda``)."""
         return sum(p.pow(2).flatten(1).sum(-1) for p in self.parameters())
 
-    def forward(self, X: Tensor, per_member: bool = False) -> MemberOutput:
+    def forward(
+        self, X: Tensor, per_member: bool = False, generator: torch.Generator | None = None
+    ) -> MemberOutput:
         r"""Evaluate all members.
 
         Args:
             X: Shared inputs ``batch_shape x n x d`` (every member sees them), or with
                 ``per_member=True`` member-specific inputs ``K x n x d``.
             per_member: Whether ``X`` holds one row set per member.
+            generator: The source of the training-time dropout masks of all members (in
+                ``training`` mode with positive dropout rates); ``None`` draws from
+                torch's global generator.
 
         Returns:
             A :class:`MemberOutput` with ``batch_shape x K x n x m`` tensors (``K x n x
@@ -231,7 +236,9 @@ class BatchedMLP(nn.Module):
                 keep = (1 - self.dropout_rates).to(hidden)[:, None, None]
                 # Single-precision uniforms compared with the keep rate are Bernoulli
                 # draws at under half the cost of torch.bernoulli with a per-member rate.
-                uniform = torch.rand(hidden.shape, dtype=torch.float32, device=hidden.device)
+                uniform = torch.rand(
+                    hidden.shape, dtype=torch.float32, device=hidden.device, generator=generator
+                )
                 hidden = hidden * ((uniform < keep) / keep)
             outputs.append(hidden)
         hidden = torch.matmul(hidden, self.weights[-1]) + self.biases[-1]

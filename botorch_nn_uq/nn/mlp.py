@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from botorch_nn_uq.nn.init import linear
+
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
     "tanh": nn.Tanh,
@@ -43,6 +45,8 @@ class DropoutMLP(nn.Module):
         hidden_widths: Widths of the hidden layers.
         activation: The hidden activation (a key of ``ACTIVATIONS``).
         dropout: The dropout rate ``p`` in ``[0, 1)``.
+        generator: The source of the initial weights (``nn.Linear``'s initialisation,
+            layer by layer); ``None`` draws from torch's global generator.
 
     Example:
         >>> net = DropoutMLP(3, 1, hidden_widths=(16, 16), dropout=0.1)
@@ -58,6 +62,7 @@ class DropoutMLP(nn.Module):
         hidden_widths: Sequence[int],
         activation: str = "relu",
         dropout: float = 0.1,
+        generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
         if not hidden_widths:
@@ -66,9 +71,10 @@ class DropoutMLP(nn.Module):
             raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
         widths = [input_dim, *hidden_widths]
         self.hidden_layers = nn.ModuleList(
-            nn.Linear(w_in, w_out) for w_in, w_out in zip(widths[:-1], widths[1:], strict=True)
+            linear(w_in, w_out, generator)
+            for w_in, w_out in zip(widths[:-1], widths[1:], strict=True)
         )
-        self.output_layer = nn.Linear(widths[-1], output_dim)
+        self.output_layer = linear(widths[-1], output_dim, generator)
         self.activation = make_activation(activation)
         self.dropout = dropout
 
@@ -77,8 +83,15 @@ class DropoutMLP(nn.Module):
         r"""The widths of the hidden layers."""
         return [layer.out_features for layer in self.hidden_layers]
 
-    def sample_masks(self, num_masks: int) -> list[Tensor]:
-        r"""Draw ``num_masks`` dropout masks from torch's global RNG.
+    def sample_masks(
+        self, num_masks: int, generator: torch.Generator | None = None
+    ) -> list[Tensor]:
+        r"""Draw ``num_masks`` dropout masks.
+
+        Args:
+            num_masks: The number of masks ``s``.
+            generator: The source of the masks; ``None`` draws from torch's global
+                generator.
 
         Returns:
             One ``num_masks x width_l`` tensor per hidden layer, with entries
@@ -88,18 +101,28 @@ class DropoutMLP(nn.Module):
         keep = 1.0 - self.dropout
         return [
             torch.bernoulli(
-                torch.full((num_masks, width), keep, dtype=reference.dtype, device=reference.device)
+                torch.full(
+                    (num_masks, width), keep, dtype=reference.dtype, device=reference.device
+                ),
+                generator=generator,
             )
             / keep
             for width in self.hidden_widths
         ]
 
-    def forward(self, X: Tensor, masks: Sequence[Tensor] | None = None) -> Tensor:
+    def forward(
+        self,
+        X: Tensor,
+        masks: Sequence[Tensor] | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
         r"""Evaluate the network.
 
         Args:
             X: A ``batch_shape x q x d`` tensor of inputs.
             masks: Optional fixed masks from :meth:`sample_masks` (``s x width_l`` each).
+            generator: The source of the training-time dropout masks (``training`` mode
+                without ``masks``); ``None`` draws from torch's global generator.
 
         Returns:
             ``batch_shape x q x m`` outputs without masks, or ``batch_shape x s x q x m``
@@ -112,6 +135,29 @@ class DropoutMLP(nn.Module):
                 if index == 0:
                     hidden = hidden.unsqueeze(-3)
                 hidden = hidden * masks[index].unsqueeze(-2)
-            else:
-                hidden = nn.functional.dropout(hidden, self.dropout, training=self.training)
+            elif self.training:
+                hidden = dropout(hidden, self.dropout, generator)
         return self.output_layer(hidden)
+
+
+def dropout(X: Tensor, p: float, generator: torch.Generator | None = None) -> Tensor:
+    r"""Inverted dropout with rate ``p``, with the mask drawn from ``generator``.
+
+    It computes what ``nn.functional.dropout(X, p, training=True)`` computes on the CPU
+    (a Bernoulli mask of ``X``'s shape and dtype with keep rate ``1 - p``, divided by
+    ``1 - p``, times ``X``; ``X`` itself for ``p = 0`` or no elements), so with the
+    global generator in the state of ``generator`` the result is the same to the bit.
+
+    Args:
+        X: The activations (any shape).
+        p: The dropout rate in ``[0, 1)``.
+        generator: The source of the mask; ``None`` draws from torch's global generator.
+
+    Returns:
+        The thinned activations, of ``X``'s shape.
+    """
+    if p == 0 or X.numel() == 0:
+        return X
+    keep = 1.0 - p
+    mask = torch.empty_like(X).bernoulli_(keep, generator=generator)
+    return X * mask.div_(keep)

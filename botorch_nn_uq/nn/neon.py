@@ -33,6 +33,8 @@ class FactorizedLinear(nn.Module):
     Args:
         in_features: Input width.
         out_features: Output width.
+        generator: The source of ``W_0`` and ``s``; ``None`` draws from torch's global
+            generator.
 
     Example:
         >>> layer = FactorizedLinear(3, 4)
@@ -40,11 +42,13 @@ class FactorizedLinear(nn.Module):
         torch.Size([5, 4])
     """
 
-    def __init__(self, in_features: int, out_features: int) -> None:
+    def __init__(
+        self, in_features: int, out_features: int, generator: torch.Generator | None = None
+    ) -> None:
         super().__init__()
         glorot = math.sqrt(2.0 / (in_features + out_features))
-        initial = glorot * torch.randn(in_features, out_features)
-        scale = 1.0 + 0.1 * torch.randn(out_features)
+        initial = glorot * torch.randn(in_features, out_features, generator=generator)
+        scale = 1.0 + 0.1 * torch.randn(out_features, generator=generator)
         self.log_scale = nn.Parameter(scale)
         self.direction = nn.Parameter(initial / scale.exp())
         self.bias = nn.Parameter(torch.zeros(out_features))
@@ -59,10 +63,15 @@ class FactorizedLinear(nn.Module):
         return X @ self.weight + self.bias
 
 
-def _mlp(widths: Sequence[int], activation: str, final_activation: bool) -> nn.Sequential:
+def _mlp(
+    widths: Sequence[int],
+    activation: str,
+    final_activation: bool,
+    generator: torch.Generator | None,
+) -> nn.Sequential:
     layers: list[nn.Module] = []
     for index, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
-        layers.append(FactorizedLinear(fan_in, fan_out))
+        layers.append(FactorizedLinear(fan_in, fan_out, generator))
         if final_activation or index < len(widths) - 2:
             layers.append(make_activation(activation))
     return nn.Sequential(*layers)
@@ -82,13 +91,23 @@ class FourierFeatures(nn.Module):
         input_dim: Coordinates ``d_y``.
         num_features: Output width (even).
         scale: Standard deviation of the initial frequencies.
+        generator: The source of the initial frequencies; ``None`` draws from torch's
+            global generator.
     """
 
-    def __init__(self, input_dim: int, num_features: int, scale: float) -> None:
+    def __init__(
+        self,
+        input_dim: int,
+        num_features: int,
+        scale: float,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__()
         if num_features % 2:
             raise ValueError(f"num_features must be even; got {num_features}.")
-        self.frequencies = nn.Parameter(scale * torch.randn(input_dim, num_features // 2))
+        self.frequencies = nn.Parameter(
+            scale * torch.randn(input_dim, num_features // 2, generator=generator)
+        )
 
     def forward(self, Y: Tensor) -> Tensor:
         r"""``... x d_y`` coordinates to ``... x num_features`` features."""
@@ -116,6 +135,8 @@ class OperatorBackbone(nn.Module):
         fourier_scale: Scale of trainable Fourier features for ``h_0``; ``None`` tiles
             ``y`` instead.
         activation: Hidden activation.
+        generator: The source of the initial weights (encoder, Fourier features, decoder,
+            head, in this order); ``None`` draws from torch's global generator.
     """
 
     def __init__(
@@ -129,14 +150,15 @@ class OperatorBackbone(nn.Module):
         query_dim: int,
         fourier_scale: float | None,
         activation: str = "gelu",
+        generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
-        self.encoder = _mlp([input_dim, *encoder_widths, latent_dim], activation, False)
+        self.encoder = _mlp([input_dim, *encoder_widths, latent_dim], activation, False, generator)
         self.decoder_depth = decoder_depth
         self.latent_dim = latent_dim
         if decoder_depth == 0:
             self.activation = make_activation(activation)
-            self.head = FactorizedLinear(latent_dim, output_dim)
+            self.head = FactorizedLinear(latent_dim, output_dim, generator)
             self.feature_dim = 2 * latent_dim + input_dim
             return
         if latent_dim % decoder_depth:
@@ -152,15 +174,17 @@ class OperatorBackbone(nn.Module):
             )
         self.chunk = chunk
         self.encoding = (
-            None if fourier_scale is None else FourierFeatures(query_dim, chunk, fourier_scale)
+            None
+            if fourier_scale is None
+            else FourierFeatures(query_dim, chunk, fourier_scale, generator)
         )
         widths = [chunk, *[decoder_width] * decoder_depth]
         self.decoder_layers = nn.ModuleList(
-            FactorizedLinear(fan_in + chunk, fan_out)
+            FactorizedLinear(fan_in + chunk, fan_out, generator)
             for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True)
         )
         self.activation = make_activation(activation)
-        self.head = FactorizedLinear(decoder_width, output_dim)
+        self.head = FactorizedLinear(decoder_width, output_dim, generator)
         self.feature_dim = 2 * latent_dim + decoder_width
 
     def forward(self, U: Tensor, Y: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -208,6 +232,8 @@ class EpiNet(nn.Module):
         prior_widths: Hidden widths of each prior MLP.
         prior_scale: ``alpha``.
         activation: Hidden activation of the learnable MLP.
+        generator: The source of the learnable MLP's initial weights and then of the
+            prior MLPs' seeds; ``None`` draws from torch's global generator.
     """
 
     def __init__(
@@ -219,17 +245,18 @@ class EpiNet(nn.Module):
         prior_widths: Sequence[int],
         prior_scale: float,
         activation: str = "gelu",
+        generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
         self.output_dim, self.index_dim, self.prior_scale = output_dim, index_dim, prior_scale
         self.feature_dim = feature_dim
         widths = [feature_dim + index_dim, *hidden_widths, index_dim * output_dim]
         self.learnable = nn.ModuleList(
-            FactorizedLinear(fan_in, fan_out)
+            FactorizedLinear(fan_in, fan_out, generator)
             for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True)
         )
         self.activation = make_activation(activation)
-        prior_seeds = torch.randint(0, 2**31 - 1, (index_dim,)).tolist()
+        prior_seeds = torch.randint(0, 2**31 - 1, (index_dim,), generator=generator).tolist()
         self.prior = BatchedMLP(
             feature_dim, output_dim, prior_widths, prior_seeds, activation="relu"
         )

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from botorch_nn_uq.nn.init import linear
 from botorch_nn_uq.nn.mlp import make_activation
 
 #: The readout maps from raw uncertainty to model uncertainty (see :func:`nomu_readout`).
@@ -60,16 +61,22 @@ def nomu_readout(
 
 
 def build_mlp(
-    input_dim: int, hidden_widths: Sequence[int], output_dim: int | None, activation: str
+    input_dim: int,
+    hidden_widths: Sequence[int],
+    output_dim: int | None,
+    activation: str,
+    generator: torch.Generator | None = None,
 ) -> nn.Sequential:
     r"""``Linear -> activation`` for every hidden layer, then a final ``Linear`` to
-    ``output_dim`` outputs (omitted if ``output_dim`` is ``None``)."""
+    ``output_dim`` outputs (omitted if ``output_dim`` is ``None``), each ``Linear``
+    initialised as ``nn.Linear`` does, from ``generator`` (``None``: torch's global
+    generator)."""
     layers: list[nn.Module] = []
     widths = [input_dim, *hidden_widths]
     for width_in, width_out in zip(widths[:-1], widths[1:], strict=True):
-        layers += [nn.Linear(width_in, width_out), make_activation(activation)]
+        layers += [linear(width_in, width_out, generator), make_activation(activation)]
     if output_dim is not None:
-        layers.append(nn.Linear(widths[-1], output_dim))
+        layers.append(linear(widths[-1], output_dim, generator))
     return nn.Sequential(*layers)
 
 
@@ -150,6 +157,9 @@ class NOMUNetwork(nn.Module):
             ``nn.Sequential`` of ``nn.Linear`` layers and activations ending in an
             ``nn.Linear`` with ``m`` outputs (see :func:`validate_mean_network`). It is
             used as is (not re-initialised).
+        generator: The source of the initial weights (``nn.Linear``'s initialisation of
+            every new layer, then the uniform draws of ``init_scale``); ``None`` draws
+            from torch's global generator.
 
     Example:
         >>> network = NOMUNetwork(2, 1, mean_widths=(16, 16), uncertainty_widths=(8,))
@@ -171,6 +181,7 @@ class NOMUNetwork(nn.Module):
         min_noise_std: float = 1e-3,
         init_scale: float | None = 0.05,
         mean_network: nn.Sequential | None = None,
+        generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
         if not uncertainty_widths:
@@ -178,8 +189,8 @@ class NOMUNetwork(nn.Module):
         if mean_network is None:
             if not mean_widths:
                 raise ValueError("mean_widths must name at least one hidden layer.")
-            mean_network = build_mlp(input_dim, mean_widths, output_dim, activation)
-            self._initialise(mean_network, init_scale)
+            mean_network = build_mlp(input_dim, mean_widths, output_dim, activation, generator)
+            self._initialise(mean_network, init_scale, generator)
         else:
             validate_mean_network(mean_network, input_dim, output_dim)
         mean_hidden_widths = hidden_widths_of(mean_network)
@@ -194,23 +205,29 @@ class NOMUNetwork(nn.Module):
         self.connected_mean_layers = sorted({index % depth for index in connected_mean_layers})
         self.detach_mean_features = detach_mean_features
         self.mean_network = mean_network
-        self.uncertainty_network = build_mlp(input_dim, uncertainty_widths, None, activation)
+        self.uncertainty_network = build_mlp(
+            input_dim, uncertainty_widths, None, activation, generator
+        )
         feature_width = uncertainty_widths[-1] + sum(
             mean_hidden_widths[index] for index in self.connected_mean_layers
         )
-        self.raw_uncertainty_layer = nn.Linear(feature_width, output_dim)
-        self.noise_layer = nn.Linear(mean_hidden_widths[-1], output_dim) if learn_noise else None
+        self.raw_uncertainty_layer = linear(feature_width, output_dim, generator)
+        self.noise_layer = (
+            linear(mean_hidden_widths[-1], output_dim, generator) if learn_noise else None
+        )
         self.min_noise_std = min_noise_std
         for module in (self.uncertainty_network, self.raw_uncertainty_layer, self.noise_layer):
-            self._initialise(module, init_scale)
+            self._initialise(module, init_scale, generator)
 
     @staticmethod
-    def _initialise(module: nn.Module | None, init_scale: float | None) -> None:
+    def _initialise(
+        module: nn.Module | None, init_scale: float | None, generator: torch.Generator | None
+    ) -> None:
         if module is None or init_scale is None:
             return
         with torch.no_grad():
             for parameter in module.parameters():
-                parameter.uniform_(-init_scale, init_scale)
+                parameter.uniform_(-init_scale, init_scale, generator=generator)
 
     def mean_branch_modules(self) -> list[nn.Module]:
         r"""The modules trained with the prediction: the mean branch and the noise head."""

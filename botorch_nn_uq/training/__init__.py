@@ -8,7 +8,7 @@ from botorch_nn_uq.training.config import (
     TrainingResult,
 )
 from botorch_nn_uq.training.loop import l2_penalty, train_network
-from botorch_nn_uq.training.seeding import draw_seed, global_rng_generator, resolve_seed, seeded
+from botorch_nn_uq.training.seeding import draw_seed, resolve_seed, seeded
 
 __all__ = [
     "OPTIMIZERS",
@@ -17,7 +17,6 @@ __all__ = [
     "TrainingConfig",
     "TrainingResult",
     "draw_seed",
-    "global_rng_generator",
     "l2_penalty",
     "resolve_seed",
     "seeded",

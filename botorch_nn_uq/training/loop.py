@@ -53,6 +53,7 @@ def train_network(
     validation_loss_fn: Callable[[], Tensor] | None = None,
     progress: bool = False,
     description: str = "training",
+    generator: torch.Generator | None = None,
     member_generators: Sequence[torch.Generator] | None = None,
     member_learning_rates: Tensor | None = None,
     member_early_stopping_patience: Tensor | None = None,
@@ -61,9 +62,11 @@ def train_network(
     r"""Train ``module`` by minimising ``loss_fn`` and keep the best weights.
 
     Every model of the package trains through this function; models differ only in
-    the loss they pass. Randomness (mini-batch order, dropout) comes from torch's
-    global RNG, which :meth:`NeuralSurrogateModel.fit` seeds. Training runs on the
-    caller's torch threads (see the module's description).
+    the loss they pass. The loop's own randomness is the mini-batch order, drawn from
+    ``generator`` (one network) or ``member_generators`` (member mode); any other
+    randomness of a step (dropout masks, artificial inputs) is the loss's, which draws
+    it from the generator it was given. Training runs on the caller's torch threads (see
+    the module's description).
 
     Best weights: the monitored loss is the validation loss if ``validation_loss_fn``
     is given, else the training loss. In full-batch mode the loss of each step is
@@ -99,6 +102,8 @@ def train_network(
             ``K``-vector in member mode), evaluated without gradients once per epoch.
         progress: Show a tqdm progress bar.
         description: The progress bar's label.
+        generator: The source of one network's mini-batch order; ``None`` draws from
+            torch's global generator. Member mode takes ``member_generators`` instead.
         member_generators: One ``torch.Generator`` per member for its mini-batch order;
             switches on member mode.
         member_learning_rates: Optional ``K``-vector of per-member learning rates (member
@@ -125,8 +130,13 @@ def train_network(
         given = [name for name, value in member_options.items() if value is not None]
         if given:
             raise ValueError(f"{', '.join(given)} need member mode (member_generators).")
-        network = _OneNetwork(module, loss_fn, config)
+        network = _OneNetwork(module, loss_fn, config, generator)
     else:
+        if generator is not None:
+            raise ValueError(
+                "In member mode each member's mini-batch order comes from its own "
+                "generator (member_generators); generator orders one network's."
+            )
         network = _StackedMembers(
             module,
             loss_fn,
@@ -213,14 +223,15 @@ class _TrainedNetworks(ABC):
 
 
 class _OneNetwork(_TrainedNetworks):
-    r"""One plain network (``K = 1``): its mini-batch order comes from torch's global
-    RNG, and a non-finite loss ends training."""
+    r"""One plain network (``K = 1``): its mini-batch order comes from ``generator``
+    (``None``: torch's global generator), and a non-finite loss ends training."""
 
     def __init__(
         self,
         module: nn.Module,
         loss_fn: Callable[[Tensor | None], Tensor],
         config: TrainingConfig,
+        generator: torch.Generator | None,
     ) -> None:
         super().__init__(
             module,
@@ -230,9 +241,10 @@ class _OneNetwork(_TrainedNetworks):
             lr_reduction_patience=_counts(config.lr_reduction_patience, 1),
         )
         self._best_state: dict[str, Tensor] | None = None
+        self._generator = generator
 
     def shuffle(self, num_data: int) -> Tensor:
-        return torch.randperm(num_data)
+        return torch.randperm(num_data, generator=self._generator)
 
     def update(self, optimizer: torch.optim.Optimizer, losses: Tensor, diverged: Tensor) -> None:
         losses.backward()

@@ -12,7 +12,13 @@ from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.loop import train_network
 
 
-def member_row_losses(network: BatchedMLP, X: Tensor, Y: Tensor, per_member: bool) -> Tensor:
+def member_row_losses(
+    network: BatchedMLP,
+    X: Tensor,
+    Y: Tensor,
+    per_member: bool,
+    generator: torch.Generator | None = None,
+) -> Tensor:
     r"""Per-member, per-row losses: squared error (mean-only members, averaged over
     outputs) or the Gaussian negative log-likelihood ``0.5 log(2 pi sigma^2) + (y -
     mu)^2 / (2 sigma^2)`` (Gaussian heads, summed over outputs).
@@ -22,11 +28,13 @@ def member_row_losses(network: BatchedMLP, X: Tensor, Y: Tensor, per_member: boo
         X: ``n x d`` inputs shared by all members, or ``K x n x d`` with ``per_member``.
         Y: ``n x m`` targets, or ``K x n x m`` with ``per_member``.
         per_member: Whether ``X`` and ``Y`` hold one row set per member.
+        generator: The source of the training-time dropout masks; ``None`` draws from
+            torch's global generator.
 
     Returns:
         A ``K x n`` tensor of losses.
     """
-    output = network(X, per_member=per_member)
+    output = network(X, per_member=per_member, generator=generator)
     residuals = output.mean - Y
     if output.std is None:
         return residuals.pow(2).mean(-1)
@@ -47,6 +55,7 @@ def fit_members(
     learning_rates: Tensor | None = None,
     early_stopping_patience: Tensor | None = None,
     lr_reduction_patience: Tensor | None = None,
+    dropout_generator: torch.Generator | None = None,
     progress: bool = False,
     description: str = "ensemble members",
 ) -> TrainingResult:
@@ -57,7 +66,8 @@ def fit_members(
     and biases). Its mini-batch order comes from its own generator
     (:meth:`BatchedMLP.member_generators`), so the result equals training each member
     alone with the same seed (up to floating-point summation order), except for
-    training-time dropout masks, which come from torch's global RNG in one draw.
+    training-time dropout masks, which come from ``dropout_generator`` in one draw for
+    all members.
 
     Per-member data (bootstraps, cross-validation folds, hold-out sets) are expressed as
     row weights over the same ``n`` rows: a weight is a row's multiplicity in that
@@ -81,6 +91,8 @@ def fit_members(
             patience.
         lr_reduction_patience: Optional ``K``-vector of per-member plateau patience of
             the learning-rate reduction (factor ``config.lr_reduction_factor``).
+        dropout_generator: The source of the training-time dropout masks (members with
+            positive dropout rates); ``None`` draws from torch's global generator.
         progress: Show a progress bar.
         description: The progress bar's label.
 
@@ -113,11 +125,17 @@ def fit_members(
 
     def loss(indices: Tensor | None) -> Tensor:
         if indices is None:
-            row_losses = member_row_losses(network, train_X, train_Y, per_member=False)
+            row_losses = member_row_losses(
+                network, train_X, train_Y, per_member=False, generator=dropout_generator
+            )
             weights = row_weights
         else:
             row_losses = member_row_losses(
-                network, train_X[indices], train_Y[indices], per_member=True
+                network,
+                train_X[indices],
+                train_Y[indices],
+                per_member=True,
+                generator=dropout_generator,
             )
             weights = row_weights.gather(1, indices)
         data_loss = _weighted_sum(row_losses, weights) / weights.sum(-1).clamp_min(1e-12)

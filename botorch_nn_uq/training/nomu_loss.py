@@ -100,18 +100,24 @@ def nomu_loss(
     return loss
 
 
-def artificial_inputs(box: Tensor, num_points: int) -> Tensor:
-    r"""``num_points`` inputs drawn iid uniformly from ``box`` with torch's global RNG
-    (called at every gradient step, so the inputs change from step to step).
+def artificial_inputs(
+    box: Tensor, num_points: int, generator: torch.Generator | None = None
+) -> Tensor:
+    r"""``num_points`` inputs drawn iid uniformly from ``box`` (called at every gradient
+    step, so the inputs change from step to step).
 
     Args:
         box: A ``2 x d`` tensor of lower and upper corners.
         num_points: The number ``l`` of points.
+        generator: The source of the points; ``None`` draws from torch's global
+            generator.
 
     Returns:
         An ``l x d`` tensor in ``box``'s dtype and device.
     """
-    unit = torch.rand(num_points, box.shape[-1], dtype=box.dtype, device=box.device)
+    unit = torch.rand(
+        num_points, box.shape[-1], dtype=box.dtype, device=box.device, generator=generator
+    )
     return box[0] + (box[1] - box[0]) * unit
 
 

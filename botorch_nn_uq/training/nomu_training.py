@@ -76,12 +76,13 @@ def train_nomu_network(
     l2_regularization: float,
     uncertainty_l2_regularization: float | None = None,
     train_mean: bool = True,
+    generator: torch.Generator | None = None,
     progress: bool = False,
 ) -> TrainingResult:
     r"""Train ``network`` in place on NOMU's loss plus its L2 penalty.
 
     Every gradient step draws ``num_artificial_points`` fresh artificial inputs from
-    ``artificial_input_box`` (torch's global RNG). Without a noise head the whole network
+    ``artificial_input_box``. Without a noise head the whole network
     is trained in one stage on :func:`~botorch_nn_uq.training.nomu_loss.nomu_loss`. With a
     noise head (``learn_noise``, App. C.1) the mean branch and the noise head are first
     trained on the Gaussian likelihood, then frozen, and the uncertainty branch is
@@ -104,6 +105,9 @@ def train_nomu_network(
         uncertainty_l2_regularization: The uncertainty branch's own ``lambda``.
         train_mean: Include the data-fit term (a) in the one-stage loss; ``False`` for a
             frozen, pre-trained mean branch.
+        generator: The source of every random choice of the training (mini-batch order
+            and artificial inputs, drawn in the order the steps need them); ``None``
+            draws from torch's global generator.
         progress: Show a progress bar.
 
     Returns:
@@ -118,7 +122,7 @@ def train_nomu_network(
 
         def loss(indices: Tensor | None) -> Tensor:
             X, Y = rows(indices)
-            artificial = artificial_inputs(artificial_input_box, num_artificial_points)
+            artificial = artificial_inputs(artificial_input_box, num_artificial_points, generator)
             output = network(torch.cat([X, artificial]))
             batch = X.shape[0]
             return nomu_loss(
@@ -132,7 +136,15 @@ def train_nomu_network(
                 stable=stable_loss,
             ) + nomu_l2_penalty(network, l2_regularization, uncertainty_l2_regularization)
 
-        return train_network(network, loss, num_data, config, progress=progress, description="NOMU")
+        return train_network(
+            network,
+            loss,
+            num_data,
+            config,
+            progress=progress,
+            description="NOMU",
+            generator=generator,
+        )
 
     def noise_loss(indices: Tensor | None) -> Tensor:
         X, Y = rows(indices)
@@ -149,6 +161,7 @@ def train_nomu_network(
             config,
             progress=progress,
             description="NOMU mean and noise",
+            generator=generator,
         )
     with torch.no_grad():
         noise_std = network(train_X).noise_std
@@ -159,7 +172,7 @@ def train_nomu_network(
 
     def uncertainty_loss(indices: Tensor | None) -> Tensor:
         X, _ = rows(indices)
-        artificial = artificial_inputs(artificial_input_box, num_artificial_points)
+        artificial = artificial_inputs(artificial_input_box, num_artificial_points, generator)
         raw = network(torch.cat([X, artificial])).raw_uncertainty
         batch = X.shape[0]
         return nomu_loss(
@@ -187,4 +200,5 @@ def train_nomu_network(
             config,
             progress=progress,
             description="NOMU uncertainty",
+            generator=generator,
         )

@@ -1,4 +1,16 @@
-"""Seed handling: every fit is reproducible from one integer seed."""
+"""Seed handling: every fit is reproducible from one integer seed.
+
+Randomness travels with the data: :meth:`NeuralSurrogateModel.fit
+<botorch_nn_uq.models.base.NeuralSurrogateModel.fit>` turns its seed into a
+``torch.Generator`` and hands it down to everything that draws (network initialisation,
+mini-batch order, dropout masks, validation splits, member seeds, search decisions,
+NOMU's artificial inputs, NEON's epistemic indices, in a fixed order), so the library
+draws nothing from torch's global generator during a fit. A fit touches the global
+generator in two ways only: :func:`resolve_seed` draws the seed of an unseeded fit from
+it (so that ``torch.manual_seed`` before ``fit()`` makes the fit reproducible), and
+:func:`seeded` fixes it, and restores it afterwards, around third-party calls that draw
+from it and take no generator (BoTorch's ``fit_gpytorch_mll`` fitting a GP).
+"""
 
 from __future__ import annotations
 
@@ -47,31 +59,3 @@ def seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         yield
-
-
-@contextmanager
-def global_rng_generator() -> Iterator[torch.Generator]:
-    r"""A CPU :class:`torch.Generator` that continues torch's global random stream.
-
-    The generator starts from the global CPU RNG's state and, when the block ends (also
-    on an exception), the global RNG resumes from the generator's state: drawing from
-    the generator inside the block is exactly drawing from the global RNG. This lets a
-    function that takes an explicit generator be called where the randomness comes from
-    torch's global RNG (seeded, e.g., with :func:`seeded`) without changing a single
-    drawn value. The global RNG must not be drawn from inside the block.
-
-    Example:
-        >>> _ = torch.manual_seed(0)
-        >>> with global_rng_generator() as generator:
-        ...     a = torch.rand(2, generator=generator)
-        >>> b = torch.rand(2)
-        >>> _ = torch.manual_seed(0)
-        >>> torch.equal(a, torch.rand(2)) and torch.equal(b, torch.rand(2))
-        True
-    """
-    generator = torch.Generator()
-    generator.set_state(torch.random.get_rng_state())
-    try:
-        yield generator
-    finally:
-        torch.random.set_rng_state(generator.get_state())

@@ -61,6 +61,17 @@ def test_cross_validation_validates_every_row_exactly_once() -> None:
     assert torch.equal(splits.validation_rows, torch.arange(23))
 
 
+@pytest.mark.parametrize("scheme", ["cross-validation", "holdout"])
+def test_splits_come_from_the_generator(scheme) -> None:
+    state = torch.random.get_rng_state()
+    first = make_validation_splits(20, scheme, generator=torch.Generator().manual_seed(1))
+    again = make_validation_splits(20, scheme, generator=torch.Generator().manual_seed(1))
+    other = make_validation_splits(20, scheme, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(first.validation_weights, again.validation_weights)
+    assert not torch.equal(first.validation_weights, other.validation_weights)
+
+
 def test_holdout_and_auto_schemes() -> None:
     torch.manual_seed(0)
     holdout = make_validation_splits(50, "holdout", validation_fraction=0.2)

@@ -14,7 +14,6 @@ from botorch_nn_uq.models import HyperDeepEnsemble, MemberEnsemble
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.config import TrainingConfig
 from botorch_nn_uq.training.members import fit_members
-from botorch_nn_uq.training.seeding import seeded
 
 ARCHITECTURE = MemberArchitecture(
     input_dim=1, output_dim=1, hidden_widths=(16,), activation="tanh", gaussian_head=True,
@@ -32,15 +31,22 @@ def _data(n: int = 24) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _search(seed: int = 0, **kwargs):
     X, Y = _data()
-    with seeded(seed):
-        return search_hyper_deep_ensemble(
-            X, Y, ARCHITECTURE, CONFIG, ensemble_size=3, num_candidates=6, num_folds=3, **kwargs
-        )
+    return search_hyper_deep_ensemble(
+        X,
+        Y,
+        ARCHITECTURE,
+        CONFIG,
+        generator=torch.Generator().manual_seed(seed),
+        ensemble_size=3,
+        num_candidates=6,
+        num_folds=3,
+        **kwargs,
+    )
 
 
 def test_search_space_samples_log_uniformly_within_the_ranges() -> None:
     space = HyperDeepSearchSpace(l2_regularization=(1e-8, 1e-4), dropout=(0.01, 0.5))
-    samples = space.sample(torch.Generator().manual_seed(0), 20000)
+    samples = space.sample(20000, torch.Generator().manual_seed(0))
     for name, (low, high) in [
         ("l2_regularization", space.l2_regularization),
         ("dropout", space.dropout),
@@ -55,10 +61,10 @@ def test_search_space_samples_log_uniformly_within_the_ranges() -> None:
 
 def test_search_space_sampling_depends_on_the_generator_alone() -> None:
     space = HyperDeepSearchSpace()
-    first = space.sample(torch.Generator().manual_seed(3), 5)
+    first = space.sample(5, torch.Generator().manual_seed(3))
     torch.rand(10)  # the global RNG plays no part
-    again = space.sample(torch.Generator().manual_seed(3), 5)
-    other = space.sample(torch.Generator().manual_seed(4), 5)
+    again = space.sample(5, torch.Generator().manual_seed(3))
+    other = space.sample(5, torch.Generator().manual_seed(4))
     assert all(torch.equal(first[name], again[name]) for name in first)
     assert not torch.equal(first["dropout"], other["dropout"])
 
@@ -103,7 +109,8 @@ def test_search_records_both_stages_and_stratifies_the_selected_configurations()
 
 
 def test_final_members_are_refitted_on_all_rows_with_their_own_configuration() -> None:
-    # Dropout masks come from the global RNG; a negligible rate makes them all ones.
+    # Dropout masks come from the search's generator, far along its stream; a negligible
+    # rate makes them all ones.
     search = _search(search_space=HyperDeepSearchSpace(dropout=(1e-12, 1e-12)))
     X, Y = _data()
     second = {r.seed: r for r in search.candidates if r.stage == "stratified"}

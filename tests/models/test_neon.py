@@ -13,7 +13,6 @@ from botorch.models.transforms import Standardize
 
 from botorch_nn_uq.models import NEON, NEONHyperparameters
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
-from botorch_nn_uq.training.seeding import seeded
 
 DTYPE = torch.float64
 FAST = {
@@ -167,8 +166,9 @@ def test_epistemic_spread_is_larger_away_from_the_data(scalar_model):
 
 def test_the_prior_is_never_trained(scalar_model):
     train_X, train_Y = scalar_model.transformed_training_data()
-    with seeded(scalar_model.fit_seed):
-        initial = scalar_model._build_network(train_X.shape[-1], train_Y.shape[-1]).to(DTYPE)
+    generator = torch.Generator().manual_seed(scalar_model.fit_seed)
+    initial = scalar_model._build_network(train_X.shape[-1], train_Y.shape[-1], generator)
+    initial = initial.to(DTYPE)
     trained, fresh = scalar_model.network.epinet, initial.epinet
     for after, before in zip(trained.prior.parameters(), fresh.prior.parameters(), strict=True):
         assert torch.equal(after, before)

@@ -12,7 +12,6 @@ from botorch_nn_uq.nn.nomu import NOMUNetwork, build_mlp, nomu_readout
 from botorch_nn_uq.posteriors import GaussianMarginalPosterior
 from botorch_nn_uq.training import nomu_training
 from botorch_nn_uq.training.nomu_loss import artificial_inputs, nomu_loss
-from botorch_nn_uq.training.seeding import seeded
 
 DTYPE = torch.float64
 TINY = {"mean_widths": (8, 8), "uncertainty_widths": (4,), "num_artificial_points": 16}
@@ -33,9 +32,9 @@ def test_training_loss_is_the_nomu_loss_by_hand() -> None:
     model = NOMU(train_X, train_Y, bounds=bounds, stable_loss=False, epochs=1, **settings)
     model.fit(seed=3)
     # Replay the fit's random stream: network initialisation, then the artificial inputs.
-    with seeded(3):
-        network = model._build_network(1, 1).to(DTYPE)
-        artificial = artificial_inputs(bounds, settings["num_artificial_points"])
+    generator = torch.Generator().manual_seed(3)
+    network = model._build_network(1, 1, generator).to(DTYPE)
+    artificial = artificial_inputs(bounds, settings["num_artificial_points"], generator)
     with torch.no_grad():
         at_data, at_artificial = network(train_X), network(artificial)
         fit = ((at_data.mean - train_Y) ** 2).sum()
@@ -70,8 +69,8 @@ def test_readout_of_the_posterior() -> None:
 def test_artificial_inputs_are_redrawn_every_step_inside_the_enlarged_box(monkeypatch) -> None:
     draws = []
 
-    def recording(box, num_points):
-        points = artificial_inputs(box, num_points)
+    def recording(box, num_points, generator):
+        points = artificial_inputs(box, num_points, generator)
         draws.append(points)
         return points
 
@@ -139,8 +138,8 @@ def test_pretrained_mean_network_mode_trains_only_the_uncertainty_network() -> N
     X = torch.rand(5, 1, 1, dtype=DTYPE)
     torch.testing.assert_close(model.posterior(X).mean, pretrained(X))
     fresh = NOMU(train_X, train_Y, epochs=30, **TINY)
-    with seeded(0):
-        initial = fresh._build_network(1, 1).to(DTYPE).uncertainty_network.state_dict()
+    initial = fresh._build_network(1, 1, torch.Generator().manual_seed(0))
+    initial = initial.to(DTYPE).uncertainty_network.state_dict()
     fresh.fit(seed=0)
     trained = fresh.network.uncertainty_network.state_dict()
     assert any(not torch.equal(trained[k], initial[k]) for k in initial)

@@ -187,6 +187,17 @@ def test_dropout_only_in_train_mode():
     assert not torch.allclose(noisy, network(X).mean)
 
 
+def test_dropout_masks_come_from_the_generator():
+    network = _network(dropout=0.5).train()
+    X = _inputs((8, 3))
+    state = torch.random.get_rng_state()
+    first = network(X, generator=torch.Generator().manual_seed(1)).mean
+    again = network(X, generator=torch.Generator().manual_seed(1)).mean
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(first, again)
+    assert not torch.equal(first, network(X, generator=torch.Generator().manual_seed(2)).mean)
+
+
 def test_dropout_keeps_units_at_each_members_rate_and_rescales_them():
     rates = torch.tensor([0.1, 0.5, 0.8])
     width = 4000

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP, make_activation
+from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP, dropout, make_activation
 
 DTYPE = torch.float64
 
@@ -96,14 +96,46 @@ def test_zero_dropout_gives_masks_of_ones():
         assert torch.equal(mask, torch.ones_like(mask))
 
 
-def test_masks_follow_the_global_rng():
+def test_masks_follow_the_generator_and_without_one_the_global_rng():
     network = _network()
     torch.manual_seed(9)
-    first = network.sample_masks(3)
-    torch.manual_seed(9)
-    second = network.sample_masks(3)
-    for a, b in zip(first, second, strict=True):
-        assert torch.equal(a, b)
+    from_global = network.sample_masks(3)
+    state = torch.random.get_rng_state()
+    first = network.sample_masks(3, torch.Generator().manual_seed(9))
+    second = network.sample_masks(3, torch.Generator().manual_seed(9))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    for a, b, c in zip(first, second, from_global, strict=True):
+        assert torch.equal(a, b) and torch.equal(a, c)
+
+
+def test_a_generator_builds_the_network_that_the_seeded_global_rng_builds():
+    torch.manual_seed(3)
+    expected = DropoutMLP(3, 2, (5, 4))
+    state = torch.random.get_rng_state()
+    network = DropoutMLP(3, 2, (5, 4), generator=torch.Generator().manual_seed(3))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    for actual, wanted in zip(network.parameters(), expected.parameters(), strict=True):
+        assert torch.equal(actual, wanted)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_dropout_equals_torch_dropout_with_the_same_seed(p, dtype):
+    X = _inputs((6, 40)).to(dtype)
+    torch.manual_seed(5)
+    expected = nn.functional.dropout(X, p, training=True)
+    assert torch.equal(dropout(X, p, torch.Generator().manual_seed(5)), expected)
+
+
+def test_training_mode_dropout_draws_its_masks_from_the_generator():
+    network = _network(dropout=0.5).train()
+    X = _inputs((8, 3))
+    state = torch.random.get_rng_state()
+    first = network(X, generator=torch.Generator().manual_seed(2))
+    again = network(X, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(first, again)
+    assert not torch.equal(first, network(X, generator=torch.Generator().manual_seed(3)))
 
 
 def test_eval_mode_is_deterministic_and_train_mode_is_stochastic():

@@ -65,6 +65,34 @@ def _gelu(X):
     return nn.functional.gelu(X)
 
 
+@pytest.mark.parametrize("fourier_scale", [None, 2.0])
+def test_a_generator_builds_the_network_that_the_seeded_global_rng_builds(fourier_scale):
+    settings = {
+        "input_dim": 3,
+        "output_dim": 2,
+        "encoder_widths": (8, 7),
+        "latent_dim": 12,
+        "decoder_depth": 3,
+        "decoder_width": 6,
+        "query_dim": 2,
+        "fourier_scale": fourier_scale,
+    }
+
+    def build(generator):
+        backbone = OperatorBackbone(**settings, generator=generator)
+        epinet = EpiNet(backbone.feature_dim, 2, 4, (6, 5), (5, 5), 0.7, generator=generator)
+        return EpistemicOperatorNetwork(backbone, epinet)
+
+    torch.manual_seed(6)
+    expected = build(None)
+    state = torch.random.get_rng_state()
+    network = build(torch.Generator().manual_seed(6))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert network.epinet.prior.member_seeds == expected.epinet.prior.member_seeds
+    for actual, wanted in zip(network.parameters(), expected.parameters(), strict=True):
+        assert torch.equal(actual, wanted)
+
+
 # ---------------------------------------------------------------------------
 # FactorizedLinear
 
@@ -436,7 +464,7 @@ def test_paper_parameter_counts(preset, num_channels, trainable, prior):
         num_channels=num_channels,
         **dataclasses.asdict(hyperparameters),
     )
-    network = model._build_network(4, 12 * num_channels)
+    network = model._build_network(4, 12 * num_channels, torch.Generator())
     assert count_parameters(network) == trainable
     assert count_parameters(network, trainable_only=False) == trainable + prior
     # The same from the nn classes with the table's values.

@@ -19,6 +19,19 @@ def _inputs(*shape: int) -> torch.Tensor:
     return torch.rand(*shape, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
 
 
+@pytest.mark.parametrize("init_scale", [0.05, None])
+def test_a_generator_builds_the_network_that_the_seeded_global_rng_builds(init_scale) -> None:
+    settings = {"mean_widths": (6, 5), "uncertainty_widths": (4,), "learn_noise": True}
+    torch.manual_seed(3)
+    expected = NOMUNetwork(3, 2, init_scale=init_scale, **settings)
+    state = torch.random.get_rng_state()
+    generator = torch.Generator().manual_seed(3)
+    network = NOMUNetwork(3, 2, init_scale=init_scale, generator=generator, **settings)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    for actual, wanted in zip(network.parameters(), expected.parameters(), strict=True):
+        assert torch.equal(actual, wanted)
+
+
 @pytest.mark.parametrize("batch_shape", [(), (4,), (2, 3)])
 def test_output_shapes(batch_shape) -> None:
     output = _network(learn_noise=True)(_inputs(*batch_shape, 7, 3))

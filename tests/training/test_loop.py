@@ -267,6 +267,42 @@ def test_minibatches_visit_every_row_once_per_epoch():
     assert not torch.equal(epochs[0], epochs[1]) or not torch.equal(epochs[1], epochs[2])
 
 
+def test_the_generator_orders_the_minibatches():
+    module = Vector([1.0])
+
+    def batch_orders(generator):
+        batches = []
+
+        def loss_fn(indices):
+            batches.append(indices.clone())
+            return (module.theta**2).sum()
+
+        config = TrainingConfig(epochs=2, learning_rate=0.01, batch_size=3, optimizer="sgd")
+        train_network(module, loss_fn, 10, config, generator=generator)
+        return torch.cat(batches)
+
+    state = torch.random.get_rng_state()
+    first = batch_orders(torch.Generator().manual_seed(4))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    expected = torch.Generator().manual_seed(4)
+    wanted = torch.cat([torch.randperm(10, generator=expected) for _ in range(2)])
+    assert torch.equal(first, wanted)
+    assert not torch.equal(first, batch_orders(torch.Generator().manual_seed(5)))
+
+
+def test_member_mode_takes_member_generators_not_a_generator():
+    module = Vector([[1.0], [2.0]])
+    with pytest.raises(ValueError, match="member_generators"):
+        train_network(
+            module,
+            lambda _: (module.theta**2).sum(-1),
+            1,
+            TrainingConfig(epochs=1),
+            generator=torch.Generator(),
+            member_generators=[torch.Generator(), torch.Generator()],
+        )
+
+
 def test_minibatch_epoch_loss_is_the_row_weighted_mean():
     module = Vector([1.0])
     row_losses = torch.arange(10, dtype=DTYPE) ** 2

@@ -89,6 +89,16 @@ def test_artificial_inputs_fill_the_box() -> None:
     assert not torch.equal(artificial_inputs(box, 5), artificial_inputs(box, 5))
 
 
+def test_artificial_inputs_come_from_the_generator() -> None:
+    box = torch.tensor([[-1.0, 2.0], [1.0, 5.0]], dtype=DTYPE)
+    state = torch.random.get_rng_state()
+    first = artificial_inputs(box, 5, torch.Generator().manual_seed(1))
+    again = artificial_inputs(box, 5, torch.Generator().manual_seed(1))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(first, again)
+    assert not torch.equal(first, artificial_inputs(box, 5, torch.Generator().manual_seed(2)))
+
+
 def test_enlarge_box() -> None:
     box = torch.tensor([[-1.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
     enlarged = enlarge_box(box, 0.05)

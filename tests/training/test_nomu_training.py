@@ -10,7 +10,6 @@ from botorch_nn_uq.nn.nomu import NOMUNetwork
 from botorch_nn_uq.training import TrainingConfig, nomu_training
 from botorch_nn_uq.training.nomu_loss import artificial_inputs
 from botorch_nn_uq.training.nomu_training import nomu_l2_penalty, train_nomu_network
-from botorch_nn_uq.training.seeding import seeded
 
 DTYPE = torch.float64
 BOX = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
@@ -24,10 +23,16 @@ def _data(n: int = 6, seed: int = 0):
 
 
 def _network(learn_noise: bool = False, seed: int = 0) -> NOMUNetwork:
-    with seeded(seed):
-        return NOMUNetwork(
-            2, 1, (8, 8), (4,), activation="tanh", learn_noise=learn_noise, init_scale=None
-        ).to(DTYPE)
+    return NOMUNetwork(
+        2,
+        1,
+        (8, 8),
+        (4,),
+        activation="tanh",
+        learn_noise=learn_noise,
+        init_scale=None,
+        generator=torch.Generator().manual_seed(seed),
+    ).to(DTYPE)
 
 
 def _squares(modules) -> torch.Tensor:
@@ -49,22 +54,21 @@ def test_one_stage_loss_by_hand(train_mean: bool) -> None:
     train_X, train_Y = _data()
     network = _network()
     initial = copy.deepcopy(network)
-    with seeded(3):
-        result = train_nomu_network(
-            network,
-            train_X,
-            train_Y,
-            BOX,
-            TrainingConfig(epochs=1),
-            **LOSS,
-            num_artificial_points=16,
-            l2_regularization=1e-3,
-            uncertainty_l2_regularization=1e-1,
-            train_mean=train_mean,
-        )
+    result = train_nomu_network(
+        network,
+        train_X,
+        train_Y,
+        BOX,
+        TrainingConfig(epochs=1),
+        **LOSS,
+        num_artificial_points=16,
+        l2_regularization=1e-3,
+        uncertainty_l2_regularization=1e-1,
+        train_mean=train_mean,
+        generator=torch.Generator().manual_seed(3),
+    )
     # Replay the step's random stream: the artificial inputs are its only draw.
-    with seeded(3):
-        artificial = artificial_inputs(BOX, 16)
+    artificial = artificial_inputs(BOX, 16, torch.Generator().manual_seed(3))
     with torch.no_grad():
         at_data, at_artificial = initial(train_X), initial(artificial)
         fit = ((at_data.mean - train_Y) ** 2).sum() if train_mean else 0.0

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from botorch_nn_uq.training.seeding import draw_seed, global_rng_generator, resolve_seed, seeded
+from botorch_nn_uq.training.seeding import draw_seed, resolve_seed, seeded
 
 
 def test_same_seed_gives_the_same_random_numbers():
@@ -107,25 +107,22 @@ def test_draw_seed_comes_from_the_generator_alone():
     assert resolve_seed(draws[0]) == draws[0]
 
 
-def test_global_rng_generator_continues_the_global_stream():
-    torch.manual_seed(11)
-    torch.randn(1)  # leaves a cached normal sample in the state
-    expected = (torch.rand(3, dtype=torch.float64), torch.randint(0, 9, (4,)), torch.randn(3))
-    torch.manual_seed(11)
-    torch.randn(1)
-    with global_rng_generator() as generator:
-        drawn = torch.rand(3, dtype=torch.float64, generator=generator)
-    after = (torch.randint(0, 9, (4,)), torch.randn(3))
-    for a, b in zip(expected, (drawn, *after), strict=True):
-        assert torch.equal(a, b)
+def test_a_generator_draws_the_stream_of_the_global_generator_with_the_same_seed():
+    # Fits draw from `torch.Generator().manual_seed(seed)` what they drew from the global
+    # generator after `torch.manual_seed(seed)`: the same values for every kind of draw.
+    def draws(generator):
+        return [
+            torch.rand(3, dtype=torch.float64, generator=generator),
+            torch.randn(5, generator=generator),  # below 16: the scalar normal path
+            torch.randn(40, generator=generator),
+            torch.randint(0, 2**31 - 1, (4,), generator=generator),
+            torch.randperm(30, generator=generator),
+            torch.empty(7, 9).bernoulli_(0.7, generator=generator),
+            torch.bernoulli(torch.full((3, 20), 0.9), generator=generator),
+        ]
 
-
-def test_global_rng_generator_hands_back_the_stream_after_an_exception():
-    torch.manual_seed(2)
-    torch.rand(4)
-    expected = torch.rand(2)
-    torch.manual_seed(2)
-    with pytest.raises(RuntimeError, match="inside"), global_rng_generator() as generator:
-        torch.rand(4, generator=generator)
-        raise RuntimeError("inside")
-    assert torch.equal(torch.rand(2), expected)
+    torch.manual_seed(21)
+    expected = draws(None)
+    torch.randn(1)  # a cached normal sample in the global state must not leak
+    for actual, wanted in zip(draws(torch.Generator().manual_seed(21)), expected, strict=True):
+        assert torch.equal(actual, wanted)
