@@ -210,7 +210,6 @@ class ConformanceKit:
             samples = get_sampler(posterior, torch.Size([4]), seed=0)(posterior)
             assert samples.shape == (4,) + X.shape[:-1] + (2,)
 
-    @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
     def test_dtypes(self, entry: ConformanceEntry, dtype: torch.dtype) -> None:
         model, *_ = standard_model(entry, dtype=dtype)
         posterior = model.posterior(test_points(5, 1, dtype=dtype))

@@ -15,6 +15,8 @@ from botorch_nn_uq.models import NEON, NEONHyperparameters
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.seeding import seeded
 
+# The models here are fitted (most once per module) in float64 only: the fits are the
+# expensive part of the suite, and the conformance kit covers float32.
 DTYPE = torch.float64
 FAST = {
     "encoder_widths": (32, 32),
