@@ -32,6 +32,7 @@ from botorch_nn_uq.ensembles.search_space import (
     TrainingHyperparameters,
 )
 from botorch_nn_uq.models import AutoDEUQ, NESRandomSearch, NESRegularizedEvolution
+from tests.testing import allow_single_member_warning
 
 DTYPE = torch.float64
 HYPERPARAMETERS = TrainingHyperparameters(
@@ -554,6 +555,7 @@ class _InterruptedTraining:
         return outcomes
 
 
+@allow_single_member_warning
 @pytest.mark.parametrize("method", list(SEARCHES))
 def test_an_interrupted_search_keeps_its_trained_groups_and_resumes_exactly(
     method: str, tmp_path, monkeypatch
