@@ -10,6 +10,9 @@ from botorch.models.ensemble import EnsembleModel
 from botorch.sampling.index_sampler import IndexSampler
 from torch import Tensor
 
+# The GP the acquisition tests share is float64: BoTorch's GPs expect double precision
+# (they warn on float32 data), and its acquisition values are compared with scipy and
+# closed forms at float64 tolerances. The ensemble models below take any dtype.
 DTYPE = torch.float64
 
 

@@ -20,6 +20,7 @@ from tests.acquisition.conftest import (
     all_members_sampler,
     make_gp,
 )
+from tests.testing import seeded_rand, seeded_randn
 
 
 def plain_ei(model, best_f, maximize=True, posterior_transform=None):
@@ -34,12 +35,10 @@ def plain_ei(model, best_f, maximize=True, posterior_transform=None):
         )
 
 
-def plain_qei(model, best_f, sampler):
+def plain_qei(model, best_f, sampler, tkwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return qExpectedImprovement(
-            model, best_f=torch.tensor(best_f, dtype=DTYPE), sampler=sampler
-        )
+        return qExpectedImprovement(model, best_f=torch.tensor(best_f, **tkwargs), sampler=sampler)
 
 
 @pytest.fixture
@@ -47,11 +46,10 @@ def test_X() -> torch.Tensor:
     return torch.rand(6, 1, 2, generator=torch.Generator().manual_seed(3), dtype=DTYPE)
 
 
-def linear_ensemble(num_members: int = 16, seed: int = 0) -> LinearEnsembleModel:
+def linear_ensemble(tkwargs: dict, num_members: int = 16, seed: int = 0) -> LinearEnsembleModel:
     """Members ``w_kᵀx`` with ``w_k ∈ [−1, 1]²``: values in ``[−2, 2]`` on the unit square."""
-    generator = torch.Generator().manual_seed(seed)
-    weights = 2 * torch.rand(num_members, 2, generator=generator, dtype=DTYPE) - 1
-    return LinearEnsembleModel(weights, torch.zeros(num_members, dtype=DTYPE))
+    weights = 2 * seeded_rand(num_members, 2, seed=seed, **tkwargs) - 1
+    return LinearEnsembleModel(weights, torch.zeros(num_members, **tkwargs))
 
 
 def test_closed_form_equals_million_sample_monte_carlo(gp, test_X):
@@ -82,12 +80,12 @@ def test_difference_to_ei_is_slope_times_expected_shortfall(gp, test_X, maximize
     assert torch.allclose(exact_ei(test_X), ei, rtol=1e-9, atol=1e-15)
 
 
-def test_theorem_1_bound_for_bounded_ensemble():
-    model = linear_ensemble()
-    X = torch.rand(10, 1, 2, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+def test_theorem_1_bound_for_bounded_ensemble(tkwargs):
+    model = linear_ensemble(tkwargs)
+    X = seeded_rand(10, 1, 2, seed=1, **tkwargs)
     lower, upper, best_f = -2.0, 2.0, 0.5
     sampler = all_members_sampler(16)
-    ei = plain_qei(model, best_f, sampler)(X)
+    ei = plain_qei(model, best_f, sampler, tkwargs)(X)
     for slope in (0.1, 0.01, 1e-3):
         leaky = qLeakyExpectedImprovement(model, best_f, negative_slope=slope, sampler=sampler)(X)
         assert ((leaky - ei).abs() <= slope * (upper - lower)).all()
@@ -106,12 +104,12 @@ def test_gradient_is_non_zero_where_ei_gradient_vanishes(gp):
     assert torch.allclose(leaky_gradient, 0.01 * mean_gradient, rtol=1e-6)
 
 
-def test_q_gradient_is_non_zero_where_qei_gradient_vanishes():
-    model = linear_ensemble()
-    X = torch.tensor([[[0.2, 0.7], [0.9, 0.1]]], dtype=DTYPE, requires_grad=True)
+def test_q_gradient_is_non_zero_where_qei_gradient_vanishes(tkwargs):
+    model = linear_ensemble(tkwargs)
+    X = torch.tensor([[[0.2, 0.7], [0.9, 0.1]]], **tkwargs, requires_grad=True)
     best_f = 3.0  # above every member everywhere on the unit square
     sampler = all_members_sampler(16)
-    (qei_gradient,) = torch.autograd.grad(plain_qei(model, best_f, sampler)(X).sum(), X)
+    (qei_gradient,) = torch.autograd.grad(plain_qei(model, best_f, sampler, tkwargs)(X).sum(), X)
     (leaky_gradient,) = torch.autograd.grad(
         qLeakyExpectedImprovement(model, best_f, sampler=sampler)(X).sum(), X
     )
@@ -121,9 +119,9 @@ def test_q_gradient_is_non_zero_where_qei_gradient_vanishes():
     assert torch.allclose(leaky_gradient[0], expected)
 
 
-def test_q_leaky_ei_on_crafted_samples():
+def test_q_leaky_ei_on_crafted_samples(tkwargs):
     # Member k's value at point i is X[i, k]; best_f = 0 so improvements are X itself.
-    X = torch.tensor([[1.0, -1.0, 0.0], [2.0, -2.0, -1.0], [2.0, -3.0, 0.0]], dtype=DTYPE)
+    X = torch.tensor([[1.0, -1.0, 0.0], [2.0, -2.0, -1.0], [2.0, -3.0, 0.0]], **tkwargs)
     slope = 0.01
     acqf = qLeakyExpectedImprovement(
         CoordinateEnsembleModel(), best_f=0.0, negative_slope=slope, sampler=all_members_sampler(3)
@@ -132,13 +130,13 @@ def test_q_leaky_ei_on_crafted_samples():
     # member 1: I = (−1, −2, −3), all negative -> δ·(−6)
     # member 2: I = (0, −1, 0), maximum 0 is not positive -> δ·(−1)
     expected = ((4 + slope) + slope * -6 + slope * -1) / 3
-    assert torch.allclose(acqf(X), torch.tensor(expected, dtype=DTYPE))
+    assert torch.allclose(acqf(X), torch.tensor(expected, **tkwargs))
     # Not LeakyReLU(max_i I_i), which would give (2 + δ·(−1) + 0)/3.
-    assert not torch.allclose(acqf(X), torch.tensor((2 - slope) / 3, dtype=DTYPE))
+    assert not torch.allclose(acqf(X), torch.tensor((2 - slope) / 3, **tkwargs))
 
 
-def test_q_equal_one_reduces_to_leaky_relu_mean():
-    X = torch.randn(7, 1, 5, generator=torch.Generator().manual_seed(2), dtype=DTYPE)
+def test_q_equal_one_reduces_to_leaky_relu_mean(tkwargs):
+    X = seeded_randn(7, 1, 5, seed=2, **tkwargs)
     best_f, slope = 0.3, 0.2
     acqf = qLeakyExpectedImprovement(
         CoordinateEnsembleModel(),
@@ -158,7 +156,7 @@ def test_q_leaky_ei_with_gp_matches_analytic_for_q_equal_one(gp, test_X):
 
 
 def test_q_leaky_ei_with_ensemble_posterior_default_sampler_in_optimize_acqf(bounds):
-    model = linear_ensemble()
+    model = linear_ensemble({"dtype": DTYPE})
     acqf = qLeakyExpectedImprovement(model, best_f=1.5)
     candidates, value = optimize_acqf(acqf, bounds, q=2, num_restarts=2, raw_samples=32)
     assert candidates.shape == (2, 2)

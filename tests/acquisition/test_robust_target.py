@@ -367,10 +367,10 @@ def test_q_robust_ei_in_optimize_acqf_with_pending_points(gp, bounds):
     assert acqf(torch.rand(5, 3, 2, dtype=DTYPE)).shape == (5,)
 
 
-def test_q_robust_ei_with_ensemble_equals_member_average():
-    weights = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [-1.0, 1.0]], dtype=DTYPE)
-    model = LinearEnsembleModel(weights, torch.zeros(4, dtype=DTYPE))
-    X = torch.tensor([[[0.2, 0.9], [0.7, 0.4]]], dtype=DTYPE)
+def test_q_robust_ei_with_ensemble_equals_member_average(tkwargs):
+    weights = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [-1.0, 1.0]], **tkwargs)
+    model = LinearEnsembleModel(weights, torch.zeros(4, **tkwargs))
+    X = torch.tensor([[[0.2, 0.9], [0.7, 0.4]]], **tkwargs)
     acqf = qRobustTargetExpectedImprovement(
         model, target=0.5, best_f=0.06, aleatoric_variance=0.01, sampler=all_members_sampler(4)
     )

@@ -4,8 +4,10 @@
 import pytest
 
 from tests.benchmark_scripts import load_benchmark
+from tests.testing import allow_single_member_warning
 
 
+@allow_single_member_warning
 def test_smoke_run_writes_both_precisions_side_by_side(tmp_path) -> None:
     module = load_benchmark("hyper_deep_search_cost")
     out = tmp_path / "cost.md"

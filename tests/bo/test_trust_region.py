@@ -28,11 +28,11 @@ def test_the_region_grows_on_successes_shrinks_on_failures_and_restarts():
     assert region.best_value == pytest.approx(4.001)
 
 
-def test_the_box_is_centred_and_clipped_to_the_problem():
-    bounds = torch.tensor([[0.0, -10.0], [1.0, 10.0]], dtype=torch.float64)
+def test_the_box_is_centred_and_clipped_to_the_problem(tkwargs):
+    bounds = torch.tensor([[0.0, -10.0], [1.0, 10.0]], **tkwargs)
     region = TrustRegion(dim=2, batch_size=1, length=0.5, length_init=0.5)
-    box = region.box(torch.tensor([0.9, 0.0], dtype=torch.float64), bounds)
-    torch.testing.assert_close(box, torch.tensor([[0.65, -5.0], [1.0, 5.0]], dtype=torch.float64))
+    box = region.box(torch.tensor([0.9, 0.0], **tkwargs), bounds)
+    torch.testing.assert_close(box, torch.tensor([[0.65, -5.0], [1.0, 5.0]], **tkwargs))
     with pytest.raises(ValueError, match="length_min <= length_init <= length_max"):
         TrustRegion(dim=2, batch_size=1, length_init=2.0)
 

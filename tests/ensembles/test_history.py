@@ -28,6 +28,7 @@ from botorch_nn_uq.ensembles.history import (
 from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.ensembles.pool import CandidateSpec, PoolData, PoolSettings, TrainedCandidate
 from botorch_nn_uq.models import AutoDEUQ, NESRandomSearch, NESRegularizedEvolution
+from tests.testing import allow_single_member_warning
 
 DTYPE = torch.float64
 HYPERPARAMETERS = TrainingHyperparameters(
@@ -550,6 +551,7 @@ class _InterruptedTraining:
         return outcomes
 
 
+@allow_single_member_warning
 @pytest.mark.parametrize("method", list(SEARCHES))
 def test_an_interrupted_search_keeps_its_trained_groups_and_resumes_exactly(
     method: str, tmp_path, monkeypatch

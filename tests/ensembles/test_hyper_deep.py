@@ -14,6 +14,7 @@ from botorch_nn_uq.models import HyperDeepEnsemble, MemberEnsemble
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.config import TrainingConfig
 from botorch_nn_uq.training.members import fit_members
+from tests.testing import allow_single_member_warning
 
 ARCHITECTURE = MemberArchitecture(
     input_dim=1, output_dim=1, hidden_widths=(16,), activation="tanh", gaussian_head=True,
@@ -208,6 +209,7 @@ def test_model_rejects_warm_start_and_bad_hyperparameters() -> None:
             HyperDeepEnsemble(X, Y, **{name: 0.5})
 
 
+@allow_single_member_warning
 def test_a_step_budget_bounds_the_refit_whatever_the_data_size():
     for num_data in (100, 600):
         X = torch.rand(num_data, 3, dtype=torch.float64)

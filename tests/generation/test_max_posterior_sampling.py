@@ -8,6 +8,7 @@ from botorch.utils.sampling import draw_sobol_samples
 
 from botorch_nn_uq.models import NEON, DeepEnsemble, MCDropout
 
+# Every test fits a model: float64 only (the fits are the expensive part of the suite).
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
 BANK_SIZE = 4
 NUM_SAMPLES = 32

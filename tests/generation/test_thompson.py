@@ -15,7 +15,10 @@ from botorch_nn_uq.generation import (
 )
 from botorch_nn_uq.metrics import batch_diversity
 from botorch_nn_uq.models import DeepEnsemble, MCDropout
+from tests.testing import tolerances
 
+# The tests that fit models stay in float64 (one fit each); the candidate, slot and
+# distance helpers run in both dtypes.
 DTYPE = torch.float64
 BOUNDS = torch.tensor([[-2.0, 0.0, 0.0], [2.0, 1.0, 3.0]], dtype=DTYPE)
 
@@ -40,26 +43,28 @@ def ensemble():
     )
 
 
-def test_candidates_lie_in_the_box_and_local_ones_change_few_coordinates():
-    bounds = torch.tensor([[0.0] * 100, [1.0] * 100], dtype=DTYPE)
-    center = torch.full((1, 100), 0.5, dtype=DTYPE)
+def test_candidates_lie_in_the_box_and_local_ones_change_few_coordinates(tkwargs):
+    bounds = torch.tensor([[0.0] * 100, [1.0] * 100], **tkwargs)
+    center = torch.full((1, 100), 0.5, **tkwargs)
     candidates = thompson_candidates(bounds, 400, centers=center, local_fraction=0.5, seed=1)
-    assert candidates.shape == (400, 100) and candidates.dtype == DTYPE
+    assert candidates.shape == (400, 100) and candidates.dtype == tkwargs["dtype"]
+    assert candidates.device == tkwargs["device"]
     assert ((candidates >= 0) & (candidates <= 1)).all()
     local = candidates[200:]
-    changed = (local != 0.5).sum(-1).to(DTYPE)
+    changed = (local != 0.5).sum(-1).to(tkwargs["dtype"])
     # Each coordinate moves with probability 20 / d, and at least one always moves.
     assert changed.min() >= 1 and 15 < changed.mean() < 25
-    assert (local - 0.5).abs().max() <= 0.2 + 1e-12
+    assert (local - 0.5).abs().max() <= 0.2 + tolerances(tkwargs["dtype"])["atol"]
     assert torch.equal(candidates, thompson_candidates(bounds, 400, centers=center, seed=1))
     assert not torch.equal(candidates, thompson_candidates(bounds, 400, centers=center, seed=2))
 
 
-def test_slots_spread_over_the_whole_bank_before_repeating_a_function():
-    functions = slot_functions(torch.ones(5), q=23, seed=0)
+def test_slots_spread_over_the_whole_bank_before_repeating_a_function(tkwargs):
+    functions = slot_functions(torch.ones(5, **tkwargs), q=23, seed=0)
     counts = torch.bincount(functions, minlength=5)
     assert counts.min() >= 4 and counts.max() <= 5 and counts.sum() == 23
-    weighted = torch.bincount(slot_functions(torch.tensor([3.0, 1.0]), q=40, seed=0), minlength=2)
+    weights = torch.tensor([3.0, 1.0], **tkwargs)
+    weighted = torch.bincount(slot_functions(weights, q=40, seed=0), minlength=2)
     assert weighted.tolist() == [30, 10]
 
 
@@ -146,10 +151,10 @@ def test_chunked_scores_equal_one_pass_over_all_candidates(ensemble):
     torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-12)
 
 
-def test_distances_to_evaluated_points_are_exact_across_chunks():
+def test_distances_to_evaluated_points_are_exact_across_chunks(tkwargs):
     from botorch_nn_uq.generation.thompson import _distance_to_nearest
 
-    points, others = torch.rand(50, 4, dtype=DTYPE), torch.rand(33, 4, dtype=DTYPE)
+    points, others = torch.rand(50, 4, **tkwargs), torch.rand(33, 4, **tkwargs)
     expected = torch.cdist(points, others).min(dim=-1).values
     torch.testing.assert_close(_distance_to_nearest(points, others, chunk_size=7), expected)
 
@@ -163,6 +168,7 @@ def test_independent_marginals_are_refused_with_a_clear_error():
         batch_thompson_sampling(nomu, BOUNDS, 3, num_candidates=16)
 
 
+# float64 only: the rounding of this particular box is a float64 one.
 def test_candidates_on_the_upper_face_stay_inside_an_inexact_box():
     # lower + (upper - lower) * 1 rounds to 5.120000000000001 for this lower bound.
     bounds = torch.tensor([[-3.9362445906816426] * 5, [5.12] * 5], dtype=DTYPE)

@@ -38,6 +38,7 @@ from botorch_nn_uq.models import (
     NESRegularizedEvolution,
     NeuralSurrogateModel,
 )
+from tests.testing import allow_single_member_warning
 
 NUM_SOBOL = 3
 NUM_BOTORCH = 2
@@ -173,6 +174,10 @@ def test_ax_dispatches_fits_of_every_model_to_the_package() -> None:
         assert fit_botorch_model.dispatch(model_class) is fit_neural_surrogate
 
 
+# A searched ensemble on these few points may keep a single member, whose zero posterior
+# variance makes the log-likelihood of Ax's best-point diagnostics divide by zero.
+@allow_single_member_warning
+@pytest.mark.filterwarnings("ignore:divide by zero encountered in divide:RuntimeWarning:scipy")
 @pytest.mark.parametrize("model_class", list(MODEL_OPTIONS), ids=lambda cls: cls.__name__)
 def test_a_client_loop_trains_the_model_on_every_botorch_trial(model_class, fits) -> None:
     options = MODEL_OPTIONS[model_class]
@@ -201,6 +206,11 @@ def test_a_client_loop_trains_the_model_on_every_botorch_trial(model_class, fits
     assert set(parameters) == {"x0", "x1"}
 
 
+# Ax advises objective thresholds for multi-objective runs; this one leaves them to Ax.
+@pytest.mark.filterwarnings(
+    "ignore:Encountered a `MultiObjective` without objective thresholds"
+    ":ax.exceptions.core.AxOptimizationWarning"
+)
 def test_a_multi_objective_client_loop_trains_a_model_per_objective(fits) -> None:
     options = MODEL_OPTIONS[DeepEnsemble]
     client = _client(

@@ -3,6 +3,7 @@
 import pytest
 import torch
 from botorch.exceptions.errors import UnsupportedError
+from botorch.exceptions.warnings import InputDataWarning
 from botorch.models.transforms.outcome import Log
 
 from botorch_nn_uq.models import MCDropout
@@ -19,7 +20,10 @@ def _data(n: int = 16):
 
 def test_non_finite_loss_stops_fit_with_clear_error() -> None:
     train_X, train_Y = _data()
-    with pytest.raises(NonFiniteLossError, match="training loss became inf"):
+    with (
+        pytest.raises(NonFiniteLossError, match="training loss became inf"),
+        pytest.warns(InputDataWarning, match="magnitudes up to"),
+    ):
         MCDropout(train_X, train_Y * 1e200, **FAST).fit(seed=0)
 
 

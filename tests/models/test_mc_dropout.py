@@ -5,20 +5,26 @@ from botorch_nn_uq.models import MCDropout, MCDropoutHyperparameters
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
 
 
-def _one_dimensional_data(n: int = 12, noise: float = 0.0, seed: int = 0):
+def _one_dimensional_data(
+    n: int = 12, noise: float = 0.0, seed: int = 0, dtype: torch.dtype = torch.float64
+):
     generator = torch.Generator().manual_seed(seed)
     train_X = 0.4 * torch.rand(n, 1, generator=generator, dtype=torch.float64)
     train_Y = torch.sin(8 * train_X) + noise * torch.randn(n, 1, generator=generator).double()
-    return train_X, train_Y
+    return train_X.to(dtype), train_Y.to(dtype)
 
 
-def test_posterior_is_the_fixed_bank_of_thinned_networks() -> None:
-    train_X, train_Y = _one_dimensional_data()
+# The tests whose fits are short run in both dtypes; the longer fits (hundreds of epochs)
+# stay in float64.
+
+
+def test_posterior_is_the_fixed_bank_of_thinned_networks(dtype: torch.dtype) -> None:
+    train_X, train_Y = _one_dimensional_data(dtype=dtype)
     model = MCDropout(train_X, train_Y, num_masks=10, epochs=100).fit(seed=0)
-    X = torch.linspace(0, 1, 7, dtype=torch.float64).view(7, 1, 1)
+    X = torch.linspace(0, 1, 7, dtype=dtype).view(7, 1, 1)
     posterior = model.posterior(X)
     assert isinstance(posterior, FunctionEnsemblePosterior)
-    assert posterior.values.shape == (7, 10, 1, 1)
+    assert posterior.values.shape == (7, 10, 1, 1) and posterior.dtype == dtype
     torch.testing.assert_close(model.posterior(X).values, posterior.values, rtol=0, atol=0)
     masks = model.masks
     for k in range(10):
@@ -65,7 +71,7 @@ def test_invalid_hyperparameters(field: str, value, message: str) -> None:
         MCDropoutHyperparameters(**{field: value})
 
 
-def test_mini_batch_training_runs() -> None:
-    train_X, train_Y = _one_dimensional_data(n=20)
+def test_mini_batch_training_runs(dtype: torch.dtype) -> None:
+    train_X, train_Y = _one_dimensional_data(n=20, dtype=dtype)
     model = MCDropout(train_X, train_Y, epochs=5, batch_size=8).fit(seed=0)
     assert model.training_result.epochs_run == 5

@@ -14,6 +14,8 @@ from botorch.models.transforms import Standardize
 from botorch_nn_uq.models import NEON, NEONHyperparameters
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
 
+# The models here are fitted (most once per module) in float64 only: the fits are the
+# expensive part of the suite, and the conformance kit covers float32.
 DTYPE = torch.float64
 FAST = {
     "encoder_widths": (32, 32),

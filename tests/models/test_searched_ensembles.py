@@ -13,6 +13,7 @@ from botorch_nn_uq.ensembles.hyperparameter_space import HyperparameterSpace
 from botorch_nn_uq.ensembles.selection import ensemble_nll
 from botorch_nn_uq.models import AutoDEUQ, MemberEnsemble, NESRandomSearch, NESRegularizedEvolution
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
+from tests.testing import allow_single_member_warning
 
 DTYPE = torch.float64
 SPACE = ArchitectureSpace(num_nodes=2, units=(4, 8), activations=("relu", "tanh"))
@@ -199,6 +200,7 @@ def test_search_summary_has_one_row_per_candidate(fitted, name: str) -> None:
 # ------------------------------------------------------------------------------------
 
 
+@allow_single_member_warning
 @pytest.mark.parametrize("name", list(MODELS))
 def test_the_seed_determines_the_model(fitted, name: str) -> None:
     model = fitted(name)
@@ -372,6 +374,7 @@ def test_checkpoint_resumes_an_interrupted_search(tmp_path, monkeypatch) -> None
     torch.testing.assert_close(resumed.posterior(test_X).mean, complete.posterior(test_X).mean)
 
 
+@allow_single_member_warning
 @pytest.mark.parametrize("name", list(MODELS))
 def test_a_step_budget_bounds_every_candidate_whatever_the_data_size(name: str) -> None:
     model_class, options = MODELS[name]

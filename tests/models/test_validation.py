@@ -16,6 +16,7 @@ from botorch_nn_uq.models import (
     NESRandomSearch,
     NESRegularizedEvolution,
 )
+from tests.testing import allow_single_member_warning
 
 # Bad values by kind of field: each must fail at construction, naming the field.
 POSITIVE_INTEGER = (None, True, 2.5, 3.0, math.nan, math.inf, "x", 0, -1)
@@ -246,6 +247,7 @@ def test_training_data_must_be_float32_or_float64(model_class, dtype):
         model_class(X, Y)
 
 
+@allow_single_member_warning
 @pytest.mark.parametrize("model_class", list(TINY))
 def test_posterior_arguments_are_checked(model_class):
     X, Y = _data()

@@ -5,23 +5,24 @@ import torch
 from torch import nn
 
 from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP, dropout, make_activation
+from tests.testing import seeded_rand
 
-DTYPE = torch.float64
 
-
-def _network(input_dim=3, output_dim=2, hidden_widths=(5, 4), activation="tanh", dropout=0.3):
+def _network(
+    tkwargs, input_dim=3, output_dim=2, hidden_widths=(5, 4), activation="tanh", dropout=0.3
+):
     torch.manual_seed(0)
-    return DropoutMLP(input_dim, output_dim, hidden_widths, activation, dropout).to(DTYPE)
+    return DropoutMLP(input_dim, output_dim, hidden_widths, activation, dropout).to(**tkwargs)
 
 
-def _inputs(shape, seed=1):
-    return torch.rand(*shape, generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
+def _inputs(shape, tkwargs, seed=1):
+    return seeded_rand(*shape, seed=seed, **tkwargs)
 
 
 @pytest.mark.parametrize("batch_shape", [(), (4,), (2, 3)])
-def test_output_shapes_without_and_with_masks(batch_shape):
-    network = _network().eval()
-    X = _inputs((*batch_shape, 6, 3))
+def test_output_shapes_without_and_with_masks(batch_shape, tkwargs):
+    network = _network(tkwargs).eval()
+    X = _inputs((*batch_shape, 6, 3), tkwargs)
     assert network(X).shape == torch.Size([*batch_shape, 6, 2])
     torch.manual_seed(1)
     masks = network.sample_masks(7)
@@ -39,9 +40,9 @@ def _manual_forward(network, x, masks, member):
 
 
 @pytest.mark.parametrize("batch_shape", [(), (3,), (2, 2)])
-def test_each_member_output_is_the_thinned_network(batch_shape):
-    network = _network()
-    X = _inputs((*batch_shape, 4, 3), seed=2)
+def test_each_member_output_is_the_thinned_network(batch_shape, tkwargs):
+    network = _network(tkwargs)
+    X = _inputs((*batch_shape, 4, 3), tkwargs, seed=2)
     torch.manual_seed(3)
     masks = network.sample_masks(6)
     outputs = network(X, masks=masks)
@@ -50,21 +51,21 @@ def test_each_member_output_is_the_thinned_network(batch_shape):
         torch.testing.assert_close(outputs[..., member, :, :], expected)
 
 
-def test_members_differ_and_a_full_mask_is_the_plain_network():
-    network = _network()
-    X = _inputs((4, 3), seed=4)
+def test_members_differ_and_a_full_mask_is_the_plain_network(tkwargs):
+    network = _network(tkwargs)
+    X = _inputs((4, 3), tkwargs, seed=4)
     torch.manual_seed(5)
     masks = network.sample_masks(5)
     outputs = network(X, masks=masks)
     assert not torch.allclose(outputs[0], outputs[1])
-    ones = [torch.ones(1, width, dtype=DTYPE) for width in network.hidden_widths]
+    ones = [torch.ones(1, width, **tkwargs) for width in network.hidden_widths]
     network.eval()
     torch.testing.assert_close(network(X, masks=ones)[0], network(X))
 
 
-def test_masks_in_training_mode_are_the_only_dropout():
-    network = _network().train()
-    X = _inputs((2, 4, 3), seed=6)
+def test_masks_in_training_mode_are_the_only_dropout(tkwargs):
+    network = _network(tkwargs).train()
+    X = _inputs((2, 4, 3), tkwargs, seed=6)
     torch.manual_seed(7)
     masks = network.sample_masks(3)
     first = network(X, masks=masks)
@@ -73,31 +74,31 @@ def test_masks_in_training_mode_are_the_only_dropout():
 
 
 @pytest.mark.parametrize("dropout", [0.1, 0.5, 0.8])
-def test_mask_values_and_keep_rate(dropout):
-    network = _network(hidden_widths=(200, 100), dropout=dropout)
+def test_mask_values_and_keep_rate(dropout, tkwargs):
+    network = _network(tkwargs, hidden_widths=(200, 100), dropout=dropout)
     torch.manual_seed(8)
     masks = network.sample_masks(50)
     keep = 1.0 - dropout
     for mask in masks:
-        assert mask.dtype == DTYPE
+        assert mask.dtype == tkwargs["dtype"]
         kept = mask != 0
         torch.testing.assert_close(mask[kept], torch.full_like(mask[kept], 1.0 / keep))
         # Keep rate within 5 standard errors of 1 - p.
         standard_error = (keep * dropout / mask.numel()) ** 0.5
-        assert abs(kept.to(DTYPE).mean().item() - keep) < 5 * standard_error
+        assert abs(kept.to(tkwargs["dtype"]).mean().item() - keep) < 5 * standard_error
         # Inverted dropout keeps the expected activation scale: E[mask] = 1.
         assert abs(mask.mean().item() - 1.0) < 5 * standard_error / keep
 
 
-def test_zero_dropout_gives_masks_of_ones():
-    network = _network(dropout=0.0)
+def test_zero_dropout_gives_masks_of_ones(tkwargs):
+    network = _network(tkwargs, dropout=0.0)
     masks = network.sample_masks(4)
     for mask in masks:
         assert torch.equal(mask, torch.ones_like(mask))
 
 
-def test_masks_follow_the_generator_and_without_one_the_global_rng():
-    network = _network()
+def test_masks_follow_the_generator_and_without_one_the_global_rng(tkwargs):
+    network = _network(tkwargs)
     torch.manual_seed(9)
     from_global = network.sample_masks(3)
     state = torch.random.get_rng_state()
@@ -121,15 +122,15 @@ def test_a_generator_builds_the_network_that_the_seeded_global_rng_builds():
 @pytest.mark.parametrize("p", [0.0, 0.1, 0.5])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_dropout_equals_torch_dropout_with_the_same_seed(p, dtype):
-    X = _inputs((6, 40)).to(dtype)
+    X = _inputs((6, 40), {"dtype": dtype})
     torch.manual_seed(5)
     expected = nn.functional.dropout(X, p, training=True)
     assert torch.equal(dropout(X, p, torch.Generator().manual_seed(5)), expected)
 
 
-def test_training_mode_dropout_draws_its_masks_from_the_generator():
-    network = _network(dropout=0.5).train()
-    X = _inputs((8, 3))
+def test_training_mode_dropout_draws_its_masks_from_the_generator(tkwargs):
+    network = _network(tkwargs, dropout=0.5).train()
+    X = _inputs((8, 3), tkwargs)
     state = torch.random.get_rng_state()
     first = network(X, generator=torch.Generator().manual_seed(2))
     again = network(X, generator=torch.Generator().manual_seed(2))
@@ -138,9 +139,9 @@ def test_training_mode_dropout_draws_its_masks_from_the_generator():
     assert not torch.equal(first, network(X, generator=torch.Generator().manual_seed(3)))
 
 
-def test_eval_mode_is_deterministic_and_train_mode_is_stochastic():
-    network = _network(dropout=0.5)
-    X = _inputs((3, 6, 3), seed=10)
+def test_eval_mode_is_deterministic_and_train_mode_is_stochastic(tkwargs):
+    network = _network(tkwargs, dropout=0.5)
+    X = _inputs((3, 6, 3), tkwargs, seed=10)
     network.eval()
     torch.manual_seed(0)
     first = network(X)
@@ -157,11 +158,11 @@ def test_eval_mode_is_deterministic_and_train_mode_is_stochastic():
     assert torch.equal(network(X), train_first)
 
 
-def test_train_mode_dropout_is_inverted_dropout():
+def test_train_mode_dropout_is_inverted_dropout(tkwargs):
     # Mean over many dropout draws approaches the eval-mode output for a network that is
     # linear after the (only) hidden layer activation.
-    network = _network(hidden_widths=(8,), activation="identity", dropout=0.5)
-    X = _inputs((1, 3), seed=11)
+    network = _network(tkwargs, hidden_widths=(8,), activation="identity", dropout=0.5)
+    X = _inputs((1, 3), tkwargs, seed=11)
     network.eval()
     deterministic = network(X)
     network.train()
@@ -171,16 +172,16 @@ def test_train_mode_dropout_is_inverted_dropout():
     assert ((draws.mean(0) - deterministic).abs() < 5 * standard_error).all()
 
 
-def test_float32_masks_follow_the_network_dtype():
+def test_masks_follow_the_network_dtype_and_device(tkwargs):
     torch.manual_seed(0)
-    network = DropoutMLP(2, 1, (3,), dropout=0.2)
+    network = DropoutMLP(2, 1, (3,), dropout=0.2).to(**tkwargs)
     masks = network.sample_masks(2)
-    assert masks[0].dtype == torch.float32
-    assert network(torch.rand(4, 2), masks=masks).dtype == torch.float32
+    assert masks[0].dtype == tkwargs["dtype"] and masks[0].device == tkwargs["device"]
+    assert network(torch.rand(4, 2, **tkwargs), masks=masks).dtype == tkwargs["dtype"]
 
 
-def test_hidden_widths_and_structure():
-    network = _network(input_dim=3, output_dim=2, hidden_widths=(5, 4, 6))
+def test_hidden_widths_and_structure(tkwargs):
+    network = _network(tkwargs, input_dim=3, output_dim=2, hidden_widths=(5, 4, 6))
     assert network.hidden_widths == [5, 4, 6]
     assert [layer.in_features for layer in network.hidden_layers] == [3, 5, 4]
     assert network.output_layer.in_features == 6
@@ -207,18 +208,18 @@ def test_empty_hidden_widths_raise(hidden_widths):
 
 
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
-def test_every_activation_builds_and_runs(name):
+def test_every_activation_builds_and_runs(name, tkwargs):
     activation = make_activation(name)
     assert isinstance(activation, ACTIVATIONS[name])
     assert isinstance(activation, nn.Module)
-    network = _network(activation=name, dropout=0.2)
-    X = _inputs((2, 3, 3))
+    network = _network(tkwargs, activation=name, dropout=0.2)
+    X = _inputs((2, 3, 3), tkwargs)
     masks = network.sample_masks(4)
     outputs = network(X, masks=masks)
     assert outputs.shape == torch.Size([2, 4, 3, 2])
     assert torch.isfinite(outputs).all()
     # The eval-mode network applies exactly this activation.
-    single = _network(hidden_widths=(5,), activation=name).eval()
+    single = _network(tkwargs, hidden_widths=(5,), activation=name).eval()
     layer, output_layer = single.hidden_layers[0], single.output_layer
     expected = activation(X @ layer.weight.T + layer.bias) @ output_layer.weight.T
     torch.testing.assert_close(single(X), expected + output_layer.bias)

@@ -19,15 +19,14 @@ from botorch_nn_uq.nn.neon import (
     count_parameters,
     tile,
 )
-
-DTYPE = torch.float64
-
-
-def _inputs(*shape, seed=1):
-    return torch.rand(*shape, generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
+from tests.testing import seeded_rand, seeded_randn, tolerances
 
 
-def _backbone(fourier_scale=None, decoder_depth=3, **kwargs):
+def _inputs(*shape, tkwargs, seed=1):
+    return seeded_rand(*shape, seed=seed, **tkwargs)
+
+
+def _backbone(tkwargs, fourier_scale=None, decoder_depth=3, **kwargs):
     torch.manual_seed(0)
     settings = {
         "input_dim": 3,
@@ -40,10 +39,10 @@ def _backbone(fourier_scale=None, decoder_depth=3, **kwargs):
         "fourier_scale": fourier_scale,
         **kwargs,
     }
-    return OperatorBackbone(**settings).to(DTYPE)
+    return OperatorBackbone(**settings).to(**tkwargs)
 
 
-def _epinet(feature_dim=5, output_dim=2, index_dim=4, prior_scale=0.7):
+def _epinet(tkwargs, feature_dim=5, output_dim=2, index_dim=4, prior_scale=0.7):
     torch.manual_seed(1)
     return EpiNet(
         feature_dim,
@@ -52,12 +51,12 @@ def _epinet(feature_dim=5, output_dim=2, index_dim=4, prior_scale=0.7):
         hidden_widths=(6, 5),
         prior_widths=(5, 5),
         prior_scale=prior_scale,
-    ).to(DTYPE)
+    ).to(**tkwargs)
 
 
-def _network(fourier_scale=None, output_activation="identity"):
-    backbone = _backbone(fourier_scale)
-    epinet = _epinet(backbone.feature_dim, 2, index_dim=4)
+def _network(tkwargs, fourier_scale=None, output_activation="identity"):
+    backbone = _backbone(tkwargs, fourier_scale)
+    epinet = _epinet(tkwargs, backbone.feature_dim, 2, index_dim=4)
     return EpistemicOperatorNetwork(backbone, epinet, output_activation)
 
 
@@ -97,9 +96,9 @@ def test_a_generator_builds_the_network_that_the_seeded_global_rng_builds(fourie
 # FactorizedLinear
 
 
-def test_factorized_weight_is_direction_times_exp_scale_per_column():
+def test_factorized_weight_is_direction_times_exp_scale_per_column(tkwargs):
     torch.manual_seed(0)
-    layer = FactorizedLinear(5, 4).to(DTYPE)
+    layer = FactorizedLinear(5, 4).to(**tkwargs)
     assert layer.direction.shape == (5, 4)
     assert layer.log_scale.shape == layer.bias.shape == (4,)
     weight = layer.weight
@@ -109,49 +108,49 @@ def test_factorized_weight_is_direction_times_exp_scale_per_column():
         torch.testing.assert_close(weight[:, column], expected)
 
 
-def test_factorized_forward_is_affine():
+def test_factorized_forward_is_affine(tkwargs):
     torch.manual_seed(0)
-    layer = FactorizedLinear(5, 4).to(DTYPE)
+    layer = FactorizedLinear(5, 4).to(**tkwargs)
     with torch.no_grad():
-        layer.bias.copy_(torch.arange(4, dtype=DTYPE))  # a non-zero bias
-    X = _inputs(2, 3, 5)
+        layer.bias.copy_(torch.arange(4, **tkwargs))  # a non-zero bias
+    X = _inputs(2, 3, 5, tkwargs=tkwargs)
     output = layer(X)
     assert output.shape == (2, 3, 4)
     torch.testing.assert_close(output, X @ layer.weight + layer.bias)
 
 
-def test_factorized_parameter_count_and_gradients():
-    layer = FactorizedLinear(7, 3).to(DTYPE)
+def test_factorized_parameter_count_and_gradients(tkwargs):
+    layer = FactorizedLinear(7, 3).to(**tkwargs)
     assert count_parameters(layer) == 7 * 3 + 2 * 3
-    layer(_inputs(4, 7)).pow(2).sum().backward()
+    layer(_inputs(4, 7, tkwargs=tkwargs)).pow(2).sum().backward()
     for parameter in (layer.direction, layer.log_scale, layer.bias):
         assert parameter.grad is not None
         assert parameter.grad.abs().sum() > 0
 
 
-def test_factorized_initialisation():
+def test_factorized_initialisation(tkwargs):
     r"""``s ~ N(1, 0.1)`` and ``W = V exp(s)`` is Glorot-normal at initialisation."""
     torch.manual_seed(0)
-    layer = FactorizedLinear(200, 300).to(DTYPE)
+    layer = FactorizedLinear(200, 300).to(**tkwargs)
     scale = layer.log_scale.detach()
     assert abs(scale.mean().item() - 1.0) < 5 * 0.1 / math.sqrt(300)
     assert abs(scale.std().item() - 0.1) < 0.02
     weight = layer.weight.detach()
     assert abs(weight.mean().item()) < 0.002
     assert weight.std().item() == pytest.approx(math.sqrt(2.0 / 500), rel=0.03)
-    assert torch.equal(layer.bias, torch.zeros(300, dtype=DTYPE))
+    assert torch.equal(layer.bias, torch.zeros(300, **tkwargs))
 
 
 # ---------------------------------------------------------------------------
 # Fourier features and tiling
 
 
-def test_fourier_features_are_cos_and_sin_of_the_projection():
+def test_fourier_features_are_cos_and_sin_of_the_projection(tkwargs):
     torch.manual_seed(0)
-    features = FourierFeatures(2, 6, scale=5.0).to(DTYPE)
+    features = FourierFeatures(2, 6, scale=5.0).to(**tkwargs)
     assert features.frequencies.shape == (2, 3)
     assert features.frequencies.requires_grad
-    Y = _inputs(4, 5, 2)
+    Y = _inputs(4, 5, 2, tkwargs=tkwargs)
     output = features(Y)
     projected = Y @ features.frequencies
     assert output.shape == (4, 5, 6)
@@ -169,13 +168,13 @@ def test_fourier_features_must_be_even():
         FourierFeatures(2, 5, scale=1.0)
 
 
-def test_tile_repeats_and_truncates():
-    values = torch.tensor([1.0, 2.0, 3.0], dtype=DTYPE)
-    torch.testing.assert_close(tile(values, 7), torch.tensor([1.0, 2, 3, 1, 2, 3, 1], dtype=DTYPE))
+def test_tile_repeats_and_truncates(tkwargs):
+    values = torch.tensor([1.0, 2.0, 3.0], **tkwargs)
+    torch.testing.assert_close(tile(values, 7), torch.tensor([1.0, 2, 3, 1, 2, 3, 1], **tkwargs))
     torch.testing.assert_close(tile(values, 6), values.repeat(2))
     torch.testing.assert_close(tile(values, 3), values)
     torch.testing.assert_close(tile(values, 2), values[:2])
-    batched = _inputs(4, 2, 3)
+    batched = _inputs(4, 2, 3, tkwargs=tkwargs)
     tiled = tile(batched, 8)
     assert tiled.shape == (4, 2, 8)
     torch.testing.assert_close(tiled, torch.cat([batched, batched, batched[..., :2]], dim=-1))
@@ -200,8 +199,8 @@ def _manual_backbone(backbone, U, Y):
 
 
 @pytest.mark.parametrize("fourier_scale", [None, 2.0])
-def test_backbone_matches_a_manual_split_decoder(fourier_scale):
-    backbone = _backbone(fourier_scale)
+def test_backbone_matches_a_manual_split_decoder(fourier_scale, tkwargs):
+    backbone = _backbone(tkwargs, fourier_scale)
     assert backbone.chunk == 4
     assert [layer.direction.shape for layer in backbone.decoder_layers] == [
         (4 + 4, 6),
@@ -209,7 +208,7 @@ def test_backbone_matches_a_manual_split_decoder(fourier_scale):
         (6 + 4, 6),
     ]
     assert backbone.feature_dim == 2 * 12 + 6
-    U, Y = _inputs(5, 3, seed=2), _inputs(5, 2, seed=3)
+    U, Y = _inputs(5, 3, seed=2, tkwargs=tkwargs), _inputs(5, 2, seed=3, tkwargs=tkwargs)
     mean, features = backbone(U, Y)
     assert mean.shape == (5, 2)
     assert features.shape == (5, backbone.feature_dim)
@@ -218,9 +217,9 @@ def test_backbone_matches_a_manual_split_decoder(fourier_scale):
     torch.testing.assert_close(features, expected_features)
 
 
-def test_features_layout_is_beta_last_hidden_and_tiled_coordinates():
-    backbone = _backbone()
-    U, Y = _inputs(5, 3, seed=2), _inputs(5, 2, seed=3)
+def test_features_layout_is_beta_last_hidden_and_tiled_coordinates(tkwargs):
+    backbone = _backbone(tkwargs)
+    U, Y = _inputs(5, 3, seed=2, tkwargs=tkwargs), _inputs(5, 2, seed=3, tkwargs=tkwargs)
     _, features = backbone(U, Y)
     beta, hidden, coordinates = features.split([12, 6, 12], dim=-1)
     torch.testing.assert_close(beta, backbone.encoder(U))
@@ -230,15 +229,15 @@ def test_features_layout_is_beta_last_hidden_and_tiled_coordinates():
     torch.testing.assert_close(hidden @ head.weight + head.bias, backbone(U, Y)[0])
 
 
-def test_decoder_chunks_feed_the_layers_in_order():
+def test_decoder_chunks_feed_the_layers_in_order(tkwargs):
     r"""With an identity encoder ``U`` is ``beta``: perturbing chunk ``i`` changes the
     hidden state from decoder layer ``i`` on and leaves earlier layers unchanged."""
-    backbone = _backbone(input_dim=12)
+    backbone = _backbone(tkwargs, input_dim=12)
     backbone.encoder = nn.Identity()
     hidden_states = []
     for layer in backbone.decoder_layers:
         layer.register_forward_hook(lambda module, inputs, output: hidden_states.append(output))
-    beta, Y = _inputs(4, 12, seed=2), _inputs(4, 2, seed=3)
+    beta, Y = _inputs(4, 12, seed=2, tkwargs=tkwargs), _inputs(4, 2, seed=3, tkwargs=tkwargs)
     backbone(beta, Y)
     reference = list(hidden_states)
     for chunk in range(3):
@@ -251,15 +250,15 @@ def test_decoder_chunks_feed_the_layers_in_order():
             assert unchanged == (layer < chunk), (chunk, layer)
 
 
-def test_latent_dim_must_be_a_multiple_of_the_depth():
+def test_latent_dim_must_be_a_multiple_of_the_depth(tkwargs):
     with pytest.raises(ValueError, match="multiple of the decoder depth"):
-        _backbone(latent_dim=10, decoder_depth=3)
+        _backbone(tkwargs, latent_dim=10, decoder_depth=3)
 
 
 @pytest.mark.parametrize("fourier_scale", [None, 2.0])
-def test_inputs_broadcast_against_query_points(fourier_scale):
-    backbone = _backbone(fourier_scale)
-    U, Y = _inputs(4, 1, 3, seed=2), _inputs(7, 2, seed=3)
+def test_inputs_broadcast_against_query_points(fourier_scale, tkwargs):
+    backbone = _backbone(tkwargs, fourier_scale)
+    U, Y = _inputs(4, 1, 3, seed=2, tkwargs=tkwargs), _inputs(7, 2, seed=3, tkwargs=tkwargs)
     mean, features = backbone(U, Y)
     assert mean.shape == (4, 7, 2)
     assert features.shape == (4, 7, backbone.feature_dim)
@@ -269,11 +268,11 @@ def test_inputs_broadcast_against_query_points(fourier_scale):
         torch.testing.assert_close(features[i], expected_features)
 
 
-def test_scalar_backbone_is_a_plain_mlp():
-    backbone = _backbone(decoder_depth=0, latent_dim=10)
+def test_scalar_backbone_is_a_plain_mlp(tkwargs):
+    backbone = _backbone(tkwargs, decoder_depth=0, latent_dim=10)
     assert not hasattr(backbone, "decoder_layers")
     assert backbone.feature_dim == 2 * 10 + 3
-    U = _inputs(2, 5, 3, seed=2)
+    U = _inputs(2, 5, 3, seed=2, tkwargs=tkwargs)
     mean, features = backbone(U)
     assert mean.shape == (2, 5, 2)
     assert features.shape == (2, 5, 23)
@@ -326,41 +325,41 @@ def _manual_prior(epinet, features, Z):
     return torch.einsum("sk,...ko->...so", Z, prior)
 
 
-def test_epinet_equals_the_explicit_concatenation_and_prior_sum():
-    epinet = _epinet(prior_scale=0.7)
-    features = _inputs(3, 2, 5, seed=2)
-    Z = torch.randn(6, 4, generator=torch.Generator().manual_seed(3), dtype=DTYPE)
+def test_epinet_equals_the_explicit_concatenation_and_prior_sum(tkwargs):
+    epinet = _epinet(tkwargs, prior_scale=0.7)
+    features = _inputs(3, 2, 5, seed=2, tkwargs=tkwargs)
+    Z = seeded_randn(6, 4, seed=3, **tkwargs)
     output = epinet(features, Z)
     assert output.shape == (3, 2, 6, 2)
     learnable = _manual_learnable(epinet, features, Z)
     prior = _manual_prior(epinet, features, Z)
-    torch.testing.assert_close(output, learnable + 0.7 * prior, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(output, learnable + 0.7 * prior, **tolerances(tkwargs["dtype"]))
     # Each part alone: the prior scale switches the prior off, the learnable part is
     # zero when its last layer is.
     epinet.prior_scale = 0.0
-    torch.testing.assert_close(epinet(features, Z), learnable, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(epinet(features, Z), learnable, **tolerances(tkwargs["dtype"]))
     epinet.prior_scale = 0.7
     with torch.no_grad():
         for parameter in epinet.learnable[-1].parameters():
             parameter.zero_()
-    torch.testing.assert_close(epinet(features, Z), 0.7 * prior, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(epinet(features, Z), 0.7 * prior, **tolerances(tkwargs["dtype"]))
 
 
-def test_prior_is_linear_in_z():
-    epinet = _epinet()
+def test_prior_is_linear_in_z(tkwargs):
+    epinet = _epinet(tkwargs)
     with torch.no_grad():
         for parameter in epinet.learnable[-1].parameters():
             parameter.zero_()
-    features = _inputs(5, 5, seed=2)
-    Z = torch.randn(3, 4, generator=torch.Generator().manual_seed(3), dtype=DTYPE)
+    features = _inputs(5, 5, seed=2, tkwargs=tkwargs)
+    Z = seeded_randn(3, 4, seed=3, **tkwargs)
     torch.testing.assert_close(epinet(features, -2 * Z), -2 * epinet(features, Z))
     torch.testing.assert_close(
         epinet(features, Z[:1] + Z[1:2]), epinet(features, Z[:1]) + epinet(features, Z[1:2])
     )
 
 
-def test_prior_members_are_independent_mlps():
-    epinet = _epinet(index_dim=4)
+def test_prior_members_are_independent_mlps(tkwargs):
+    epinet = _epinet(tkwargs, index_dim=4)
     assert epinet.prior.num_members == 4
     assert epinet.prior.hidden_widths == [5, 5]
     assert len(set(epinet.prior.member_seeds)) == 4
@@ -371,16 +370,16 @@ def test_prior_members_are_independent_mlps():
 
 
 @pytest.mark.parametrize("fourier_scale", [None, 2.0])
-def test_the_prior_network_receives_no_gradient(fourier_scale):
-    network = _network(fourier_scale)
+def test_the_prior_network_receives_no_gradient(fourier_scale, tkwargs):
+    network = _network(tkwargs, fourier_scale)
     prior = list(network.epinet.prior.parameters())
     assert prior and all(not p.requires_grad for p in prior)
     assert count_parameters(network.epinet.prior) == 0
     assert count_parameters(network.epinet.prior, trainable_only=False) == sum(
         p.numel() for p in prior
     )
-    U, Y = _inputs(4, 1, 3, seed=2), _inputs(5, 2, seed=3)
-    Z = torch.randn(6, 4, generator=torch.Generator().manual_seed(3), dtype=DTYPE)
+    U, Y = _inputs(4, 1, 3, seed=2, tkwargs=tkwargs), _inputs(5, 2, seed=3, tkwargs=tkwargs)
+    Z = seeded_randn(6, 4, seed=3, **tkwargs)
     network(U, Y, Z).pow(2).sum().backward()
     assert all(p.grad is None for p in prior)
     # Everything else is trained.
@@ -390,10 +389,10 @@ def test_the_prior_network_receives_no_gradient(fourier_scale):
             assert parameter.grad.abs().sum() > 0, name
 
 
-def test_the_backbone_receives_no_gradient_from_the_epinet():
-    network = _network(fourier_scale=2.0)
-    U, Y = _inputs(4, 1, 3, seed=2), _inputs(5, 2, seed=3)
-    Z = torch.randn(6, 4, generator=torch.Generator().manual_seed(3), dtype=DTYPE)
+def test_the_backbone_receives_no_gradient_from_the_epinet(tkwargs):
+    network = _network(tkwargs, fourier_scale=2.0)
+    U, Y = _inputs(4, 1, 3, seed=2, tkwargs=tkwargs), _inputs(5, 2, seed=3, tkwargs=tkwargs)
+    Z = seeded_randn(6, 4, seed=3, **tkwargs)
     _, features = network.backbone(U, Y)
     assert features.requires_grad  # the backbone does not detach; the EpiNet does
     network.epinet(features, Z).pow(2).sum().backward()
@@ -411,29 +410,29 @@ def test_the_backbone_receives_no_gradient_from_the_epinet():
 
 
 @pytest.mark.parametrize("output_activation", ["identity", "softplus"])
-def test_zero_index_gives_the_backbone_mean(output_activation):
-    network = _network(fourier_scale=2.0, output_activation=output_activation)
-    U, Y = _inputs(4, 1, 3, seed=2), _inputs(5, 2, seed=3)
-    samples = network(U, Y, torch.zeros(1, 4, dtype=DTYPE))
+def test_zero_index_gives_the_backbone_mean(output_activation, tkwargs):
+    network = _network(tkwargs, fourier_scale=2.0, output_activation=output_activation)
+    U, Y = _inputs(4, 1, 3, seed=2, tkwargs=tkwargs), _inputs(5, 2, seed=3, tkwargs=tkwargs)
+    samples = network(U, Y, torch.zeros(1, 4, **tkwargs))
     assert samples.shape == (4, 5, 1, 2)
     mean = network.backbone(U, Y)[0]
     expected = mean if output_activation == "identity" else nn.functional.softplus(mean)
     assert torch.equal(samples.squeeze(-2), expected)
     # Other indices move away from it.
-    other = network(U, Y, torch.ones(1, 4, dtype=DTYPE))
+    other = network(U, Y, torch.ones(1, 4, **tkwargs))
     assert not torch.allclose(other, samples)
 
 
-def test_network_rejects_mismatched_feature_dim():
-    backbone = _backbone()
+def test_network_rejects_mismatched_feature_dim(tkwargs):
+    backbone = _backbone(tkwargs)
     with pytest.raises(ValueError, match="feature_dim"):
-        EpistemicOperatorNetwork(backbone, _epinet(backbone.feature_dim + 1))
+        EpistemicOperatorNetwork(backbone, _epinet(tkwargs, backbone.feature_dim + 1))
 
 
-def test_network_shapes_and_samples_per_index():
-    network = _network()
-    U, Y = _inputs(4, 1, 3, seed=2), _inputs(5, 2, seed=3)
-    Z = torch.randn(6, 4, generator=torch.Generator().manual_seed(3), dtype=DTYPE)
+def test_network_shapes_and_samples_per_index(tkwargs):
+    network = _network(tkwargs)
+    U, Y = _inputs(4, 1, 3, seed=2, tkwargs=tkwargs), _inputs(5, 2, seed=3, tkwargs=tkwargs)
+    Z = seeded_randn(6, 4, seed=3, **tkwargs)
     samples = network(U, Y, Z)
     assert samples.shape == (4, 5, 6, 2)
     for s in range(6):
@@ -452,11 +451,13 @@ def test_network_shapes_and_samples_per_index():
         ("brusselator", 2, 38_820, 16 * (256 * 5 + 5 + 30 + 12)),
     ],
 )
-def test_paper_parameter_counts(preset, num_channels, trainable, prior):
+def test_paper_parameter_counts(preset, num_channels, trainable, prior, tkwargs):
     hyperparameters = NEONHyperparameters.preset(preset)
-    train_X = _inputs(6, 4)  # four inputs u in both problems
-    grid = _inputs(12, 2, seed=2)  # 2-D coordinates (the count does not depend on m)
-    train_Y = _inputs(6, 12 * num_channels, seed=3)
+    train_X = _inputs(6, 4, tkwargs=tkwargs)  # four inputs u in both problems
+    grid = _inputs(
+        12, 2, seed=2, tkwargs=tkwargs
+    )  # 2-D coordinates (the count does not depend on m)
+    train_Y = _inputs(6, 12 * num_channels, seed=3, tkwargs=tkwargs)
     model = NEON(
         train_X,
         train_Y,

@@ -5,18 +5,17 @@ import torch
 from torch import nn
 
 from botorch_nn_uq.nn.nomu import NOMUNetwork, build_mlp, nomu_readout
+from tests.testing import seeded_rand
 
-DTYPE = torch.float64
 
-
-def _network(**kwargs) -> NOMUNetwork:
+def _network(tkwargs: dict, **kwargs) -> NOMUNetwork:
     torch.manual_seed(0)
     settings = {"mean_widths": (6, 5), "uncertainty_widths": (4, 3), **kwargs}
-    return NOMUNetwork(3, 2, **settings).to(DTYPE)
+    return NOMUNetwork(3, 2, **settings).to(**tkwargs)
 
 
-def _inputs(*shape: int) -> torch.Tensor:
-    return torch.rand(*shape, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+def _inputs(*shape: int, tkwargs: dict) -> torch.Tensor:
+    return seeded_rand(*shape, seed=1, **tkwargs)
 
 
 @pytest.mark.parametrize("init_scale", [0.05, None])
@@ -33,17 +32,17 @@ def test_a_generator_builds_the_network_that_the_seeded_global_rng_builds(init_s
 
 
 @pytest.mark.parametrize("batch_shape", [(), (4,), (2, 3)])
-def test_output_shapes(batch_shape) -> None:
-    output = _network(learn_noise=True)(_inputs(*batch_shape, 7, 3))
+def test_output_shapes(batch_shape, tkwargs: dict) -> None:
+    output = _network(tkwargs, learn_noise=True)(_inputs(*batch_shape, 7, 3, tkwargs=tkwargs))
     for tensor in output:
         assert tensor.shape == torch.Size([*batch_shape, 7, 2])
     assert (output.noise_std >= 1e-3).all()
-    assert _network()(_inputs(7, 3)).noise_std is None
+    assert _network(tkwargs)(_inputs(7, 3, tkwargs=tkwargs)).noise_std is None
 
 
-def test_raw_uncertainty_layer_sees_both_last_hidden_layers() -> None:
-    network = _network()
-    X = _inputs(5, 3)
+def test_raw_uncertainty_layer_sees_both_last_hidden_layers(tkwargs: dict) -> None:
+    network = _network(tkwargs)
+    X = _inputs(5, 3, tkwargs=tkwargs)
     mean_hidden = network.mean_network[:-1](X)  # last hidden layer of the mean net
     uncertainty_hidden = network.uncertainty_network(X)
     layer = network.raw_uncertainty_layer
@@ -54,23 +53,23 @@ def test_raw_uncertainty_layer_sees_both_last_hidden_layers() -> None:
     torch.testing.assert_close(output.mean, network.mean_network(X))
 
 
-def test_connecting_earlier_mean_layers() -> None:
-    network = _network(connected_mean_layers=(0, -1))
+def test_connecting_earlier_mean_layers(tkwargs: dict) -> None:
+    network = _network(tkwargs, connected_mean_layers=(0, -1))
     assert network.raw_uncertainty_layer.in_features == 6 + 5 + 3
-    X = _inputs(5, 3)
+    X = _inputs(5, 3, tkwargs=tkwargs)
     first_hidden = network.mean_network[:2](X)
     last_hidden = network.mean_network[:-1](X)
     features = torch.cat([first_hidden, last_hidden, network.uncertainty_network(X)], dim=-1)
     layer = network.raw_uncertainty_layer
     torch.testing.assert_close(network(X).raw_uncertainty, features @ layer.weight.T + layer.bias)
     with pytest.raises(ValueError, match="connected_mean_layers"):
-        _network(connected_mean_layers=(2,))
+        _network(tkwargs, connected_mean_layers=(2,))
 
 
 @pytest.mark.parametrize("detach", [True, False])
-def test_stop_gradient_on_the_mean_to_uncertainty_connection(detach: bool) -> None:
-    network = _network(detach_mean_features=detach, activation="tanh")  # no dead units
-    network(_inputs(5, 3)).raw_uncertainty.sum().backward()
+def test_stop_gradient_on_the_mean_to_uncertainty_connection(detach: bool, tkwargs: dict) -> None:
+    network = _network(tkwargs, detach_mean_features=detach, activation="tanh")  # no dead units
+    network(_inputs(5, 3, tkwargs=tkwargs)).raw_uncertainty.sum().backward()
     mean_hidden_grads = [layer.weight.grad for layer in network.mean_network[:-1:2]]
     if detach:
         assert all(grad is None for grad in mean_hidden_grads)
@@ -79,19 +78,19 @@ def test_stop_gradient_on_the_mean_to_uncertainty_connection(detach: bool) -> No
     assert network.uncertainty_network[0].weight.grad.abs().sum() > 0
 
 
-def test_uniform_initialisation() -> None:
-    network = _network(init_scale=0.05)
+def test_uniform_initialisation(tkwargs: dict) -> None:
+    network = _network(tkwargs, init_scale=0.05)
     for parameter in network.parameters():
         assert parameter.abs().max() <= 0.05
-    default = _network(init_scale=None)
+    default = _network(tkwargs, init_scale=None)
     assert max(p.abs().max() for p in default.parameters()) > 0.05
 
 
-def test_pretrained_mean_network_is_used_as_is() -> None:
+def test_pretrained_mean_network_is_used_as_is(tkwargs: dict) -> None:
     torch.manual_seed(3)
-    pretrained = build_mlp(3, (8, 8), 2, "tanh").to(DTYPE)
+    pretrained = build_mlp(3, (8, 8), 2, "tanh").to(**tkwargs)
     state = {k: v.clone() for k, v in pretrained.state_dict().items()}
-    network = NOMUNetwork(3, 2, (), (4,), mean_network=pretrained).to(DTYPE)
+    network = NOMUNetwork(3, 2, (), (4,), mean_network=pretrained).to(**tkwargs)
     assert network.mean_network is pretrained
     for key, value in state.items():
         torch.testing.assert_close(pretrained.state_dict()[key], value, rtol=0, atol=0)
@@ -111,23 +110,23 @@ def test_invalid_widths() -> None:
         NOMUNetwork(3, 1, (), (4,))
 
 
-def test_exponential_readout_formula_and_limits() -> None:
-    raw = torch.tensor([-5.0, -0.1, 0.0, 0.3, 2.0, 1e6], dtype=DTYPE)
+def test_exponential_readout_formula_and_limits(tkwargs: dict) -> None:
+    raw = torch.tensor([-5.0, -0.1, 0.0, 0.3, 2.0, 1e6], **tkwargs)
     l_min, l_max = 1e-3, 2.0
     sigma = nomu_readout(raw, l_min, l_max)
     expected = l_max * (1 - torch.exp(-(raw.clamp_min(0) + l_min) / l_max))
     torch.testing.assert_close(sigma, expected)
     # r <= 0 gives ~l_min; r -> inf gives l_max; monotone in between.
-    floor = l_max * (1 - torch.exp(torch.tensor(-l_min / l_max, dtype=DTYPE)))
+    floor = l_max * (1 - torch.exp(torch.tensor(-l_min / l_max, **tkwargs)))
     torch.testing.assert_close(sigma[:3], floor.expand(3))
     assert abs(floor - l_min) < 1e-6
-    torch.testing.assert_close(sigma[-1], torch.tensor(l_max, dtype=DTYPE))
+    torch.testing.assert_close(sigma[-1], torch.tensor(l_max, **tkwargs))
     assert (sigma.diff() >= 0).all() and (sigma >= 0).all()
 
 
-def test_linear_readout_clips_to_the_interval() -> None:
-    raw = torch.tensor([-1.0, 0.0005, 0.5, 1.5, 3.0])
+def test_linear_readout_clips_to_the_interval(tkwargs: dict) -> None:
+    raw = torch.tensor([-1.0, 0.0005, 0.5, 1.5, 3.0], **tkwargs)
     sigma = nomu_readout(raw, 1e-3, 2.0, readout="linear")
-    torch.testing.assert_close(sigma, torch.tensor([1e-3, 1e-3, 0.5, 1.5, 2.0]))
+    torch.testing.assert_close(sigma, torch.tensor([1e-3, 1e-3, 0.5, 1.5, 2.0], **tkwargs))
     with pytest.raises(ValueError, match="readout"):
         nomu_readout(raw, 1e-3, 2.0, readout="cubic")

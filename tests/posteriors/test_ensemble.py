@@ -12,31 +12,29 @@ from botorch_nn_uq.posteriors import (
     FunctionEnsemblePosterior,
     MixtureOfGaussiansPosterior,
 )
+from tests.testing import seeded_rand, seeded_randn, tolerances
 
-DTYPE = torch.float64
 
-
-def _values(shape, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=generator, dtype=DTYPE)
+def _values(shape, tkwargs, seed=0):
+    return seeded_randn(*shape, seed=seed, **tkwargs)
 
 
 # ---------------------------------------------------------------------------
 # FunctionEnsemblePosterior moments
 
 
-def test_mean_is_the_weighted_mean_of_the_functions():
-    values = _values((2, 3, 4, 2))
-    weights = torch.tensor([3.0, 1.0, 1.0], dtype=DTYPE)
+def test_mean_is_the_weighted_mean_of_the_functions(tkwargs):
+    values = _values((2, 3, 4, 2), tkwargs)
+    weights = torch.tensor([3.0, 1.0, 1.0], **tkwargs)
     posterior = FunctionEnsemblePosterior(values, weights)
     expected = 0.6 * values[:, 0] + 0.2 * values[:, 1] + 0.2 * values[:, 2]
     torch.testing.assert_close(posterior.mean, expected)
-    torch.testing.assert_close(posterior.weights, torch.tensor([0.6, 0.2, 0.2], dtype=DTYPE))
+    torch.testing.assert_close(posterior.weights, torch.tensor([0.6, 0.2, 0.2], **tkwargs))
 
 
-def test_variance_is_the_mixture_variance_with_divisor_one():
-    values = _values((2, 3, 4, 2), seed=1)
-    weights = torch.tensor([3.0, 1.0, 1.0], dtype=DTYPE)
+def test_variance_is_the_mixture_variance_with_divisor_one(tkwargs):
+    values = _values((2, 3, 4, 2), tkwargs, seed=1)
+    weights = torch.tensor([3.0, 1.0, 1.0], **tkwargs)
     posterior = FunctionEnsemblePosterior(values, weights)
     w = weights / weights.sum()
     mean = sum(w[k] * values[:, k] for k in range(3))
@@ -44,9 +42,9 @@ def test_variance_is_the_mixture_variance_with_divisor_one():
     torch.testing.assert_close(posterior.variance, expected)
 
 
-def test_variance_differs_from_botorch_unbiased_variance_by_the_expected_factor():
+def test_variance_differs_from_botorch_unbiased_variance_by_the_expected_factor(tkwargs):
     num_members = 4
-    values = _values((2, num_members, 3, 1), seed=2)
+    values = _values((2, num_members, 3, 1), tkwargs, seed=2)
     ours = FunctionEnsemblePosterior(values).variance
     botorch_variance = EnsemblePosterior(values).variance
     # Uniform weights: BoTorch divides by 1 - sum w^2 = 1 - 1 / s.
@@ -56,24 +54,24 @@ def test_variance_differs_from_botorch_unbiased_variance_by_the_expected_factor(
     torch.testing.assert_close(ours, values.var(dim=-3, unbiased=False))
 
 
-def test_single_member_has_zero_variance():
-    values = _values((1, 3, 1))
+def test_single_member_has_zero_variance(tkwargs):
+    values = _values((1, 3, 1), tkwargs)
     posterior = FunctionEnsemblePosterior(values)
-    torch.testing.assert_close(posterior.variance, torch.zeros(3, 1, dtype=DTYPE))
+    torch.testing.assert_close(posterior.variance, torch.zeros(3, 1, **tkwargs))
     torch.testing.assert_close(posterior.mean, values[0])
 
 
 @pytest.mark.parametrize("num_members", [1, 2, 5])
-def test_mixture_statistics_are_the_mean_and_variance(num_members):
+def test_mixture_statistics_are_the_mean_and_variance(num_members, tkwargs):
     # Ax predicts from the mixture statistics of ensemble posteriors.
-    weights = torch.arange(1, num_members + 1, dtype=DTYPE)
-    posterior = FunctionEnsemblePosterior(_values((num_members, 3, 1)), weights)
+    weights = torch.arange(1, num_members + 1, **tkwargs)
+    posterior = FunctionEnsemblePosterior(_values((num_members, 3, 1), tkwargs), weights)
     torch.testing.assert_close(posterior.mixture_mean, posterior.mean)
     torch.testing.assert_close(posterior.mixture_variance, posterior.variance)
 
 
-def test_is_a_botorch_ensemble_posterior():
-    posterior = FunctionEnsemblePosterior(_values((2, 4, 3, 1)))
+def test_is_a_botorch_ensemble_posterior(tkwargs):
+    posterior = FunctionEnsemblePosterior(_values((2, 4, 3, 1), tkwargs))
     assert isinstance(posterior, EnsemblePosterior)
     assert posterior.batch_shape == torch.Size([2])
     assert posterior.ensemble_size == 4
@@ -83,8 +81,8 @@ def test_is_a_botorch_ensemble_posterior():
 # Sampling
 
 
-def test_get_sampler_returns_the_index_sampler():
-    posterior = FunctionEnsemblePosterior(_values((4, 3, 1)))
+def test_get_sampler_returns_the_index_sampler(tkwargs):
+    posterior = FunctionEnsemblePosterior(_values((4, 3, 1), tkwargs))
     sampler = get_sampler(posterior, torch.Size([8]), seed=0)
     assert isinstance(sampler, EnsembleIndexSampler)
     assert sampler.seed == 0
@@ -100,8 +98,8 @@ def _member_of_each_sample(samples, values):
     return equal.to(torch.long).argmax(dim=-1)
 
 
-def test_samples_are_joint_across_q_and_share_the_member_across_the_batch():
-    values = _values((3, 5, 4, 2), seed=3)
+def test_samples_are_joint_across_q_and_share_the_member_across_the_batch(tkwargs):
+    values = _values((3, 5, 4, 2), tkwargs, seed=3)
     posterior = FunctionEnsemblePosterior(values)
     sampler = EnsembleIndexSampler(torch.Size([20]), seed=1)
     samples = sampler(posterior)
@@ -111,8 +109,8 @@ def test_samples_are_joint_across_q_and_share_the_member_across_the_batch():
     assert torch.equal(members, sampler.base_samples.unsqueeze(-1).expand(20, 3))
 
 
-def test_samples_with_multidimensional_sample_shape():
-    values = _values((2, 3, 4, 1), seed=4)
+def test_samples_with_multidimensional_sample_shape(tkwargs):
+    values = _values((2, 3, 4, 1), tkwargs, seed=4)
     posterior = FunctionEnsemblePosterior(values)
     sampler = EnsembleIndexSampler(torch.Size([2, 3]), seed=0)
     samples = sampler(posterior)
@@ -123,18 +121,19 @@ def test_samples_with_multidimensional_sample_shape():
             torch.testing.assert_close(samples[i, j], values[:, index])
 
 
-def test_uniform_weights_and_multiple_sample_count_give_the_exact_mean():
-    values = _values((2, 4, 3, 1), seed=5)
+def test_uniform_weights_and_multiple_sample_count_give_the_exact_mean(tkwargs):
+    values = _values((2, 4, 3, 1), tkwargs, seed=5)
     posterior = FunctionEnsemblePosterior(values)
     samples = EnsembleIndexSampler(torch.Size([4 * 3]), seed=7)(posterior)
-    assert (samples.mean(0) - posterior.mean).abs().max() < 1e-12
+    exact = tolerances(tkwargs["dtype"])
+    torch.testing.assert_close(samples.mean(0), posterior.mean, **exact)
     # The empirical population variance is the mixture variance, also exactly.
-    assert (samples.var(0, unbiased=False) - posterior.variance).abs().max() < 1e-12
+    torch.testing.assert_close(samples.var(0, unbiased=False), posterior.variance, **exact)
 
 
-def test_non_uniform_weights_give_samples_with_the_weighted_frequencies():
-    values = torch.arange(3, dtype=DTYPE).reshape(3, 1, 1)
-    weights = torch.tensor([3.0, 1.0, 1.0], dtype=DTYPE)
+def test_non_uniform_weights_give_samples_with_the_weighted_frequencies(tkwargs):
+    values = torch.arange(3, **tkwargs).reshape(3, 1, 1)
+    weights = torch.tensor([3.0, 1.0, 1.0], **tkwargs)
     posterior = FunctionEnsemblePosterior(values, weights)
     samples = EnsembleIndexSampler(torch.Size([50]), seed=0)(posterior)
     counts = torch.bincount(samples.reshape(-1).long(), minlength=3)
@@ -142,8 +141,8 @@ def test_non_uniform_weights_give_samples_with_the_weighted_frequencies():
     torch.testing.assert_close(samples.mean(0), posterior.mean)
 
 
-def test_sampler_is_deterministic_under_a_seed():
-    values = _values((2, 6, 3, 1), seed=6)
+def test_sampler_is_deterministic_under_a_seed(tkwargs):
+    values = _values((2, 6, 3, 1), tkwargs, seed=6)
     posterior = FunctionEnsemblePosterior(values)
     first = EnsembleIndexSampler(torch.Size([16]), seed=3)(posterior)
     second = EnsembleIndexSampler(torch.Size([16]), seed=3)(posterior)
@@ -152,37 +151,38 @@ def test_sampler_is_deterministic_under_a_seed():
     assert not torch.equal(first, other)
 
 
-def test_sampler_reuses_base_samples_for_an_unchanged_shape_and_weights():
+def test_sampler_reuses_base_samples_for_an_unchanged_shape_and_weights(tkwargs):
     sampler = EnsembleIndexSampler(torch.Size([8]), seed=0)
-    weights = torch.tensor([1.0, 2.0, 1.0], dtype=DTYPE)
-    sampler(FunctionEnsemblePosterior(_values((2, 3, 4, 1), seed=0), weights))
+    weights = torch.tensor([1.0, 2.0, 1.0], **tkwargs)
+    sampler(FunctionEnsemblePosterior(_values((2, 3, 4, 1), tkwargs, seed=0), weights))
     base_samples = sampler.base_samples
     # New values, other batch and q sizes, same weights: indices reused.
-    values = _values((5, 3, 2, 1), seed=1)
+    values = _values((5, 3, 2, 1), tkwargs, seed=1)
     samples = sampler(FunctionEnsemblePosterior(values, weights))
     assert sampler.base_samples is base_samples
     torch.testing.assert_close(samples, values[:, base_samples].movedim(1, 0))
 
 
-def test_sampler_redraws_base_samples_when_the_weights_change():
+def test_sampler_redraws_base_samples_when_the_weights_change(tkwargs):
     sampler = EnsembleIndexSampler(torch.Size([10]), seed=0)
-    values = _values((3, 4, 1))
-    sampler(FunctionEnsemblePosterior(values, torch.tensor([1.0, 1.0, 8.0], dtype=DTYPE)))
+    values = _values((3, 4, 1), tkwargs)
+    sampler(FunctionEnsemblePosterior(values, torch.tensor([1.0, 1.0, 8.0], **tkwargs)))
     counts_before = torch.bincount(sampler.base_samples, minlength=3)
     assert counts_before.tolist() == [1, 1, 8]
-    sampler(FunctionEnsemblePosterior(values, torch.tensor([8.0, 1.0, 1.0], dtype=DTYPE)))
+    sampler(FunctionEnsemblePosterior(values, torch.tensor([8.0, 1.0, 1.0], **tkwargs)))
     counts_after = torch.bincount(sampler.base_samples, minlength=3)
     assert counts_after.tolist() == [8, 1, 1]
     # A different ensemble size is also a weight change.
-    sampler(FunctionEnsemblePosterior(_values((2, 4, 1)), None))
+    sampler(FunctionEnsemblePosterior(_values((2, 4, 1), tkwargs), None))
     assert sampler.base_samples.max().item() <= 1
     assert torch.bincount(sampler.base_samples, minlength=2).tolist() == [5, 5]
 
 
-def test_botorch_style_base_samples_with_batch_dimensions_fall_back_to_the_parent():
-    values = _values((2, 4, 3, 1), seed=8)
+def test_botorch_style_base_samples_with_batch_dimensions_fall_back_to_the_parent(tkwargs):
+    values = _values((2, 4, 3, 1), tkwargs, seed=8)
     posterior = FunctionEnsemblePosterior(values)
-    base_samples = torch.tensor([[0, 3], [2, 2], [1, 0]])  # sample_shape x batch_shape
+    # sample_shape x batch_shape
+    base_samples = torch.tensor([[0, 3], [2, 2], [1, 0]], device=tkwargs["device"])
     samples = posterior.rsample_from_base_samples(torch.Size([3]), base_samples)
     assert samples.shape == torch.Size([3, 2, 3, 1])
     for i in range(3):
@@ -194,8 +194,8 @@ def test_botorch_style_base_samples_with_batch_dimensions_fall_back_to_the_paren
     _member_of_each_sample(botorch_samples, values)
 
 
-def test_rsample_draws_members_with_gradients():
-    values = _values((2, 3, 4, 1), seed=9).requires_grad_(True)
+def test_rsample_draws_members_with_gradients(tkwargs):
+    values = _values((2, 3, 4, 1), tkwargs, seed=9).requires_grad_(True)
     posterior = FunctionEnsemblePosterior(values)
     torch.manual_seed(0)
     samples = posterior.rsample(torch.Size([6]))
@@ -210,8 +210,8 @@ def test_rsample_draws_members_with_gradients():
     assert torch.equal(posterior.rsample(torch.Size([6])), samples)
 
 
-def test_rsample_default_shape_is_one_sample():
-    posterior = FunctionEnsemblePosterior(_values((3, 2, 1)))
+def test_rsample_default_shape_is_one_sample(tkwargs):
+    posterior = FunctionEnsemblePosterior(_values((3, 2, 1), tkwargs))
     assert posterior.rsample().shape == torch.Size([1, 2, 1])
 
 
@@ -219,9 +219,9 @@ def test_rsample_default_shape_is_one_sample():
 # Derived posteriors
 
 
-def test_subset_outputs_keeps_the_weights():
-    values = _values((2, 3, 4, 3), seed=10)
-    weights = torch.tensor([1.0, 2.0, 5.0], dtype=DTYPE)
+def test_subset_outputs_keeps_the_weights(tkwargs):
+    values = _values((2, 3, 4, 3), tkwargs, seed=10)
+    weights = torch.tensor([1.0, 2.0, 5.0], **tkwargs)
     posterior = FunctionEnsemblePosterior(values, weights)
     subset = posterior.subset_outputs([2, 0])
     assert isinstance(subset, FunctionEnsemblePosterior)
@@ -232,11 +232,11 @@ def test_subset_outputs_keeps_the_weights():
 
 
 @pytest.mark.parametrize("noise_shape", [(), (1,), (4, 2)])
-def test_add_observation_noise_gives_a_mixture_with_the_noise_added(noise_shape):
-    values = _values((3, 5, 4, 2), seed=11)
-    weights = torch.tensor([2.0, 1.0, 1.0, 3.0, 1.0], dtype=DTYPE)
+def test_add_observation_noise_gives_a_mixture_with_the_noise_added(noise_shape, tkwargs):
+    values = _values((3, 5, 4, 2), tkwargs, seed=11)
+    weights = torch.tensor([2.0, 1.0, 1.0, 3.0, 1.0], **tkwargs)
     posterior = FunctionEnsemblePosterior(values, weights)
-    noise = 0.3 + torch.rand(noise_shape, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
+    noise = 0.3 + seeded_rand(*noise_shape, seed=0, **tkwargs)
     noisy = posterior.add_observation_noise(noise)
     assert isinstance(noisy, MixtureOfGaussiansPosterior)
     torch.testing.assert_close(noisy.mean, posterior.mean)
@@ -247,11 +247,11 @@ def test_add_observation_noise_gives_a_mixture_with_the_noise_added(noise_shape)
     torch.testing.assert_close(noisy.weights, weights / weights.sum())
 
 
-def test_scalarize_is_the_affine_map_of_every_function():
-    values = _values((2, 4, 3, 2), seed=12)
-    weights = torch.tensor([1.0, 1.0, 2.0, 4.0], dtype=DTYPE)
+def test_scalarize_is_the_affine_map_of_every_function(tkwargs):
+    values = _values((2, 4, 3, 2), tkwargs, seed=12)
+    weights = torch.tensor([1.0, 1.0, 2.0, 4.0], **tkwargs)
     posterior = FunctionEnsemblePosterior(values, weights)
-    scalar_weights = torch.tensor([2.0, -1.0], dtype=DTYPE)
+    scalar_weights = torch.tensor([2.0, -1.0], **tkwargs)
     scalarized = posterior.scalarize(scalar_weights, offset=1.5)
     expected_values = 1.5 + 2.0 * values[..., :1] - values[..., 1:]
     torch.testing.assert_close(scalarized.values, expected_values)
@@ -263,18 +263,17 @@ def test_scalarize_is_the_affine_map_of_every_function():
     torch.testing.assert_close(scalar_samples, 1.5 + samples @ scalar_weights[:, None])
 
 
-def test_untransform_outcomes_with_standardize():
-    generator = torch.Generator().manual_seed(0)
-    train_Y = torch.randn(12, 2, generator=generator, dtype=DTYPE) * torch.tensor(
-        [2.0, 0.5], dtype=DTYPE
-    ) + torch.tensor([1.0, -3.0], dtype=DTYPE)
+def test_untransform_outcomes_with_standardize(tkwargs):
+    train_Y = seeded_randn(12, 2, seed=0, **tkwargs) * torch.tensor(
+        [2.0, 0.5], **tkwargs
+    ) + torch.tensor([1.0, -3.0], **tkwargs)
     transform = Standardize(m=2)
     transform.train()
     transform(train_Y)
     transform.eval()
     location, scale = train_Y.mean(0), train_Y.std(0)
-    values = _values((2, 3, 4, 2), seed=13)
-    weights = torch.tensor([1.0, 3.0, 1.0], dtype=DTYPE)
+    values = _values((2, 3, 4, 2), tkwargs, seed=13)
+    weights = torch.tensor([1.0, 3.0, 1.0], **tkwargs)
     posterior = FunctionEnsemblePosterior(values, weights)
     untransformed = posterior.untransform_outcomes(transform)
     assert isinstance(untransformed, FunctionEnsemblePosterior)
@@ -284,8 +283,8 @@ def test_untransform_outcomes_with_standardize():
     torch.testing.assert_close(untransformed.weights, posterior.weights)
 
 
-def test_untransform_outcomes_with_a_nonlinear_transform_maps_every_function():
-    values = _values((3, 4, 1), seed=14)
+def test_untransform_outcomes_with_a_nonlinear_transform_maps_every_function(tkwargs):
+    values = _values((3, 4, 1), tkwargs, seed=14)
     posterior = FunctionEnsemblePosterior(values)
     untransformed = posterior.untransform_outcomes(Log())
     torch.testing.assert_close(untransformed.values, values.exp())
@@ -293,18 +292,11 @@ def test_untransform_outcomes_with_a_nonlinear_transform_maps_every_function():
 
 
 @pytest.mark.parametrize(
-    "weights",
-    [
-        torch.ones(4, dtype=DTYPE),
-        torch.ones(2, dtype=DTYPE),
-        torch.ones(1, 3, dtype=DTYPE),
-        torch.tensor([1.0, -1.0, 1.0], dtype=DTYPE),
-        torch.zeros(3, dtype=DTYPE),
-    ],
+    "weights", [[1.0] * 4, [1.0, 1.0], [[1.0, 1.0, 1.0]], [1.0, -1.0, 1.0], [0.0] * 3]
 )
-def test_invalid_weights_raise(weights):
+def test_invalid_weights_raise(weights, tkwargs):
     with pytest.raises(ValueError, match="weights"):
-        FunctionEnsemblePosterior(_values((2, 3, 4, 1)), weights)
+        FunctionEnsemblePosterior(_values((2, 3, 4, 1), tkwargs), torch.tensor(weights, **tkwargs))
 
 
 # ---------------------------------------------------------------------------
@@ -319,13 +311,13 @@ class _LinearFunctions:
         self.slopes = []
 
     def __call__(self, n):
-        slopes = torch.randn(n, dtype=DTYPE)
+        slopes = torch.randn(n, dtype=self.points.dtype).to(self.points.device)
         self.slopes.append(slopes)
         return slopes[:, None, None] * self.points.unsqueeze(-3)
 
 
-def _bank_posterior(num_functions=4):
-    points = torch.linspace(1.0, 2.0, 6, dtype=DTYPE).reshape(2, 3, 1)
+def _bank_posterior(tkwargs, num_functions=4):
+    points = torch.linspace(1.0, 2.0, 6, **tkwargs).reshape(2, 3, 1)
     draw = _LinearFunctions(points)
     torch.manual_seed(0)
     return FunctionEnsemblePosterior(draw(num_functions), draw_functions=draw), draw
@@ -338,16 +330,16 @@ def _slopes(samples, points):
     return slopes
 
 
-def test_rsample_within_the_bank_gives_distinct_bank_functions():
-    posterior, draw = _bank_posterior()
+def test_rsample_within_the_bank_gives_distinct_bank_functions(tkwargs):
+    posterior, draw = _bank_posterior(tkwargs)
     torch.manual_seed(1)
     slopes = _slopes(posterior.rsample(torch.Size([4])), draw.points)
     assert len(draw.slopes) == 1
     torch.testing.assert_close(slopes.sort().values, draw.slopes[0].sort().values)
 
 
-def test_rsample_beyond_the_bank_draws_fresh_functions_all_distinct():
-    posterior, draw = _bank_posterior()
+def test_rsample_beyond_the_bank_draws_fresh_functions_all_distinct(tkwargs):
+    posterior, draw = _bank_posterior(tkwargs)
     torch.manual_seed(1)
     samples = posterior.rsample(torch.Size([5, 2]))
     assert samples.shape == torch.Size([5, 2, 2, 3, 1])
@@ -358,13 +350,13 @@ def test_rsample_beyond_the_bank_draws_fresh_functions_all_distinct():
     assert slopes.unique().numel() == 10
 
 
-def test_fresh_functions_follow_outcome_transforms_subsets_and_scalarisation():
-    posterior, draw = _bank_posterior()
+def test_fresh_functions_follow_outcome_transforms_subsets_and_scalarisation(tkwargs):
+    posterior, draw = _bank_posterior(tkwargs)
     transform = Standardize(m=1)
-    transform(torch.tensor([[1.0], [3.0], [8.0]], dtype=DTYPE))
+    transform(torch.tensor([[1.0], [3.0], [8.0]], **tkwargs))
     transform.eval()
     mapped = posterior.untransform_outcomes(transform).subset_outputs([0])
-    mapped = mapped.scalarize(torch.tensor([2.0], dtype=DTYPE), offset=1.0)
+    mapped = mapped.scalarize(torch.tensor([2.0], **tkwargs), offset=1.0)
     torch.manual_seed(1)
     samples = mapped.rsample(torch.Size([9]))
     torch.manual_seed(1)
@@ -373,8 +365,8 @@ def test_fresh_functions_follow_outcome_transforms_subsets_and_scalarisation():
     torch.testing.assert_close(samples, expected)
 
 
-def test_draw_functions_needs_an_equally_weighted_bank():
+def test_draw_functions_needs_an_equally_weighted_bank(tkwargs):
     with pytest.raises(ValueError, match="equally weighted"):
         FunctionEnsemblePosterior(
-            _values((3, 2, 1)), torch.ones(3, dtype=DTYPE), draw_functions=lambda n: None
+            _values((3, 2, 1), tkwargs), torch.ones(3, **tkwargs), draw_functions=lambda n: None
         )

@@ -8,16 +8,20 @@ from botorch.sampling.get_sampler import get_sampler
 from botorch.sampling.normal import SobolQMCNormalSampler
 
 from botorch_nn_uq.posteriors import MixtureOfGaussiansPosterior, MixtureSampler
+from tests.testing import seeded_randn
 
-DTYPE = torch.float64
-MULTIPLICITIES = torch.tensor([3.0, 1.0, 1.0], dtype=DTYPE)
+MULTIPLICITIES = [3.0, 1.0, 1.0]
 
 
-def _components(shape, seed=0):
+def _multiplicities(tkwargs):
+    return torch.tensor(MULTIPLICITIES, **tkwargs)
+
+
+def _components(shape, tkwargs, seed=0):
     generator = torch.Generator().manual_seed(seed)
-    means = 2.0 * torch.randn(*shape, generator=generator, dtype=DTYPE)
-    variances = 0.2 + torch.rand(*shape, generator=generator, dtype=DTYPE)
-    return means, variances
+    means = 2.0 * torch.randn(*shape, generator=generator, dtype=tkwargs["dtype"])
+    variances = 0.2 + torch.rand(*shape, generator=generator, dtype=tkwargs["dtype"])
+    return means.to(**tkwargs), variances.to(**tkwargs)
 
 
 def _expected_moments(means, variances, weights):
@@ -28,9 +32,9 @@ def _expected_moments(means, variances, weights):
     return mean, aleatoric, epistemic
 
 
-def test_moments_follow_the_law_of_total_variance():
-    means, variances = _components((2, 3, 4, 2))
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+def test_moments_follow_the_law_of_total_variance(tkwargs):
+    means, variances = _components((2, 3, 4, 2), tkwargs)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
     w = [0.6, 0.2, 0.2]
     mean = sum(w[k] * means[:, k] for k in range(3))
     aleatoric = sum(w[k] * variances[:, k] for k in range(3))
@@ -44,23 +48,23 @@ def test_moments_follow_the_law_of_total_variance():
     assert posterior.ensemble_size == 3
 
 
-def test_weights_are_normalised():
-    means, variances = _components((3, 4, 1))
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
-    torch.testing.assert_close(posterior.weights, torch.tensor([0.6, 0.2, 0.2], dtype=DTYPE))
-    assert abs(posterior.weights.sum().item() - 1.0) < 1e-15
-    scaled = MixtureOfGaussiansPosterior(means, variances, 10.0 * MULTIPLICITIES)
+def test_weights_are_normalised(tkwargs):
+    means, variances = _components((3, 4, 1), tkwargs)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
+    torch.testing.assert_close(posterior.weights, torch.tensor([0.6, 0.2, 0.2], **tkwargs))
+    assert abs(posterior.weights.sum().item() - 1.0) <= 2 * torch.finfo(tkwargs["dtype"]).eps
+    scaled = MixtureOfGaussiansPosterior(means, variances, 10.0 * _multiplicities(tkwargs))
     torch.testing.assert_close(scaled.mean, posterior.mean)
     torch.testing.assert_close(scaled.variance, posterior.variance)
     uniform = MixtureOfGaussiansPosterior(means, variances)
-    torch.testing.assert_close(uniform.weights, torch.full((3,), 1 / 3, dtype=DTYPE))
+    torch.testing.assert_close(uniform.weights, torch.full((3,), 1 / 3, **tkwargs))
     torch.testing.assert_close(uniform.mean, means.mean(-3))
     torch.testing.assert_close(uniform.epistemic_variance, means.var(-3, unbiased=False))
 
 
-def test_moments_match_monte_carlo_of_rsample():
-    means, variances = _components((2, 3, 2, 1), seed=1)
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+def test_moments_match_monte_carlo_of_rsample(tkwargs):
+    means, variances = _components((2, 3, 2, 1), tkwargs, seed=1)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
     num_samples = 20000
     torch.manual_seed(0)
     samples = posterior.rsample(torch.Size([num_samples]))
@@ -72,14 +76,14 @@ def test_moments_match_monte_carlo_of_rsample():
     torch.testing.assert_close(samples.var(0), posterior.variance, rtol=0.06, atol=0.0)
 
 
-def test_aleatoric_and_epistemic_parts_match_monte_carlo_by_member():
-    means, variances = _components((3, 2, 1), seed=2)
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+def test_aleatoric_and_epistemic_parts_match_monte_carlo_by_member(tkwargs):
+    means, variances = _components((3, 2, 1), tkwargs, seed=2)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
     num_samples = 20000
     sampler = MixtureSampler(torch.Size([num_samples]), seed=0)
     samples = sampler(posterior)
     members = sampler.base_indices
-    frequencies = torch.bincount(members, minlength=3).to(DTYPE) / num_samples
+    frequencies = torch.bincount(members, minlength=3).to(tkwargs["dtype"]) / num_samples
     torch.testing.assert_close(frequencies, posterior.weights)
     # Law of total variance, estimated: E[Var(Y | k)] and Var(E[Y | k]).
     conditional_means = torch.stack([samples[members == k].mean(0) for k in range(3)])
@@ -99,12 +103,12 @@ def test_aleatoric_and_epistemic_parts_match_monte_carlo_by_member():
         assert member_error.abs().max() < 5
 
 
-def test_samples_are_joint_across_q_through_the_member():
+def test_samples_are_joint_across_q_through_the_member(tkwargs):
     # Members far apart with tiny variances: every sample's q-vector comes from one member.
-    means = torch.tensor([[0.0, 10.0], [100.0, 110.0], [200.0, 210.0]], dtype=DTYPE)
+    means = torch.tensor([[0.0, 10.0], [100.0, 110.0], [200.0, 210.0]], **tkwargs)
     means = means.unsqueeze(-1)
     variances = torch.full_like(means, 1e-6)
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
     samples = MixtureSampler(torch.Size([50]), seed=4)(posterior)
     member_at_point = (samples / 100).round()
     assert torch.equal(member_at_point[:, 0], member_at_point[:, 1])
@@ -112,17 +116,17 @@ def test_samples_are_joint_across_q_through_the_member():
     assert counts.tolist() == [30, 10, 10]
 
 
-def test_get_sampler_returns_the_mixture_sampler():
-    means, variances = _components((3, 2, 1))
+def test_get_sampler_returns_the_mixture_sampler(tkwargs):
+    means, variances = _components((3, 2, 1), tkwargs)
     posterior = MixtureOfGaussiansPosterior(means, variances)
     sampler = get_sampler(posterior, torch.Size([8]), seed=5)
     assert isinstance(sampler, MixtureSampler)
     assert sampler(posterior).shape == torch.Size([8, 2, 1])
 
 
-def test_sampler_is_deterministic_under_a_seed():
-    means, variances = _components((2, 3, 4, 2), seed=3)
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+def test_sampler_is_deterministic_under_a_seed(tkwargs):
+    means, variances = _components((2, 3, 4, 2), tkwargs, seed=3)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
     first = MixtureSampler(torch.Size([16]), seed=7)(posterior)
     torch.manual_seed(123)  # the global RNG plays no role
     second = MixtureSampler(torch.Size([16]), seed=7)(posterior)
@@ -139,10 +143,10 @@ def test_sampler_is_deterministic_under_a_seed():
     assert not torch.allclose(sampler.base_samples, other_sampler.base_samples)
 
 
-def test_sampler_shares_base_samples_across_the_batch():
-    means, variances = _components((3, 4, 2), seed=5)
+def test_sampler_shares_base_samples_across_the_batch(tkwargs):
+    means, variances = _components((3, 4, 2), tkwargs, seed=5)
     batched = MixtureOfGaussiansPosterior(
-        means.expand(2, 3, 3, 4, 2), variances.expand(2, 3, 3, 4, 2), MULTIPLICITIES
+        means.expand(2, 3, 3, 4, 2), variances.expand(2, 3, 3, 4, 2), _multiplicities(tkwargs)
     )
     samples = MixtureSampler(torch.Size([12]), seed=1)(batched)
     assert samples.shape == torch.Size([12, 2, 3, 4, 2])
@@ -152,40 +156,40 @@ def test_sampler_shares_base_samples_across_the_batch():
             assert torch.equal(samples[:, i, j], samples[:, 0, 0])
     # And the unbatched posterior with the same seed gives the same samples.
     single = MixtureSampler(torch.Size([12]), seed=1)(
-        MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+        MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
     )
     torch.testing.assert_close(single, samples[:, 0, 0])
 
 
-def test_sampler_reuses_and_redraws_base_samples():
-    means, variances = _components((3, 4, 1), seed=6)
+def test_sampler_reuses_and_redraws_base_samples(tkwargs):
+    means, variances = _components((3, 4, 1), tkwargs, seed=6)
     sampler = MixtureSampler(torch.Size([10]), seed=0)
-    first = sampler(MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES))
+    first = sampler(MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs)))
     base_samples, base_indices = sampler.base_samples, sampler.base_indices
     # Same shapes and weights: base samples reused, so a shifted posterior shifts samples.
-    shifted = sampler(MixtureOfGaussiansPosterior(means + 1.0, variances, MULTIPLICITIES))
+    shifted = sampler(MixtureOfGaussiansPosterior(means + 1.0, variances, _multiplicities(tkwargs)))
     assert sampler.base_samples is base_samples
     torch.testing.assert_close(shifted, first + 1.0)
     # New weights: indices redrawn to the new frequencies.
-    sampler(MixtureOfGaussiansPosterior(means, variances, torch.tensor([1.0, 1.0, 8.0])))
+    sampler(MixtureOfGaussiansPosterior(means, variances, torch.tensor([1.0, 1.0, 8.0], **tkwargs)))
     assert torch.bincount(sampler.base_indices, minlength=3).tolist() == [1, 1, 8]
     assert not torch.equal(sampler.base_indices, base_indices)
 
 
-def test_rsample_from_base_samples_is_the_reparameterisation():
-    means, variances = _components((2, 3, 4, 1), seed=7)
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
-    indices = torch.tensor([2, 0, 1])
-    normals = torch.randn(3, 1, 4, 1, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
+def test_rsample_from_base_samples_is_the_reparameterisation(tkwargs):
+    means, variances = _components((2, 3, 4, 1), tkwargs, seed=7)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
+    indices = torch.tensor([2, 0, 1], device=tkwargs["device"])
+    normals = seeded_randn(3, 1, 4, 1, seed=0, **tkwargs)
     samples = posterior.rsample_from_base_samples(torch.Size([3]), normals, indices)
     for i, k in enumerate(indices.tolist()):
         expected = means[:, k] + variances[:, k].sqrt() * normals[i]
         torch.testing.assert_close(samples[i], expected)
 
 
-def test_subset_outputs():
-    means, variances = _components((2, 3, 4, 3), seed=8)
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+def test_subset_outputs(tkwargs):
+    means, variances = _components((2, 3, 4, 3), tkwargs, seed=8)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
     subset = posterior.subset_outputs([2, 0])
     assert isinstance(subset, MixtureOfGaussiansPosterior)
     torch.testing.assert_close(subset.mean, posterior.mean[..., [2, 0]])
@@ -194,10 +198,10 @@ def test_subset_outputs():
     torch.testing.assert_close(subset.weights, posterior.weights)
 
 
-def test_add_observation_noise_adds_to_the_aleatoric_part_only():
-    means, variances = _components((2, 3, 4, 2), seed=9)
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
-    noise = torch.tensor([0.5, 1.5], dtype=DTYPE)
+def test_add_observation_noise_adds_to_the_aleatoric_part_only(tkwargs):
+    means, variances = _components((2, 3, 4, 2), tkwargs, seed=9)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
+    noise = torch.tensor([0.5, 1.5], **tkwargs)
     noisy = posterior.add_observation_noise(noise)
     torch.testing.assert_close(noisy.mean, posterior.mean)
     torch.testing.assert_close(noisy.epistemic_variance, posterior.epistemic_variance)
@@ -205,15 +209,15 @@ def test_add_observation_noise_adds_to_the_aleatoric_part_only():
     torch.testing.assert_close(noisy.variance, posterior.variance + noise)
 
 
-def test_scalarize_gives_the_moments_of_the_affine_map():
-    means, variances = _components((2, 3, 4, 2), seed=10)
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
-    weights = torch.tensor([2.0, -1.0], dtype=DTYPE)
+def test_scalarize_gives_the_moments_of_the_affine_map(tkwargs):
+    means, variances = _components((2, 3, 4, 2), tkwargs, seed=10)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
+    weights = torch.tensor([2.0, -1.0], **tkwargs)
     scalarized = posterior.scalarize(weights, offset=0.5)
     component_means = 0.5 + means @ weights[:, None]
     component_variances = variances @ (weights**2)[:, None]
     mean, aleatoric, epistemic = _expected_moments(
-        component_means, component_variances, MULTIPLICITIES
+        component_means, component_variances, _multiplicities(tkwargs)
     )
     torch.testing.assert_close(scalarized.mean, mean)
     torch.testing.assert_close(scalarized.aleatoric_variance, aleatoric)
@@ -221,9 +225,8 @@ def test_scalarize_gives_the_moments_of_the_affine_map():
     torch.testing.assert_close(scalarized.mean, 0.5 + posterior.mean @ weights[:, None])
 
 
-def _fitted_standardize(m):
-    generator = torch.Generator().manual_seed(0)
-    train_Y = 4.0 * torch.randn(9, m, generator=generator, dtype=DTYPE) - 2.0
+def _fitted_standardize(m, tkwargs):
+    train_Y = 4.0 * seeded_randn(9, m, seed=0, **tkwargs) - 2.0
     transform = Standardize(m=m)
     transform.train()
     transform(train_Y)
@@ -232,10 +235,10 @@ def _fitted_standardize(m):
 
 
 @pytest.mark.parametrize("m", [1, 2])
-def test_untransform_outcomes_with_standardize_matches_the_formula(m):
-    transform, location, scale = _fitted_standardize(m)
-    means, variances = _components((2, 3, 4, m), seed=11)
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+def test_untransform_outcomes_with_standardize_matches_the_formula(m, tkwargs):
+    transform, location, scale = _fitted_standardize(m, tkwargs)
+    means, variances = _components((2, 3, 4, m), tkwargs, seed=11)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
     untransformed = posterior.untransform_outcomes(transform)
     assert isinstance(untransformed, MixtureOfGaussiansPosterior)
     torch.testing.assert_close(untransformed.component_means, location + scale * means)
@@ -245,49 +248,41 @@ def test_untransform_outcomes_with_standardize_matches_the_formula(m):
     torch.testing.assert_close(untransformed.weights, posterior.weights)
 
 
-def test_untransform_outcomes_with_a_nonlinear_transform_raises():
-    means, variances = _components((3, 4, 1))
+def test_untransform_outcomes_with_a_nonlinear_transform_raises(tkwargs):
+    means, variances = _components((3, 4, 1), tkwargs)
     posterior = MixtureOfGaussiansPosterior(means, variances)
     with pytest.raises(UnsupportedError, match="linear outcome transform"):
         posterior.untransform_outcomes(Log())
 
 
-def test_negative_component_variances_are_clamped_at_zero():
-    means = torch.zeros(2, 1, 1, dtype=DTYPE)
-    variances = torch.tensor([-1.0, 2.0], dtype=DTYPE).reshape(2, 1, 1)
+def test_negative_component_variances_are_clamped_at_zero(tkwargs):
+    means = torch.zeros(2, 1, 1, **tkwargs)
+    variances = torch.tensor([-1.0, 2.0], **tkwargs).reshape(2, 1, 1)
     posterior = MixtureOfGaussiansPosterior(means, variances)
-    torch.testing.assert_close(posterior.aleatoric_variance, torch.ones(1, 1, dtype=DTYPE))
+    torch.testing.assert_close(posterior.aleatoric_variance, torch.ones(1, 1, **tkwargs))
 
 
-@pytest.mark.parametrize(
-    "weights",
-    [
-        torch.ones(2, dtype=DTYPE),
-        torch.ones(1, 3, dtype=DTYPE),
-        torch.tensor([1.0, -0.5, 1.0], dtype=DTYPE),
-        torch.zeros(3, dtype=DTYPE),
-    ],
-)
-def test_invalid_weights_raise(weights):
-    means, variances = _components((3, 4, 1))
+@pytest.mark.parametrize("weights", [[1.0, 1.0], [[1.0, 1.0, 1.0]], [1.0, -0.5, 1.0], [0.0] * 3])
+def test_invalid_weights_raise(weights, tkwargs):
+    means, variances = _components((3, 4, 1), tkwargs)
     with pytest.raises(ValueError, match="weights"):
-        MixtureOfGaussiansPosterior(means, variances, weights)
+        MixtureOfGaussiansPosterior(means, variances, torch.tensor(weights, **tkwargs))
 
 
 @pytest.mark.parametrize(
     ("mean_shape", "variance_shape"), [((3, 4), (3, 4)), ((3, 4, 1), (3, 4, 2))]
 )
-def test_invalid_component_shapes_raise(mean_shape, variance_shape):
+def test_invalid_component_shapes_raise(mean_shape, variance_shape, tkwargs):
     with pytest.raises(ValueError, match="batch_shape x s x q x m"):
         MixtureOfGaussiansPosterior(
-            torch.zeros(mean_shape, dtype=DTYPE), torch.ones(variance_shape, dtype=DTYPE)
+            torch.zeros(mean_shape, **tkwargs), torch.ones(variance_shape, **tkwargs)
         )
 
 
 @pytest.mark.parametrize("num_outputs", [1, 2])
-def test_moment_matched_gaussian_has_the_mixture_covariance(num_outputs):
-    means, variances = _components((2, 3, 4, num_outputs), seed=5)
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+def test_moment_matched_gaussian_has_the_mixture_covariance(num_outputs, tkwargs):
+    means, variances = _components((2, 3, 4, num_outputs), tkwargs, seed=5)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
     gaussian = posterior.moment_matched_posterior()
     torch.testing.assert_close(gaussian.mean, posterior.mean)
     torch.testing.assert_close(gaussian.variance, posterior.variance)
@@ -302,9 +297,9 @@ def test_moment_matched_gaussian_has_the_mixture_covariance(num_outputs):
     assert (epistemic.diagonal(dim1=-2, dim2=-1) > 0).all() and (epistemic.triu(1) != 0).any()
 
 
-def test_normal_samplers_draw_from_the_moment_matched_gaussian():
-    means, variances = _components((3, 2, 1), seed=6)
-    posterior = MixtureOfGaussiansPosterior(means, variances, MULTIPLICITIES)
+def test_normal_samplers_draw_from_the_moment_matched_gaussian(tkwargs):
+    means, variances = _components((3, 2, 1), tkwargs, seed=6)
+    posterior = MixtureOfGaussiansPosterior(means, variances, _multiplicities(tkwargs))
     samples = SobolQMCNormalSampler(torch.Size([4096]), seed=0)(posterior)
     assert samples.shape == torch.Size([4096, 2, 1])
     flat = samples.squeeze(-1)
@@ -316,7 +311,7 @@ def test_normal_samplers_draw_from_the_moment_matched_gaussian():
     assert isinstance(get_sampler(posterior, torch.Size([8])), MixtureSampler)
 
 
-def test_moment_matched_covariance_stays_positive_definite_without_member_noise():
-    means = torch.randn(2, 5, 1, dtype=DTYPE)
+def test_moment_matched_covariance_stays_positive_definite_without_member_noise(tkwargs):
+    means = torch.randn(2, 5, 1, **tkwargs)
     posterior = MixtureOfGaussiansPosterior(means, torch.zeros_like(means))
     torch.linalg.cholesky(posterior.distribution.covariance_matrix)

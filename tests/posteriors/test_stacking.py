@@ -10,19 +10,18 @@ from botorch_nn_uq.posteriors import (
     MixtureOfGaussiansPosterior,
 )
 from botorch_nn_uq.posteriors.stacking import stack_posteriors
+from tests.testing import seeded_randn
 
-DTYPE = torch.float64
 BATCH = torch.Size([2, 3])
 
 
-def _values(*shape: int, seed: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
-
-
 @pytest.mark.parametrize("dim", [0, 1])
-def test_function_ensembles_stack_into_one(dim: int) -> None:
-    weights = torch.tensor([1.0, 2.0, 1.0], dtype=DTYPE)
-    parts = [FunctionEnsemblePosterior(_values(4, 3, 5, 2, seed=i), weights) for i in range(6)]
+def test_function_ensembles_stack_into_one(dim: int, tkwargs: dict) -> None:
+    weights = torch.tensor([1.0, 2.0, 1.0], **tkwargs)
+    parts = [
+        FunctionEnsemblePosterior(seeded_randn(4, 3, 5, 2, seed=i, **tkwargs), weights)
+        for i in range(6)
+    ]
     stacked = stack_posteriors(parts, BATCH, dim=dim)
     assert isinstance(stacked, FunctionEnsemblePosterior)
     shape = (4, 2, 3, 5, 2) if dim == 1 else (2, 3, 4, 5, 2)
@@ -36,11 +35,13 @@ def test_function_ensembles_stack_into_one(dim: int) -> None:
     torch.testing.assert_close(samples[(slice(None), *position)], sampler(parts[5]))
 
 
-def test_mixtures_and_gaussians_stay_in_their_family() -> None:
-    weights = torch.tensor([3.0, 1.0], dtype=DTYPE)
+def test_mixtures_and_gaussians_stay_in_their_family(tkwargs: dict) -> None:
+    weights = torch.tensor([3.0, 1.0], **tkwargs)
     mixtures = [
         MixtureOfGaussiansPosterior(
-            _values(2, 4, 1, seed=i), _values(2, 4, 1, seed=i).abs(), weights
+            seeded_randn(2, 4, 1, seed=i, **tkwargs),
+            seeded_randn(2, 4, 1, seed=i, **tkwargs).abs(),
+            weights,
         )
         for i in range(6)
     ]
@@ -53,10 +54,12 @@ def test_mixtures_and_gaussians_stay_in_their_family() -> None:
     torch.testing.assert_close(stacked.mean[0, 2], gaussians[2].mean)
 
 
-def test_mismatched_weights_or_families_give_the_moment_matched_gaussian() -> None:
+def test_mismatched_weights_or_families_give_the_moment_matched_gaussian(tkwargs: dict) -> None:
     parts = [
-        FunctionEnsemblePosterior(_values(3, 4, 1, seed=0)),
-        FunctionEnsemblePosterior(_values(3, 4, 1, seed=1), torch.tensor([1.0, 0.0, 1.0])),
+        FunctionEnsemblePosterior(seeded_randn(3, 4, 1, seed=0, **tkwargs)),
+        FunctionEnsemblePosterior(
+            seeded_randn(3, 4, 1, seed=1, **tkwargs), torch.tensor([1.0, 0.0, 1.0], **tkwargs)
+        ),
     ]
     for posteriors in (
         parts,
@@ -68,12 +71,12 @@ def test_mismatched_weights_or_families_give_the_moment_matched_gaussian() -> No
         torch.testing.assert_close(stacked.variance[0], posteriors[0].variance)
 
 
-def test_bad_stacks_raise() -> None:
-    part = GaussianMarginalPosterior(torch.zeros(4, 1), torch.ones(4, 1))
+def test_bad_stacks_raise(tkwargs: dict) -> None:
+    part = GaussianMarginalPosterior(torch.zeros(4, 1, **tkwargs), torch.ones(4, 1, **tkwargs))
     with pytest.raises(ValueError, match="numel"):
         stack_posteriors([part] * 5, BATCH)
     with pytest.raises(ValueError, match="equal shapes"):
-        other = GaussianMarginalPosterior(torch.zeros(3, 1), torch.ones(3, 1))
+        other = GaussianMarginalPosterior(torch.zeros(3, 1, **tkwargs), torch.ones(3, 1, **tkwargs))
         stack_posteriors([part, other], torch.Size([2]))
     with pytest.raises(ValueError, match="dim"):
         stack_posteriors([part] * 2, torch.Size([2]), dim=1)

@@ -13,70 +13,72 @@ from botorch_nn_uq.posteriors import (
     MixtureSampler,
     apply_posterior_transform,
 )
+from tests.testing import seeded_randn
 
-DTYPE = torch.float64
-WEIGHTS = torch.tensor([1.5, -0.5, 2.0], dtype=DTYPE)
 OFFSET = 0.75
 
 
-def _transform():
-    return ScalarizedPosteriorTransform(weights=WEIGHTS, offset=OFFSET)
+@pytest.fixture
+def weights(tkwargs):
+    return torch.tensor([1.5, -0.5, 2.0], **tkwargs)
 
 
-def _random(shape, seed):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
+def _transform(weights):
+    return ScalarizedPosteriorTransform(weights=weights, offset=OFFSET)
 
 
-def test_scalarized_transform_on_a_function_ensemble_equals_the_map_on_samples():
-    values = _random((2, 4, 3, 3), seed=0)
-    posterior = FunctionEnsemblePosterior(values, torch.tensor([1.0, 2.0, 3.0, 2.0]))
-    transformed = apply_posterior_transform(posterior, _transform())
+def test_scalarized_transform_on_a_function_ensemble_equals_the_map_on_samples(weights, tkwargs):
+    values = seeded_randn(2, 4, 3, 3, seed=0, **tkwargs)
+    posterior = FunctionEnsemblePosterior(values, torch.tensor([1.0, 2.0, 3.0, 2.0], **tkwargs))
+    transformed = apply_posterior_transform(posterior, _transform(weights))
     assert isinstance(transformed, FunctionEnsemblePosterior)
     samples = EnsembleIndexSampler(torch.Size([32]), seed=1)(posterior)
     transformed_samples = EnsembleIndexSampler(torch.Size([32]), seed=1)(transformed)
     assert transformed_samples.shape == torch.Size([32, 2, 3, 1])
-    torch.testing.assert_close(transformed_samples, OFFSET + samples @ WEIGHTS.unsqueeze(-1))
-    torch.testing.assert_close(transformed.mean, OFFSET + posterior.mean @ WEIGHTS.unsqueeze(-1))
+    torch.testing.assert_close(transformed_samples, OFFSET + samples @ weights.unsqueeze(-1))
+    torch.testing.assert_close(transformed.mean, OFFSET + posterior.mean @ weights.unsqueeze(-1))
     # The mixture variance of the scalarised functions (not the sum of per-output variances).
-    scalar_values = OFFSET + values @ WEIGHTS.unsqueeze(-1)
+    scalar_values = OFFSET + values @ weights.unsqueeze(-1)
     w = transformed.weights.reshape(-1, 1, 1)
     expected_variance = (w * (scalar_values - transformed.mean.unsqueeze(-3)) ** 2).sum(-3)
     torch.testing.assert_close(transformed.variance, expected_variance)
 
 
-def test_scalarized_transform_on_a_gaussian_equals_the_map_on_samples():
-    mean = _random((2, 3, 3), seed=1)
-    variance = 0.5 + _random((2, 3, 3), seed=2).abs()
+def test_scalarized_transform_on_a_gaussian_equals_the_map_on_samples(weights, tkwargs):
+    mean = seeded_randn(2, 3, 3, seed=1, **tkwargs)
+    variance = 0.5 + seeded_randn(2, 3, 3, seed=2, **tkwargs).abs()
     posterior = GaussianMarginalPosterior(mean, variance)
-    transformed = apply_posterior_transform(posterior, _transform())
+    transformed = apply_posterior_transform(posterior, _transform(weights))
     assert isinstance(transformed, GaussianMarginalPosterior)
     samples = get_sampler(posterior, torch.Size([4096]), seed=0)(posterior)
-    affine = OFFSET + samples @ WEIGHTS.unsqueeze(-1)
-    torch.testing.assert_close(transformed.mean, OFFSET + mean @ WEIGHTS.unsqueeze(-1))
-    torch.testing.assert_close(transformed.variance, variance @ (WEIGHTS**2).unsqueeze(-1))
+    affine = OFFSET + samples @ weights.unsqueeze(-1)
+    torch.testing.assert_close(transformed.mean, OFFSET + mean @ weights.unsqueeze(-1))
+    torch.testing.assert_close(transformed.variance, variance @ (weights**2).unsqueeze(-1))
     standard_error = (transformed.variance / 4096).sqrt()
     assert ((affine.mean(0) - transformed.mean) / standard_error).abs().max() < 5
     torch.testing.assert_close(affine.var(0), transformed.variance, rtol=0.12, atol=0.0)
 
 
-def test_scalarized_transform_on_a_mixture_equals_the_map_on_samples():
-    means = 2.0 * _random((2, 3, 2, 3), seed=3)
-    variances = 0.2 + _random((2, 3, 2, 3), seed=4).abs()
-    posterior = MixtureOfGaussiansPosterior(means, variances, torch.tensor([3.0, 1.0, 1.0]))
-    transformed = apply_posterior_transform(posterior, _transform())
+def test_scalarized_transform_on_a_mixture_equals_the_map_on_samples(weights, tkwargs):
+    means = 2.0 * seeded_randn(2, 3, 2, 3, seed=3, **tkwargs)
+    variances = 0.2 + seeded_randn(2, 3, 2, 3, seed=4, **tkwargs).abs()
+    posterior = MixtureOfGaussiansPosterior(
+        means, variances, torch.tensor([3.0, 1.0, 1.0], **tkwargs)
+    )
+    transformed = apply_posterior_transform(posterior, _transform(weights))
     assert isinstance(transformed, MixtureOfGaussiansPosterior)
     num_samples = 20000
     samples = MixtureSampler(torch.Size([num_samples]), seed=0)(posterior)
-    affine = OFFSET + samples @ WEIGHTS.unsqueeze(-1)
+    affine = OFFSET + samples @ weights.unsqueeze(-1)
     standard_error = (transformed.variance / num_samples).sqrt()
     assert ((affine.mean(0) - transformed.mean) / standard_error).abs().max() < 5
     torch.testing.assert_close(affine.var(0), transformed.variance, rtol=0.06, atol=0.0)
     # Exact moments of the scalarised mixture.
     w = posterior.weights.reshape(-1, 1, 1)
-    scalar_means = OFFSET + means @ WEIGHTS.unsqueeze(-1)
+    scalar_means = OFFSET + means @ weights.unsqueeze(-1)
     mean = (w * scalar_means).sum(-3)
     torch.testing.assert_close(transformed.mean, mean)
-    expected_variance = (w * variances @ (WEIGHTS**2).unsqueeze(-1)).sum(-3) + (
+    expected_variance = (w * variances @ (weights**2).unsqueeze(-1)).sum(-3) + (
         w * (scalar_means - mean.unsqueeze(-3)) ** 2
     ).sum(-3)
     torch.testing.assert_close(transformed.variance, expected_variance)
@@ -85,27 +87,30 @@ def test_scalarized_transform_on_a_mixture_equals_the_map_on_samples():
     sampler = MixtureSampler(torch.Size([64]), seed=5)
     sampler(posterior)
     member_means = scalar_means.index_select(-3, sampler.base_indices).movedim(1, 0)
-    member_stds = (variances @ (WEIGHTS**2).unsqueeze(-1)).sqrt()
+    member_stds = (variances @ (weights**2).unsqueeze(-1)).sqrt()
     member_stds = member_stds.index_select(-3, sampler.base_indices).movedim(1, 0)
     assert ((transformed_samples - member_means).abs() < 6 * member_stds).all()
 
 
 @pytest.mark.parametrize(
-    "posterior",
+    "make_posterior",
     [
-        GaussianMarginalPosterior(torch.zeros(3, 2, dtype=DTYPE), torch.ones(3, 2, dtype=DTYPE)),
-        FunctionEnsemblePosterior(torch.zeros(4, 3, 2, dtype=DTYPE)),
-        MixtureOfGaussiansPosterior(
-            torch.zeros(4, 3, 2, dtype=DTYPE), torch.ones(4, 3, 2, dtype=DTYPE)
+        lambda tkwargs: GaussianMarginalPosterior(
+            torch.zeros(3, 2, **tkwargs), torch.ones(3, 2, **tkwargs)
+        ),
+        lambda tkwargs: FunctionEnsemblePosterior(torch.zeros(4, 3, 2, **tkwargs)),
+        lambda tkwargs: MixtureOfGaussiansPosterior(
+            torch.zeros(4, 3, 2, **tkwargs), torch.ones(4, 3, 2, **tkwargs)
         ),
     ],
+    ids=["gaussian", "function-ensemble", "mixture"],
 )
-def test_wrong_number_of_scalarization_weights_raises(posterior):
+def test_wrong_number_of_scalarization_weights_raises(make_posterior, weights, tkwargs):
     with pytest.raises(ValueError, match="3 weights but the posterior has 2 outputs"):
-        apply_posterior_transform(posterior, _transform())
+        apply_posterior_transform(make_posterior(tkwargs), _transform(weights))
 
 
-def test_other_transforms_are_called_as_botorch_would():
+def test_other_transforms_are_called_as_botorch_would(tkwargs):
     calls = []
 
     class RecordingTransform(PosteriorTransform):
@@ -118,8 +123,8 @@ def test_other_transforms_are_called_as_botorch_would():
             calls.append((posterior, X))
             return posterior
 
-    posterior = FunctionEnsemblePosterior(torch.zeros(4, 3, 2, dtype=DTYPE))
-    X = torch.zeros(3, 2, dtype=DTYPE)
+    posterior = FunctionEnsemblePosterior(torch.zeros(4, 3, 2, **tkwargs))
+    X = torch.zeros(3, 2, **tkwargs)
     result = apply_posterior_transform(posterior, RecordingTransform(), X=X)
     assert result is posterior
     assert len(calls) == 1

@@ -1,0 +1,81 @@
+"""The dtypes, devices and tolerances the tests run over.
+
+Tests take the ``dtype``, ``device`` and ``tkwargs`` fixtures of ``tests/conftest.py``
+(built from :data:`DTYPES` and :func:`available_devices`) to run in both floating-point
+precisions and on every available device, and compare results with
+:func:`tolerances`, which scale with the precision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+
+#: The floating-point precisions the tests run in.
+DTYPES = (torch.float32, torch.float64)
+
+#: Rounding steps (units of machine epsilon) that two computations of one quantity may
+#: differ by: sums over a few hundred terms and the transcendental functions of a
+#: posterior or an acquisition value stay within this.
+DEFAULT_ROUNDING_STEPS = 1000.0
+
+
+#: Searched ensembles (AutoDEUQ, NES, hyper-deep ensembles) fitted on the tests' few points
+#: may keep a single member, which the package warns about (the warning itself is asserted
+#: in tests/models/test_validation.py). A test about other behaviour of such a fit carries
+#: this mark, so that the warning does not fail it.
+allow_single_member_warning = pytest.mark.filterwarnings(
+    "ignore:The member selection of .* kept a single member:UserWarning"
+)
+
+
+def available_devices() -> list[torch.device]:
+    r"""The devices the tests run on: the CPU, and the first CUDA device when there is one."""
+    devices = [torch.device("cpu")]
+    if torch.cuda.is_available():
+        devices.append(torch.device("cuda", 0))
+    return devices
+
+
+def tolerances(
+    dtype: torch.dtype, rounding_steps: float = DEFAULT_ROUNDING_STEPS
+) -> dict[str, float]:
+    r"""``rtol`` and ``atol`` for ``torch.testing.assert_close`` (or ``torch.allclose``)
+    when two computations of the same quantity differ only by rounding.
+
+    Args:
+        dtype: The floating-point dtype the quantities were computed in.
+        rounding_steps: How many units of the dtype's machine epsilon the two computations
+            may differ by, relative to the values' magnitude (``rtol``) and absolutely
+            (``atol``, for values near zero).
+
+    Returns:
+        ``{"rtol": ..., "atol": ...}``: both ``rounding_steps * eps`` (about ``1.2e-4``
+        in float32 and ``2.2e-13`` in float64 with the default).
+    """
+    tolerance = rounding_steps * torch.finfo(dtype).eps
+    return {"rtol": tolerance, "atol": tolerance}
+
+
+def seeded_rand(*shape: int, seed: int, **tkwargs: Any) -> Tensor:
+    r"""Uniform values in ``[0, 1)`` of shape ``shape`` from a CPU generator seeded with
+    ``seed``, then moved to ``tkwargs["device"]``: the same values on every device.
+
+    Args:
+        shape: The tensor's shape.
+        seed: The generator's seed.
+        tkwargs: ``dtype`` (default float32) and ``device`` (default the CPU).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    values = torch.rand(shape, generator=generator, dtype=tkwargs.get("dtype"))
+    return values.to(**tkwargs)
+
+
+def seeded_randn(*shape: int, seed: int, **tkwargs: Any) -> Tensor:
+    r"""Standard normal values of shape ``shape``, as :func:`seeded_rand`."""
+    generator = torch.Generator().manual_seed(seed)
+    values = torch.randn(shape, generator=generator, dtype=tkwargs.get("dtype"))
+    return values.to(**tkwargs)
