@@ -1,22 +1,31 @@
-"""Execute every tutorial notebook (in smoke mode), check that they are saved clean and that
-the index, ``tutorials/README.md``, lists exactly them.
+"""The tutorial notebooks: saved executed and current, runnable, and listed in the index.
 
-Each ``tutorials/*.ipynb`` is run top to bottom with nbclient, with
-``BOTORCH_NN_UQ_SMOKE=1`` (tiny budgets), ``MPLBACKEND=Agg`` and (unless set)
-``OMP_NUM_THREADS=1`` in the kernel's environment; a cell that raises fails the
-test with that cell's error. The kernel is the interpreter running pytest: a
-``python3`` kernelspec pointing at ``sys.executable`` is written to a temporary
-directory that ``JUPYTER_PATH`` puts ahead of any other kernelspec (user or
-system), so nothing outside this environment is used.
+The notebooks are stored with the outputs of a full run of
+``scripts/execute_tutorials.py``. The tests here check the stored outputs (every code
+cell executed once, in order, without errors, plots saved, and the stamp's hash of the
+code equal to the hash of the code stored next to them, so a notebook whose code changed
+since its outputs were made fails) and that ``tutorials/README.md`` lists exactly the
+notebooks.
+
+Each ``tutorials/*.ipynb`` is also run top to bottom with nbclient, in memory (the stored
+notebook is not written), with ``BOTORCH_NN_UQ_SMOKE=1`` (tiny budgets), ``MPLBACKEND=Agg``
+and (unless set) ``OMP_NUM_THREADS=1`` in the kernel's environment; a cell that raises
+fails the test with that cell's error. The kernel is the interpreter running pytest: the
+script's ``python3`` kernelspec pointing at ``sys.executable`` is written to a temporary
+directory that ``JUPYTER_PATH`` puts ahead of any other kernelspec (user or system), so
+nothing outside this environment is used.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -25,9 +34,33 @@ TUTORIALS_DIR = REPO_ROOT / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS_DIR.glob("*.ipynb"))
 NOTEBOOK_IDS = [path.name for path in NOTEBOOKS]
 
-#: Per-cell timeout (seconds) when executing a notebook.
+#: Per-cell timeout (seconds) when executing a notebook in smoke mode.
 CELL_TIMEOUT = 600
-KERNEL_NAME = "python3"
+
+
+def _load_execute_script() -> ModuleType:
+    r"""Import ``scripts/execute_tutorials.py``, which holds the stamp's hash and the
+    kernelspec (a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location(
+        "execute_tutorials", REPO_ROOT / "scripts" / "execute_tutorials.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+execute_tutorials = _load_execute_script()
+RERUN_HINT = "run `python scripts/execute_tutorials.py {name}` and commit the result"
+#: The first line of a warning as Python prints it: ``<file>.py:<line>: <category>: ...``.
+PYTHON_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _code_cells(notebook: dict[str, Any]) -> list[dict[str, Any]]:
+    return [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
 
 
 def test_tutorials_are_found() -> None:
@@ -51,18 +84,98 @@ def test_index_lists_exactly_the_notebooks() -> None:
     assert len(linked) == len(set(linked)), f"tutorials/README.md lists a notebook twice: {linked}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=NOTEBOOK_IDS)
-def test_notebook_is_saved_without_outputs(path: Path) -> None:
-    notebook = json.loads(path.read_text(encoding="utf-8"))
-    dirty = [
-        index
-        for index, cell in enumerate(notebook["cells"])
-        if cell["cell_type"] == "code" and (cell.get("outputs") or cell.get("execution_count"))
+def test_the_code_hash_covers_the_code_cells_only() -> None:
+    def notebook(*cells: tuple[str, str | list[str]]) -> dict[str, Any]:
+        return {"cells": [{"cell_type": kind, "source": source} for kind, source in cells]}
+
+    digest = execute_tutorials.code_sources_sha256
+    reference = digest(notebook(("markdown", "# A"), ("code", "x = 1\nprint(x)")))
+    # Sources as read from JSON (lists of lines) or by nbformat (strings) hash alike.
+    assert reference == digest(notebook(("markdown", "# B"), ("code", ["x = 1\n", "print(x)"])))
+    assert reference != digest(notebook(("code", "x = 2\nprint(x)")))
+    assert reference != digest(notebook(("code", "x = 1"), ("code", "print(x)")))
+
+
+def test_consecutive_streams_are_merged_in_order() -> None:
+    def stream(name: str, text: str) -> dict[str, str]:
+        return {"output_type": "stream", "name": name, "text": text}
+
+    figure = {"output_type": "display_data", "data": {"text/plain": "<Figure>"}}
+    outputs = [stream("stdout", "a\n"), stream("stdout", "b\n"), figure, stream("stdout", "c\n")]
+    outputs += [stream("stderr", "d\n"), stream("stderr", "e\n")]
+    assert execute_tutorials.merge_consecutive_streams(outputs) == [
+        stream("stdout", "a\nb\n"),
+        figure,
+        stream("stdout", "c\n"),
+        stream("stderr", "d\ne\n"),
     ]
-    assert not dirty, (
-        f"{path.name}: code cells {dirty} have outputs or execution counts; clear all "
-        "outputs before saving."
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NOTEBOOK_IDS)
+def test_stored_outputs_belong_to_the_stored_code(path: Path) -> None:
+    r"""The stamp's hash of the code equals the hash of the code cells stored: editing a
+    notebook's code without executing it again fails here."""
+    notebook = _read(path)
+    stamp = notebook["metadata"].get(execute_tutorials.STAMP_KEY)
+    hint = RERUN_HINT.format(name=path.name)
+    assert stamp is not None, f"{path.name} was not saved by the execute script: {hint}."
+    assert stamp["source_sha256"] == execute_tutorials.code_sources_sha256(notebook), (
+        f"{path.name}: its code changed since its outputs were made: {hint}."
     )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NOTEBOOK_IDS)
+def test_every_code_cell_was_executed_once_in_order(path: Path) -> None:
+    cells = _code_cells(_read(path))
+    counts = [cell["execution_count"] for cell in cells]
+    assert counts == list(range(1, len(cells) + 1)), (
+        f"{path.name}: execution counts {counts} are not 1..{len(cells)} (a cell not run, run "
+        f"twice or out of order): {RERUN_HINT.format(name=path.name)}."
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NOTEBOOK_IDS)
+def test_stored_outputs_hold_no_errors(path: Path) -> None:
+    failed = [
+        cell["execution_count"]
+        for cell in _code_cells(_read(path))
+        if any(output["output_type"] == "error" for output in cell["outputs"])
+    ]
+    assert not failed, f"{path.name}: cells {failed} have error outputs."
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NOTEBOOK_IDS)
+def test_stored_outputs_hold_no_python_warnings(path: Path) -> None:
+    r"""A printed warning names a file on the machine that executed the notebook (and a
+    kernel's temporary file changes every run): silence a warning the text explains in
+    the notebook's first cell, or remove its cause."""
+    warned = [
+        cell["execution_count"]
+        for cell in _code_cells(_read(path))
+        for output in cell["outputs"]
+        if output["output_type"] == "stream" and PYTHON_WARNING.search("".join(output["text"]))
+    ]
+    assert not warned, f"{path.name}: cells {warned} print Python warnings."
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NOTEBOOK_IDS)
+def test_plots_are_stored(path: Path) -> None:
+    r"""A cell that shows a figure carries a PNG, and a notebook that uses matplotlib at
+    least one."""
+    notebook = _read(path)
+    cells = _code_cells(notebook)
+    sources = execute_tutorials.code_sources(notebook)
+    has_png = [
+        any("image/png" in output.get("data", {}) for output in cell["outputs"]) for cell in cells
+    ]
+    missing = [
+        cell["execution_count"]
+        for cell, source, png in zip(cells, sources, has_png, strict=True)
+        if "plt.show()" in source and not png
+    ]
+    assert not missing, f"{path.name}: cells {missing} show a figure but store no PNG."
+    if any("matplotlib" in source for source in sources):
+        assert any(has_png), f"{path.name} uses matplotlib but stores no PNG."
 
 
 @pytest.fixture(scope="session")
@@ -71,14 +184,7 @@ def kernel_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     put first on ``JUPYTER_PATH``."""
     pytest.importorskip("ipykernel", reason="executing tutorials needs ipykernel")
     root = tmp_path_factory.mktemp("jupyter")
-    spec_dir = root / "kernels" / KERNEL_NAME
-    spec_dir.mkdir(parents=True)
-    spec = {
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (tutorial tests)",
-        "language": "python",
-    }
-    (spec_dir / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
+    execute_tutorials.write_kernelspec(root)
     return str(root)
 
 
@@ -105,7 +211,7 @@ def _execute(notebook, monkeypatch: pytest.MonkeyPatch, kernel_path: str):
     client = nbclient.NotebookClient(
         notebook,
         timeout=CELL_TIMEOUT,
-        kernel_name=KERNEL_NAME,
+        kernel_name=execute_tutorials.KERNEL_NAME,
         resources={"metadata": {"path": str(TUTORIALS_DIR)}},
     )
     return client.execute()

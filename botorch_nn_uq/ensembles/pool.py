@@ -302,7 +302,9 @@ def train_candidate_group(
             l2_regularization=settings.l2_regularization,
             row_weights=is_train.expand(num_members, -1),
             validation_row_weights=(1 - is_train).expand(num_members, -1),
-            learning_rates=torch.tensor([h.learning_rate for h in hyperparameters]).to(X),
+            learning_rates=torch.tensor(
+                [h.learning_rate for h in hyperparameters], dtype=X.dtype, device=X.device
+            ),
             early_stopping_patience=torch.tensor(
                 [h.early_stopping_patience for h in hyperparameters]
             ),

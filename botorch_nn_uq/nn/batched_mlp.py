@@ -118,7 +118,7 @@ class BatchedMLP(nn.Module):
                 f"per hidden layer; got {skip_connections}."
             )
         num_members = len(member_seeds)
-        dropout = torch.as_tensor(dropout, dtype=torch.get_default_dtype())
+        dropout = torch.as_tensor(dropout, **FLOAT64)
         dropout = dropout.expand(num_members).clone() if dropout.ndim == 0 else dropout
         if dropout.shape != (num_members,) or ((dropout < 0) | (dropout >= 1)).any():
             raise ValueError(

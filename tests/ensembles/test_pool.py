@@ -25,8 +25,9 @@ SETTINGS = PoolSettings(epochs=20)
 #: Two hidden layers, the second with skips from the input and the first layer.
 SKIPS = Architecture((Node(8, "tanh"), Node(), Node(6, "relu", (-1, 0))))
 SMALL = Architecture((Node(4, "relu"), Node(), Node()))
-#: With plain SGD this learning rate overflows the weights within the first epoch.
-DIVERGING_LEARNING_RATE = 1e100
+#: With plain SGD this learning rate makes the outputs so large after one step that the
+#: loss, their square, overflows (in float64 too).
+DIVERGING_LEARNING_RATE = 1e250
 
 
 def _data(n: int = 40, num_validation: int = 10) -> PoolData:
@@ -131,6 +132,24 @@ def test_grouped_training_is_deterministic() -> None:
     first = train_candidate_group(specs, data, SETTINGS)
     second = train_candidate_group(specs, data, SETTINGS)
     for a, b in zip(first, second, strict=True):
+        _assert_same_candidate(a, b, exact=True)
+
+
+@pytest.mark.parametrize("default_dtype", [torch.float32, torch.float64])
+def test_grouped_training_does_not_depend_on_torchs_default_dtype(default_dtype) -> None:
+    r"""Ray workers start with torch's float32 default; a session that set float64 (as
+    the tutorials do) must train float64 data exactly as they do."""
+    data = _data()
+    specs = [_spec(0), _spec(1, learning_rate=3e-2)]
+    previous = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float32)
+        reference = train_candidate_group(specs, data, SETTINGS)
+        torch.set_default_dtype(default_dtype)
+        outcomes = train_candidate_group(specs, data, SETTINGS)
+    finally:
+        torch.set_default_dtype(previous)
+    for a, b in zip(outcomes, reference, strict=True):
         _assert_same_candidate(a, b, exact=True)
 
 
