@@ -272,19 +272,33 @@ class EpiNet(nn.Module):
         Returns:
             ``... x S x d_out``.
         """
-        features = features.detach()
+        flat = features.detach().reshape(-1, self.feature_dim)
+        num_indices, num_rows = Z.shape[0], flat.shape[0]
         first = self.learnable[0]
         weight = first.weight
-        hidden = (features @ weight[: self.feature_dim]).unsqueeze(-2)
-        hidden = hidden + Z @ weight[self.feature_dim :] + first.bias
-        for layer in self.learnable[1:]:
-            hidden = layer(self.activation(hidden))
-        matrices = hidden.unflatten(-1, (self.output_dim, self.index_dim))
-        learnable = (matrices @ Z.unsqueeze(-1)).squeeze(-1)
-        flat = features.reshape(-1, self.feature_dim)
+        # Index-major rows (S x N x width): every layer is one matrix product over all
+        # rows, and the index-dependent weights below are one batched product per index.
+        hidden = (flat @ weight[: self.feature_dim]).unsqueeze(0)
+        hidden = hidden + (Z @ weight[self.feature_dim :] + first.bias).unsqueeze(-2)
+        if len(self.learnable) == 1:
+            matrices = hidden.unflatten(-1, (self.output_dim, self.index_dim))
+            learnable = (matrices @ Z[:, None, :, None]).squeeze(-1)
+        else:
+            for layer in self.learnable[1:-1]:
+                hidden = layer(self.activation(hidden))
+            last = self.learnable[-1]
+            # A(x~, z) z with A = h W + b folded into the last layer: (h W + b) z is
+            # h (W z) + b z, so each index needs a width x d_out weight instead of every
+            # row a d_out x d_z matrix (the dominant cost on large output grids).
+            index_weight = last.weight.unflatten(-1, (self.output_dim, self.index_dim)) @ Z.T
+            index_bias = Z @ last.bias.unflatten(-1, (self.output_dim, self.index_dim)).T
+            learnable = torch.baddbmm(
+                index_bias.unsqueeze(-2), self.activation(hidden), index_weight.permute(2, 0, 1)
+            )
         prior = self.prior(flat).mean  # d_z x N x d_out
-        prior = prior.movedim(0, -2).reshape(*features.shape[:-1], self.index_dim, self.output_dim)
-        return learnable + self.prior_scale * (Z @ prior)
+        prior = (Z @ prior.flatten(1)).unflatten(-1, (num_rows, self.output_dim))
+        epistemic = learnable + self.prior_scale * prior  # S x N x d_out
+        return epistemic.transpose(0, 1).reshape(*features.shape[:-1], num_indices, -1)
 
 
 class EpistemicOperatorNetwork(nn.Module):
