@@ -236,19 +236,20 @@ def test_mini_batches_pair_each_row_with_its_function():
     assert (fitted - train_Y).pow(2).mean().sqrt() < 0.1
 
 
-@pytest.mark.parametrize("chunk_size", [1, 5])
-def test_chunked_evaluation_equals_unchunked(functional_model, scalar_model, chunk_size):
+@pytest.mark.parametrize("chunk_rows", [1, 7, 160])
+def test_chunked_evaluation_equals_unchunked(functional_model, scalar_model, chunk_rows):
+    r"""Chunks of inputs and, below one input's rows, of grid points give the same values."""
     X = torch.rand(3, 4, 2, generator=torch.Generator().manual_seed(6), dtype=DTYPE)
     for model, inputs in [(functional_model, X), (scalar_model, X[..., :1])]:
         chunked = copy.copy(model)
         chunked.hyperparameters = dataclasses.replace(
-            model.hyperparameters, evaluation_chunk_size=chunk_size
+            model.hyperparameters, evaluation_chunk_rows=chunk_rows
         )
         whole = copy.copy(model)
         whole.hyperparameters = dataclasses.replace(
-            model.hyperparameters, evaluation_chunk_size=1000
+            model.hyperparameters, evaluation_chunk_rows=10**9
         )
-        assert model.hyperparameters.evaluation_chunk_size == 64  # the default, untouched
+        assert model.hyperparameters.evaluation_chunk_rows == 2**17  # the default, untouched
         with torch.no_grad():
             expected = whole.posterior(inputs).values
             got = chunked.posterior(inputs).values
@@ -389,7 +390,7 @@ def test_latent_dim_must_split_into_the_decoder_depth_at_fit():
         ({"index_dim": 0}, "index_dim must be a positive integer"),
         ({"num_epistemic_samples": 1}, "num_epistemic_samples must be an integer of at least 2"),
         ({"num_training_indices": 0}, "num_training_indices must be a positive"),
-        ({"evaluation_chunk_size": 0}, "evaluation_chunk_size must be a positive"),
+        ({"evaluation_chunk_rows": 0}, "evaluation_chunk_rows must be a positive"),
         ({"decoder_depth": 0}, "decoder_depth must be a positive integer"),
         ({"fourier_scale": 0.0}, "fourier_scale must be positive"),
         ({"fourier_scale": -1.0}, "fourier_scale must be positive"),

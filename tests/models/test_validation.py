@@ -139,7 +139,7 @@ HYPERPARAMETER_TABLE = {
         "lr_decay_rate": (True, math.nan, "x", 0.0, 1.5),
         "lr_decay_steps": POSITIVE_INTEGER,
         "gradient_clip_norm": OPTIONAL_POSITIVE,
-        "evaluation_chunk_size": POSITIVE_INTEGER,
+        "evaluation_chunk_rows": POSITIVE_INTEGER,
         "noise_variance": OPTIONAL_POSITIVE,
     },
     NOMU: {

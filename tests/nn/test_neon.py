@@ -42,13 +42,15 @@ def _backbone(tkwargs, fourier_scale=None, decoder_depth=3, **kwargs):
     return OperatorBackbone(**settings).to(**tkwargs)
 
 
-def _epinet(tkwargs, feature_dim=5, output_dim=2, index_dim=4, prior_scale=0.7):
+def _epinet(
+    tkwargs, feature_dim=5, output_dim=2, index_dim=4, prior_scale=0.7, hidden_widths=(6, 5)
+):
     torch.manual_seed(1)
     return EpiNet(
         feature_dim,
         output_dim,
         index_dim=index_dim,
-        hidden_widths=(6, 5),
+        hidden_widths=hidden_widths,
         prior_widths=(5, 5),
         prior_scale=prior_scale,
     ).to(**tkwargs)
@@ -325,8 +327,9 @@ def _manual_prior(epinet, features, Z):
     return torch.einsum("sk,...ko->...so", Z, prior)
 
 
-def test_epinet_equals_the_explicit_concatenation_and_prior_sum(tkwargs):
-    epinet = _epinet(tkwargs, prior_scale=0.7)
+@pytest.mark.parametrize("hidden_widths", [(6, 5), (6,), ()])
+def test_epinet_equals_the_explicit_concatenation_and_prior_sum(hidden_widths, tkwargs):
+    epinet = _epinet(tkwargs, prior_scale=0.7, hidden_widths=hidden_widths)
     features = _inputs(3, 2, 5, seed=2, tkwargs=tkwargs)
     Z = seeded_randn(6, 4, seed=3, **tkwargs)
     output = epinet(features, Z)
