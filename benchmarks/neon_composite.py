@@ -4,9 +4,21 @@ For each problem (``pollutants``, ``brusselator``) and seed, side by side on the
 uniformly random initial design:
 
 - ``neon+q-leaky-ei``: NEON on the function-valued output ``h`` (the authors' preset for
-  the problem, re-initialised at every iteration with a step budget that grows with the
-  iteration as in their code), q-leaky EI of the composite objective ``-g(h)`` over the
-  model's fixed bank of indices (q = 1, so it is leaky EI averaged over the bank);
+  the problem), q-leaky EI of the composite objective ``-g(h)`` over the model's fixed
+  bank of 128 indices (q = 1, so it is leaky EI averaged over the bank). How it trains and
+  optimises is set per problem (``NEON_DEFAULTS``; every field has an option):
+
+  - pollutants (12 outputs): the authors' schedule, a cold full-batch fit at every
+    iteration with a step budget that grows with the iteration, in float64, and BoTorch's
+    ``optimize_acqf`` with the full bank;
+  - Brusselator (8,192 outputs): float32, mini-batches of 2,048 ``(u, y)`` rows, warm-started
+    refits of ``--warm-steps`` steps with a cold fit every ``--cold-every`` iterations or
+    when the held-out error degrades (``botorch_nn_uq.bo.continual``), and the acquisition
+    optimised by ``optimize_acqf_screened``: raw samples screened with the first 16
+    indices of the bank, the best rescored with all 128, L-BFGS-B on the 16-index
+    acquisition, the end points scored with all 128 (the proposal is always the full
+    bank's best). ``benchmarks/neon_profile.py`` measures what each of these choices costs
+    and changes.
 - ``gp+logei``: BoTorch's ``SingleTaskGP`` on the scalar ``g`` (Normalize, Standardize)
   with LogEI, the baseline a BoTorch user would try first;
 - ``random``: uniform random search.
@@ -24,11 +36,13 @@ Examples:
     python benchmarks/neon_composite.py --problems brusselator --seeds 5 --iterations 30
     python benchmarks/neon_composite.py --problems pollutants --seeds 10 --device cuda --jobs 4
     python benchmarks/neon_composite.py --problems pollutants --first-seed 5 --seeds 5
+    python benchmarks/neon_composite.py --problems brusselator --screening-indices 0
     python benchmarks/neon_composite.py --smoke
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import time
@@ -47,6 +61,7 @@ from botorch.utils.sampling import manual_seed
 from common import (
     add_jobs_option,
     add_seed_options,
+    integer_at_least,
     mean_and_standard_error,
     plot_best_so_far,
     run_jobs,
@@ -59,8 +74,10 @@ from common import (
 from torch import Tensor
 
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
+from botorch_nn_uq.bo.continual import ContinualTraining, ContinualTrainingState
 from botorch_nn_uq.bo.loop import save_atomically, write_rows_csv
 from botorch_nn_uq.fit import fit_model
+from botorch_nn_uq.generation import optimize_acqf_screened
 from botorch_nn_uq.models import NEON
 from botorch_nn_uq.nn import count_parameters
 from botorch_nn_uq.posteriors import EnsembleIndexSampler
@@ -70,6 +87,29 @@ PROBLEMS = {"pollutants": Pollutants, "brusselator": Brusselator}
 METHODS = ("neon+q-leaky-ei", "gp+logei", "random")
 #: The protocol's budgets: initial points and iterations.
 BUDGETS = {"pollutants": (5, 35), "brusselator": (5, 30)}
+#: How NEON trains and optimises on each problem (see the module docstring); ``None``
+#: switches a mechanism off: full-batch steps, cold fits only, no screening.
+NEON_DEFAULTS: dict[str, dict[str, str | int | None]] = {
+    "pollutants": {
+        "dtype": "float64",
+        "batch_size": None,
+        "warm_steps": None,
+        "cold_every": 1,
+        "screening_indices": None,
+        "optimize_on": "full",
+    },
+    "brusselator": {
+        "dtype": "float32",
+        "batch_size": 2048,
+        "warm_steps": 500,
+        "cold_every": 10,
+        "screening_indices": 16,
+        "optimize_on": "screening",
+    },
+}
+#: Observation noise of NEON's fits: the simulators are deterministic, and a fixed value
+#: spares the fit its noise estimate (a full-bank evaluation at every training input).
+NOISE_VARIANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -84,13 +124,25 @@ class RunSpec:
     steps: int
     num_restarts: int
     raw_samples: int
+    dtype: str = "float64"
+    batch_size: int | None = None
+    warm_steps: int | None = None
+    cold_every: int = 1
+    screening_indices: int | None = None
+    optimize_on: str = "full"
 
     @property
     def key(self) -> str:
         r"""A file-name-safe identifier of the run and its budget."""
-        return (
+        key = (
             f"{self.problem}_{self.method}_seed{self.seed}_init{self.n_initial}_it"
             f"{self.iterations}_steps{self.steps}_r{self.num_restarts}_raw{self.raw_samples}"
+        )
+        if self.method != "neon+q-leaky-ei":
+            return key
+        return (
+            f"{key}_{self.dtype}_batch{self.batch_size}_warm{self.warm_steps}"
+            f"every{self.cold_every}_screen{self.screening_indices}{self.optimize_on}"
         )
 
 
@@ -102,30 +154,76 @@ class RunResult:
     best_so_far: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     num_parameters: int | None = None
+    fit_seconds: list[float] = field(default_factory=list)
+    warm_fits: list[bool] = field(default_factory=list)
 
 
-def fit_neon(problem: CompositeProblem, U: Tensor, H: Tensor, steps: int, seed: int) -> NEON:
-    r"""NEON with the problem's preset on ``(U, flatten(H))``, trained ``steps`` steps."""
-    model = NEON(
+def neon_model(problem: CompositeProblem, U: Tensor, H: Tensor, spec: RunSpec, steps: int) -> NEON:
+    r"""An unfitted NEON with the problem's preset on ``(U, flatten(H))`` in ``spec.dtype``,
+    trained for ``steps`` optimizer steps (full-batch, or mini-batches of
+    ``spec.batch_size`` rows)."""
+    dtype = getattr(torch, spec.dtype)
+    U, H = U.to(dtype), H.to(dtype)
+    budget = {"epochs": steps}
+    if spec.batch_size is not None:
+        # Every epoch has at least one step, so the step budget ends training first.
+        budget |= {"max_steps": steps, "batch_size": spec.batch_size}
+    return NEON(
         U,
         problem.flatten(H),
-        output_grid=problem.grid,
+        output_grid=problem.grid.to(U),
         num_channels=problem.num_channels,
         input_transform=Normalize(problem.dim, bounds=problem.bounds.to(U)),
         outcome_transform=Standardize(problem.num_outputs),
         preset=problem.name,
-        epochs=steps,
+        noise_variance=NOISE_VARIANCE,
+        **budget,
     )
-    return model.fit(seed=seed)
+
+
+def cold_steps(spec: RunSpec, it: int) -> int:
+    r"""The step budget of a cold fit at iteration ``it``: the authors grow it with the
+    iteration, ``steps * (1 + 2 it / N)``."""
+    return round(spec.steps * (1 + 2 * it / max(spec.iterations, 1)))
+
+
+def fit_neon(
+    spec: RunSpec,
+    problem: CompositeProblem,
+    U: Tensor,
+    H: Tensor,
+    it: int,
+    previous: NEON | None,
+    schedule: ContinualTrainingState | None,
+) -> tuple[NEON, bool]:
+    r"""NEON's fit at iteration ``it`` and whether it was warm-started from ``previous``
+    (the model of the iteration before, trained without the last point)."""
+    warm = False
+    if schedule is not None:
+        dtype = getattr(torch, spec.dtype)
+        flat = problem.flatten(H).to(dtype)
+        warm = schedule.next_fit_is_warm(previous, U[-1:].to(dtype), flat[-1:], flat)
+    seed = spec.seed * 1000 + it
+    if warm:
+        model = neon_model(problem, U, H, spec, spec.warm_steps)
+        model.fit(seed=seed, warm_start=previous, max_steps=spec.warm_steps)
+    else:
+        model = neon_model(problem, U, H, spec, cold_steps(spec, it)).fit(seed=seed)
+    if schedule is not None:
+        schedule.record_fit(warm)
+    return model, warm
 
 
 def propose(
-    spec: RunSpec, problem: CompositeProblem, U: Tensor, H: Tensor, values: Tensor, it: int
-) -> tuple[Tensor, int | None]:
-    r"""The next point of a model-based method, and NEON's parameter count."""
+    spec: RunSpec, problem: CompositeProblem, U: Tensor, values: Tensor, it: int, model: NEON | None
+) -> Tensor:
+    r"""The next point of a model-based method (``model``: NEON's fit, ``None`` for the
+    GP), in float64."""
     bounds = problem.bounds.to(U)
+    # Seeding torch's global generator too fixes optimize_acqf's choice of restarts.
+    seed = spec.seed * 1000 + it
     if spec.method == "gp+logei":
-        model = fit_model(
+        gp = fit_model(
             SingleTaskGP(
                 U,
                 -values.unsqueeze(-1),
@@ -133,32 +231,49 @@ def propose(
                 outcome_transform=Standardize(1),
             )
         )
-        acquisition = LogExpectedImprovement(model, best_f=(-values).max())
-        parameters = None
-    else:
-        # The authors grow the step budget with the iteration: steps * (1 + 2 it / N).
-        steps = round(spec.steps * (1 + 2 * it / max(spec.iterations, 1)))
-        model = fit_neon(problem, U, H, steps, seed=spec.seed * 1000 + it)
-        bank = model.hyperparameters.num_epistemic_samples
-        acquisition = qLeakyExpectedImprovement(
-            model,
-            best_f=(-values).max(),
-            sampler=EnsembleIndexSampler(torch.Size([bank]), seed=0),
+        acquisition = LogExpectedImprovement(gp, best_f=(-values).max())
+        with manual_seed(seed):
+            candidate, _ = optimize_acqf(
+                acquisition,
+                bounds=bounds,
+                q=1,
+                num_restarts=spec.num_restarts,
+                raw_samples=spec.raw_samples,
+                options={"seed": seed},
+            )
+        return candidate.detach()
+    dtype = getattr(torch, spec.dtype)
+
+    def leaky_ei(neon: NEON) -> qLeakyExpectedImprovement:
+        return qLeakyExpectedImprovement(
+            neon,
+            best_f=(-values).max().to(dtype),
+            sampler=EnsembleIndexSampler(torch.Size([neon.function_bank_size]), seed=0),
             objective=problem.objective(),
         )
-        parameters = count_parameters(model.network)
-    # Seeding torch's global generator too fixes optimize_acqf's choice of restarts.
-    seed = spec.seed * 1000 + it
+
     with manual_seed(seed):
-        candidate, _ = optimize_acqf(
-            acquisition,
-            bounds=bounds,
-            q=1,
-            num_restarts=spec.num_restarts,
-            raw_samples=spec.raw_samples,
-            options={"seed": seed},
-        )
-    return candidate.detach(), parameters
+        if spec.screening_indices is None:
+            candidate, _ = optimize_acqf(
+                leaky_ei(model),
+                bounds=bounds.to(dtype),
+                q=1,
+                num_restarts=spec.num_restarts,
+                raw_samples=spec.raw_samples,
+                options={"seed": seed},
+            )
+        else:
+            candidate, _ = optimize_acqf_screened(
+                leaky_ei(model),
+                leaky_ei(model.function_bank_subset(spec.screening_indices)),
+                bounds=bounds.to(dtype),
+                q=1,
+                num_restarts=spec.num_restarts,
+                raw_samples=spec.raw_samples,
+                optimize_on=spec.optimize_on,
+                seed=seed,
+            )
+    return candidate.detach().to(U)
 
 
 def execute(spec: RunSpec, store: Path, device: str = "cpu") -> RunResult:
@@ -177,10 +292,19 @@ def execute(spec: RunSpec, store: Path, device: str = "cpu") -> RunResult:
 
 def run(spec: RunSpec, checkpoint: Path, device: str) -> RunResult:
     r"""One BO run on ``device`` and this process's torch threads (``--threads``), from
-    ``checkpoint`` if there is one, checkpointed there after every iteration."""
+    ``checkpoint`` if there is one, checkpointed there after every iteration (with NEON's
+    last model and continual-training state, so a resumed run warm-starts as an
+    uninterrupted one)."""
     problem = PROBLEMS[spec.problem]()
     bounds = problem.bounds.to(device)
     generator = torch.Generator().manual_seed(spec.seed)
+    neon = spec.method == "neon+q-leaky-ei"
+    schedule = None
+    if neon and spec.warm_steps is not None:
+        schedule = ContinualTrainingState(
+            ContinualTraining(warm_start_steps=spec.warm_steps, cold_refit_every=spec.cold_every)
+        )
+    previous = None
 
     def uniform(n: int) -> Tensor:
         unit = torch.rand(n, problem.dim, generator=generator, dtype=torch.float64)
@@ -191,6 +315,10 @@ def run(spec: RunSpec, checkpoint: Path, device: str) -> RunResult:
         U, H, values = (state[name].to(device) for name in ("U", "H", "values"))
         result = state["result"]
         generator.set_state(state["generator"])
+        if state.get("model") is not None:
+            previous = neon_model(problem, U, H, spec, spec.steps)
+            previous.load_state_dict(state["model"])
+            vars(schedule).update(state["schedule"])
     else:
         U = uniform(spec.n_initial)
         H = problem.h(U)
@@ -199,16 +327,24 @@ def run(spec: RunSpec, checkpoint: Path, device: str) -> RunResult:
     for it in range(len(result.seconds), spec.iterations):
         start = time.perf_counter()
         if spec.method == "random":
-            candidate, parameters = uniform(1), None
+            candidate = uniform(1)
         else:
-            candidate, parameters = propose(spec, problem, U, H, values, it)
+            model = None
+            if neon:
+                model, warm = fit_neon(spec, problem, U, H, it, previous, schedule)
+                result.fit_seconds.append(time.perf_counter() - start)
+                result.warm_fits.append(warm)
+                result.num_parameters = count_parameters(model.network)
+            candidate = propose(spec, problem, U, values, it, model)
+            previous = model
         result.seconds.append(time.perf_counter() - start)
-        result.num_parameters = parameters or result.num_parameters
         new_H = problem.h(candidate)
         U, H = torch.cat([U, candidate]), torch.cat([H, new_H])
         values = torch.cat([values, problem.g(new_H)])
         result.best_so_far.append(float(values.min()))
         state = {"U": U.cpu(), "H": H.cpu(), "values": values.cpu(), "result": result}
+        if schedule is not None:
+            state |= {"model": previous.state_dict(), "schedule": dict(vars(schedule))}
         save_atomically(state | {"generator": generator.get_state()}, checkpoint)
     return result
 
@@ -263,6 +399,39 @@ def best_g_curves(
     return curves
 
 
+def optional_count(text: str) -> int | None:
+    r"""An argparse type: a positive integer, or 0 for ``None`` (the mechanism off)."""
+    value = integer_at_least(0)(text)
+    return value or None
+
+
+def add_neon_options(parser: argparse.ArgumentParser) -> None:
+    r"""The options of NEON's training and acquisition optimisation; each defaults to the
+    problem's entry of ``NEON_DEFAULTS``."""
+    group = parser.add_argument_group(
+        "NEON (default: the problem's entry of NEON_DEFAULTS)", argument_default=argparse.SUPPRESS
+    )
+    group.add_argument("--neon-dtype", dest="dtype", choices=["float32", "float64"])
+    group.add_argument(
+        "--batch-size", type=optional_count, help="rows per training step (0: full batch)"
+    )
+    group.add_argument(
+        "--warm-steps", type=optional_count, help="steps of a warm-started refit (0: cold fits)"
+    )
+    group.add_argument("--cold-every", type=integer_at_least(1), help="a cold fit every N fits")
+    group.add_argument(
+        "--screening-indices",
+        type=optional_count,
+        help="indices that screen the raw samples (0: BoTorch's optimize_acqf, full bank)",
+    )
+    group.add_argument("--optimize-on", choices=["screening", "full"])
+
+
+def neon_settings(args: argparse.Namespace, problem: str) -> dict[str, str | int | None]:
+    r"""NEON's settings for ``problem``: the given options over its ``NEON_DEFAULTS``."""
+    return {name: getattr(args, name, default) for name, default in NEON_DEFAULTS[problem].items()}
+
+
 def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the benchmark; returns the path of the markdown summary."""
     parser = runner_parser(__doc__, out=Path("benchmarks/results/neon_composite"))
@@ -275,11 +444,13 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--raw-samples", type=int, default=256)
     add_jobs_option(parser)
     parser.add_argument("--device", default="cpu", help="torch device for models and problems")
+    add_neon_options(parser)
     args = parser.parse_args(argv)
     use_threads(args.threads)
     if args.smoke:
         args.problems, args.seeds, args.iterations, args.steps = ["pollutants"], 1, 2, 20
         args.num_restarts, args.raw_samples = 2, 16
+        args.warm_steps, args.cold_every, args.screening_indices = 10, 2, 4
     specs = [
         RunSpec(
             problem=problem,
@@ -290,6 +461,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
             steps=args.steps,
             num_restarts=args.num_restarts,
             raw_samples=args.raw_samples,
+            **neon_settings(args, problem),
         )
         for seed in seed_range(args)
         for problem in args.problems

@@ -302,7 +302,7 @@ class EpiNet(nn.Module):
         prior = self.prior(flat).mean  # d_z x N x d_out
         prior = (Z @ prior.flatten(1)).unflatten(-1, (num_rows, self.output_dim))
         epistemic = learnable + self.prior_scale * prior  # S x N x d_out
-        return epistemic.transpose(0, 1).reshape(*features.shape[:-1], num_indices, -1)
+        return epistemic.transpose(0, 1).reshape(*features.shape[:-1], num_indices, self.output_dim)
 
 
 class EpistemicOperatorNetwork(nn.Module):

@@ -57,6 +57,63 @@ def test_interrupted_run_continues_from_its_checkpoint(tmp_path, monkeypatch) ->
     assert not (store / f"{run.key}.checkpoint").exists()
 
 
+def test_interrupted_neon_run_resumes_its_warm_starts(tmp_path, monkeypatch) -> None:
+    r"""A resumed run loads the last model and the continual-training state, so it
+    warm-starts (and screens) exactly as the uninterrupted run."""
+    module = load_benchmark("neon_composite")
+    run = module.RunSpec(
+        "pollutants",
+        "neon+q-leaky-ei",
+        seed=3,
+        n_initial=5,
+        iterations=4,
+        steps=20,
+        num_restarts=2,
+        raw_samples=16,
+        batch_size=16,
+        warm_steps=10,
+        cold_every=3,
+        screening_indices=4,
+        optimize_on="screening",
+    )
+    uninterrupted = module.execute(run, tmp_path / "uninterrupted")
+    assert uninterrupted.warm_fits == [False, True, True, False]
+    assert len(uninterrupted.fit_seconds) == 4
+
+    class FailingPollutants(module.Pollutants):
+        calls = 0
+
+        def h(self, U):
+            FailingPollutants.calls += 1
+            if FailingPollutants.calls == 4:  # initial design, iterations 0 and 1, then fail
+                raise RuntimeError("killed")
+            return super().h(U)
+
+    store = tmp_path / "interrupted"
+    monkeypatch.setitem(module.PROBLEMS, "pollutants", FailingPollutants)
+    with pytest.raises(RuntimeError, match="killed"):
+        module.execute(run, store)
+    monkeypatch.setitem(module.PROBLEMS, "pollutants", module.Pollutants)
+    resumed = module.execute(run, store)
+    assert resumed.warm_fits == uninterrupted.warm_fits
+    assert resumed.best_so_far == uninterrupted.best_so_far
+
+
+def test_neon_settings_default_per_problem_and_zero_switches_off(tmp_path) -> None:
+    module = load_benchmark("neon_composite")
+    parser = module.runner_parser(module.__doc__, out=tmp_path)
+    module.add_neon_options(parser)
+    defaults = parser.parse_args([])
+    assert module.neon_settings(defaults, "brusselator") == module.NEON_DEFAULTS["brusselator"]
+    assert module.neon_settings(defaults, "pollutants") == module.NEON_DEFAULTS["pollutants"]
+    given = parser.parse_args(["--screening-indices", "0", "--batch-size", "512"])
+    settings = module.neon_settings(given, "brusselator")
+    assert settings["screening_indices"] is None and settings["batch_size"] == 512
+    assert settings["warm_steps"] == module.NEON_DEFAULTS["brusselator"]["warm_steps"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--warm-steps", "-1"])
+
+
 def test_first_seed_selects_the_seeds_and_bad_counts_are_rejected(tmp_path) -> None:
     module = load_benchmark("neon_composite")
     arguments = ["--smoke", "--methods", "random", "--out", str(tmp_path)]

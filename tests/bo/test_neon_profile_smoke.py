@@ -1,0 +1,18 @@
+"""Smoke run of the NEON profile at PDE scale (benchmarks/neon_profile.py)."""
+
+from tests.benchmark_scripts import load_benchmark
+
+
+def test_smoke_profile_reports_every_stage(tmp_path) -> None:
+    module = load_benchmark("neon_profile")
+    text = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
+    # The network does not depend on the grid: the smoke grid has the paper's count.
+    assert "38,820 trainable parameters (the paper: 38,820)" in text
+    for stage in module.STAGES:
+        assert f"## {stage} (" in text
+    assert text.count("| float32 |") == 2 and text.count("| float64 |") == 2
+    assert "authors: full batch" in text and "warm start from the fit" in text
+    for optimiser in ("BoTorch optimize_acqf", "L-BFGS on 128 indices", "L-BFGS on 4 indices"):
+        assert text.count(optimiser) == 2  # at both data sizes
+    assert text.count("float32 against float64") == 2
+    assert (tmp_path / "data.pt").exists()
