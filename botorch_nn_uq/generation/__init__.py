@@ -1,5 +1,7 @@
-"""Candidate generation without an acquisition function: batch Thompson sampling."""
+"""Candidate generation: batch Thompson sampling, and acquisition optimisation screened
+with a cheaper acquisition."""
 
+from botorch_nn_uq.generation.screening import optimize_acqf_screened
 from botorch_nn_uq.generation.thompson import (
     batch_thompson_sampling,
     function_bank_scores,
@@ -10,6 +12,7 @@ from botorch_nn_uq.generation.thompson import (
 __all__ = [
     "batch_thompson_sampling",
     "function_bank_scores",
+    "optimize_acqf_screened",
     "slot_functions",
     "thompson_candidates",
 ]

@@ -226,13 +226,17 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             indices_in_network = [self._output_selection[i] for i in indices]
         else:
             indices_in_network = indices
-        # Hyperparameters are frozen and may hold executors that cannot be copied.
-        subset = copy.deepcopy(self, memo={id(self.hyperparameters): self.hyperparameters})
+        subset = self._independent_copy()
         subset._output_selection = indices_in_network
         outcome_transform = getattr(self, "outcome_transform", None)
         if outcome_transform is not None:
             subset.outcome_transform = outcome_transform.subset_output(indices)
         return subset
+
+    def _independent_copy(self) -> Self:
+        r"""A deep copy of the model that shares no tensor or module with it."""
+        # Hyperparameters are frozen and may hold executors that cannot be copied.
+        return copy.deepcopy(self, memo={id(self.hyperparameters): self.hyperparameters})
 
     @property
     def batch_shape(self) -> torch.Size:
@@ -508,11 +512,19 @@ def _refit_after_load(model: NeuralSurrogateModel, incompatible_keys: Any) -> No
 
 class ResizableFunctionBank(ABC):
     r"""Mixin of the models whose posterior is a fixed bank of functions drawn after
-    training (dropout masks, epistemic indices), so the bank can be redrawn at any size.
+    training (dropout masks, epistemic indices), so the bank can be redrawn at any size
+    or cut to its first functions.
 
     Batch Thompson sampling with ``q`` larger than the bank needs more functions than the
     fit drew; :meth:`resample_function_bank` draws a new bank and keeps the trained
-    weights and the noise estimate.
+    weights and the noise estimate. Acquisition optimisation can screen candidates with
+    a model that serves only the bank's first functions
+    (:meth:`function_bank_subset`, for
+    :func:`botorch_nn_uq.generation.optimize_acqf_screened`), which costs that fraction
+    of the full bank's evaluations.
+
+    A subclass stores its bank in fitted buffers whose leading dimension indexes the
+    functions and names them in :meth:`_function_bank_buffers`.
     """
 
     #: The smallest bank a model accepts.
@@ -521,6 +533,23 @@ class ResizableFunctionBank(ABC):
     @abstractmethod
     def _set_function_bank(self, size: int, generator: torch.Generator) -> None:
         r"""Draw a bank of ``size`` functions from ``generator`` and store it."""
+
+    @abstractmethod
+    def _function_bank_buffers(self) -> tuple[str, ...]:
+        r"""The names of the fitted buffers that hold the bank, each a
+        ``function_bank_size x ...`` tensor whose ``i``-th row defines (with the other
+        buffers' ``i``-th rows) the ``i``-th function of the posterior."""
+
+    def _check_fitted(self) -> None:
+        if not self.is_fitted:
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
+
+    @property
+    def function_bank_size(self) -> int:
+        r"""The number of functions in the posterior's bank (the ``s`` of the
+        posterior's ``batch_shape x s x q x m`` function values)."""
+        self._check_fitted()
+        return getattr(self, self._function_bank_buffers()[0]).shape[0]
 
     def resample_function_bank(self, size: int, seed: int) -> Self:
         r"""Replace the posterior's bank of functions by ``size`` new draws.
@@ -532,9 +561,48 @@ class ResizableFunctionBank(ABC):
         Returns:
             The model itself.
         """
-        if not self.is_fitted:
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
+        self._check_fitted()
         check_integer("size", size, minimum=self.min_function_bank_size)
         check_seed("seed", seed)
         self._set_function_bank(size, torch.Generator().manual_seed(seed))
         return self
+
+    def function_bank_subset(self, size: int) -> Self:
+        r"""A copy of the fitted model whose posterior serves only the FIRST ``size``
+        functions of this model's bank.
+
+        The copy has the same network weights, noise variance and transforms; its
+        posterior's function values are those of this model's functions
+        ``0, ..., size - 1`` (equal up to rounding: the network evaluates fewer functions
+        per batch). Evaluating it costs ``size / function_bank_size`` of the full
+        bank's forward passes, which makes it a cheap screening model for acquisition
+        optimisation. This model is left unchanged, and the copy shares no state with
+        it; its ``state_dict`` is a checkpoint like any other (with a bank of ``size``
+        functions). A refit of the copy draws a bank of the hyperparameters' size again.
+
+        Args:
+            size: The number of functions to keep, an integer in
+                ``[min_function_bank_size, function_bank_size]``.
+
+        Returns:
+            The copy, fitted.
+
+        Example:
+            >>> model = NEON(train_X, train_Y, num_epistemic_samples=128).fit(seed=0)
+            >>> screening_model = model.function_bank_subset(16)
+            >>> model.function_bank_size, screening_model.function_bank_size
+            (128, 16)
+            >>> screening_model.posterior(torch.rand(5, 1, 2)).values.shape  # b x s x q x m
+            torch.Size([5, 16, 1, 1])
+        """
+        self._check_fitted()
+        check_integer("size", size, minimum=self.min_function_bank_size)
+        if size > self.function_bank_size:
+            raise ValueError(
+                f"size must be at most the bank's {self.function_bank_size} functions; got {size}."
+            )
+        subset = self._independent_copy()
+        for name in self._function_bank_buffers():
+            # A clone, not a view: a saved view would carry the whole bank's storage.
+            subset._register_fitted_buffer(name, getattr(subset, name)[:size].clone())
+        return subset

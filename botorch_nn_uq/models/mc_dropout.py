@@ -146,13 +146,14 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
         for layer, mask in enumerate(self.network.sample_masks(size, generator)):
             self._register_fitted_buffer(f"dropout_mask_{layer}", mask.detach())
 
+    def _function_bank_buffers(self) -> tuple[str, ...]:
+        # `dropout_mask_{layer}`: `num_masks x width_layer`, one mask row per function.
+        return tuple(f"dropout_mask_{layer}" for layer in range(len(self.network.hidden_layers)))
+
     @property
     def masks(self) -> list[Tensor]:
         r"""The fixed dropout masks, one ``num_masks x width_l`` tensor per hidden layer."""
-        return [
-            getattr(self, f"dropout_mask_{layer}")
-            for layer in range(len(self.network.hidden_layers))
-        ]
+        return [getattr(self, name) for name in self._function_bank_buffers()]
 
     def _predict(
         self, X: Tensor, observation_noise: bool

@@ -359,6 +359,10 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
         indices = indices.to(self.train_X)
         self._register_fitted_buffer("epistemic_indices", indices)
 
+    def _function_bank_buffers(self) -> tuple[str, ...]:
+        # `epistemic_indices`: `S x index_dim`, one index z per function.
+        return ("epistemic_indices",)
+
     def function_samples(self, X: Tensor, indices: Tensor | None = None) -> Tensor:
         r"""The bank's function samples at transformed inputs.
 

@@ -13,6 +13,7 @@ from botorch.models.transforms import Standardize
 
 from botorch_nn_uq.models import NEON, NEONHyperparameters
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
+from tests.testing import tolerances
 
 # The models here are fitted (most once per module) in float64 only: the fits are the
 # expensive part of the suite, and the conformance kit covers float32.
@@ -448,6 +449,49 @@ def test_the_index_bank_can_be_redrawn_at_any_size_from_a_seed():
         model.resample_function_bank(1, seed=0)
     with pytest.raises(RuntimeError, match="NEON is not fitted"):
         NEON(X, X.sum(-1, keepdim=True)).resample_function_bank(5, seed=0)
+
+
+def _unfitted_like(fixture):
+    r"""A freshly constructed model of the configuration of the fixture ``fixture``."""
+    if fixture == "scalar_model":
+        return NEON(*_one_dimensional_data(), **FAST)
+    train_X, train_Y = _functional_data()
+    return NEON(train_X, train_Y, output_grid=_grid(), num_channels=NUM_CHANNELS, **FUNCTIONAL)
+
+
+@pytest.mark.parametrize("fixture", ["scalar_model", "functional_model"])
+def test_a_function_bank_subset_serves_the_first_indices_of_the_bank(fixture, request):
+    model = request.getfixturevalue(fixture)
+    bank = model.epistemic_indices.clone()
+    X = torch.rand(3, 2, model.train_X.shape[-1], generator=torch.Generator().manual_seed(2))
+    X = X.to(DTYPE)
+    values = model.posterior(X).values
+    subset = model.function_bank_subset(5)
+    assert subset.function_bank_size == 5
+    assert model.function_bank_size == bank.shape[0]
+    assert torch.equal(subset.epistemic_indices, bank[:5])
+    assert torch.equal(model.epistemic_indices, bank)
+    assert torch.equal(subset.noise_variance, model.noise_variance)
+    torch.testing.assert_close(
+        subset.posterior(X).values, values[..., :5, :, :], **tolerances(DTYPE)
+    )
+    # A checkpoint of the subset loads into a freshly constructed model.
+    fresh = _unfitted_like(fixture)
+    fresh.load_state_dict(subset.state_dict())
+    assert fresh.function_bank_size == 5
+    torch.testing.assert_close(fresh.posterior(X).values, subset.posterior(X).values)
+
+
+def test_a_function_bank_subset_needs_a_fitted_model_and_a_size_within_the_bank(
+    functional_model,
+):
+    with pytest.raises(ValueError, match="size must be an integer of at least 2"):
+        functional_model.function_bank_subset(1)
+    with pytest.raises(ValueError, match="size must be at most the bank's 32 functions; got 33"):
+        functional_model.function_bank_subset(33)
+    X = torch.rand(12, 2, dtype=DTYPE)
+    with pytest.raises(RuntimeError, match="NEON is not fitted"):
+        NEON(X, X.sum(-1, keepdim=True)).function_bank_subset(2)
 
 
 def test_a_diverging_refit_leaves_the_previous_fit_in_service() -> None:
