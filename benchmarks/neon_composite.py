@@ -11,7 +11,7 @@ uniformly random initial design:
   - pollutants (12 outputs): the authors' schedule, a cold full-batch fit at every
     iteration with a step budget that grows with the iteration, in float64, and BoTorch's
     ``optimize_acqf`` with the full bank;
-  - Brusselator (8,192 outputs): float32, mini-batches of 2,048 ``(u, y)`` rows, warm-started
+  - Brusselator (8,192 outputs): float32, mini-batches of 1,024 ``(u, y)`` rows, warm-started
     refits of ``--warm-steps`` steps with a cold fit every ``--cold-every`` iterations or
     when the held-out error degrades (``botorch_nn_uq.bo.continual``), and the acquisition
     optimised by ``optimize_acqf_screened``: raw samples screened with the first 16
@@ -100,7 +100,7 @@ NEON_DEFAULTS: dict[str, dict[str, str | int | None]] = {
     },
     "brusselator": {
         "dtype": "float32",
-        "batch_size": 2048,
+        "batch_size": 1024,
         "warm_steps": 500,
         "cold_every": 10,
         "screening_indices": 16,

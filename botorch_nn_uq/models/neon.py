@@ -178,10 +178,10 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
     ``z`` at all q points and all grid points (joint), and ``optimize_acqf`` sees a
     smooth deterministic function. ``posterior.rsample`` with more samples than indices
     adds fresh indices, so Thompson sampling with BoTorch's ``MaxPosteriorSampling``
-    gets a distinct function per sample. Inputs (and, on large grids, grid
-    points) are evaluated in chunks of about ``evaluation_chunk_rows`` EpiNet rows. With a composite objective (see
-    :meth:`botorch_nn_uq.problems.CompositeProblem.objective`) MC acquisitions apply the
-    known functional ``g`` to every function sample.
+    gets a distinct function per sample. Inputs (and, on large grids, grid points) are
+    evaluated in chunks of about ``evaluation_chunk_rows`` EpiNet rows. With a composite
+    objective (see :meth:`botorch_nn_uq.problems.CompositeProblem.objective`) MC
+    acquisitions apply the known functional ``g`` to every function sample.
 
     Args:
         train_X: An ``n x d`` tensor of inputs ``u``.
