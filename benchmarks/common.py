@@ -30,27 +30,13 @@ import torch
 from torch import Tensor
 
 from botorch_nn_uq.bo.loop import save_atomically
+from botorch_nn_uq.cli import integer_argument
 
 Spec = TypeVar("Spec")
 Result = TypeVar("Result")
 
 #: Where log-scale plots floor their values (a regret of exactly zero has no logarithm).
 LOG_PLOT_FLOOR = 1e-12
-
-
-def integer_at_least(minimum: int) -> Callable[[str], int]:
-    r"""An argparse type: an integer of at least ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {value}")
-        return value
-
-    return parse
 
 
 def runner_parser(
@@ -73,7 +59,7 @@ def runner_parser(
     parser.add_argument("--smoke", action="store_true", help=smoke)
     parser.add_argument(
         "--threads",
-        type=integer_at_least(1),
+        type=integer_argument(1),
         default=1,
         help="torch intra-op threads of this process and of every worker process (default "
         "1: several runs share few cores, and more threads than free cores are many times "
@@ -87,10 +73,10 @@ def add_seed_options(
 ) -> None:
     r"""Add ``--seeds`` (how many, at least 1; ``default``) and ``--first-seed`` (where they
     start, at least 0) to ``parser``; :func:`seed_range` lists the seeds."""
-    parser.add_argument("--seeds", type=integer_at_least(1), default=default, help=help)
+    parser.add_argument("--seeds", type=integer_argument(1), default=default, help=help)
     parser.add_argument(
         "--first-seed",
-        type=integer_at_least(0),
+        type=integer_argument(0),
         default=0,
         help="seeds start here (so several processes or machines can share the seeds)",
     )
@@ -118,7 +104,7 @@ def add_nomu_suite_options(parser: argparse.ArgumentParser) -> None:
 def add_jobs_option(parser: argparse.ArgumentParser) -> None:
     r"""Add ``--jobs``, the number of worker processes (:func:`run_jobs`), to ``parser``."""
     parser.add_argument(
-        "--jobs", type=integer_at_least(1), default=1, help="parallel worker processes"
+        "--jobs", type=integer_argument(1), default=1, help="parallel worker processes"
     )
 
 

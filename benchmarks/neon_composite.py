@@ -61,7 +61,7 @@ from botorch.utils.sampling import manual_seed
 from common import (
     add_jobs_option,
     add_seed_options,
-    integer_at_least,
+    integer_argument,
     mean_and_standard_error,
     plot_best_so_far,
     run_jobs,
@@ -401,7 +401,7 @@ def best_g_curves(
 
 def optional_count(text: str) -> int | None:
     r"""An argparse type: a positive integer, or 0 for ``None`` (the mechanism off)."""
-    value = integer_at_least(0)(text)
+    value = integer_argument(0)(text)
     return value or None
 
 
@@ -418,7 +418,7 @@ def add_neon_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--warm-steps", type=optional_count, help="steps of a warm-started refit (0: cold fits)"
     )
-    group.add_argument("--cold-every", type=integer_at_least(1), help="a cold fit every N fits")
+    group.add_argument("--cold-every", type=integer_argument(1), help="a cold fit every N fits")
     group.add_argument(
         "--screening-indices",
         type=optional_count,

@@ -47,7 +47,7 @@ from botorch.models.transforms.outcome import Standardize
 from common import (
     add_jobs_option,
     add_uci_data_option,
-    integer_at_least,
+    integer_argument,
     mean_and_standard_error,
     run_jobs,
     runner_parser,
@@ -301,7 +301,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--datasets", nargs="+", default=list(PUBLISHED_NLL))
     parser.add_argument(
-        "--splits", type=integer_at_least(1), default=20, help="number of splits (0, 1, ...)"
+        "--splits", type=integer_argument(1), default=20, help="number of splits (0, 1, ...)"
     )
     add_uci_data_option(parser)
     add_jobs_option(parser)

@@ -67,9 +67,23 @@ def _choice(valid: Sequence[str], kind: str) -> Callable[[str], str]:
     return parse
 
 
-def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+def integer_argument(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     r"""An argparse type: an integer in ``[minimum, maximum]`` (no upper bound for
-    ``None``)."""
+    ``None``), with an error that names the problem.
+
+    The command line and the benchmark runners share it.
+
+    Args:
+        minimum: The smallest accepted value.
+        maximum: The largest accepted value, or ``None``.
+
+    Returns:
+        A function that parses a command-line string.
+
+    Example:
+        >>> integer_argument(1)("3")
+        3
+    """
 
     def parse(text: str) -> int:
         try:
@@ -129,11 +143,11 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help=f"test problem ({', '.join(BO_PROBLEM_NAMES)})",
     )
     optimize.add_argument(
-        "--dim", type=_integer(2), default=5, help="input dimension of the problem"
+        "--dim", type=integer_argument(2), default=5, help="input dimension of the problem"
     )
     optimize.add_argument(
         "--problem-seed",
-        type=_integer(0, _MAX_SEED),
+        type=integer_argument(0, _MAX_SEED),
         help="seed of the random network of nn-draw (default 0; other problems take none)",
     )
     optimize.add_argument(
@@ -152,18 +166,20 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         + "; ".join(f"{name} = {spec.description}" for name, spec in ACQUISITIONS.items()),
     )
     optimize.add_argument(
-        "--iterations", type=_integer(0, _MAX_SEED), default=30, help="BO iterations"
-    )
-    optimize.add_argument("--n-initial", type=_integer(2), default=8, help="initial random points")
-    optimize.add_argument(
-        "--seed", type=_integer(0, _MAX_SEED), default=0, help="seed of the whole run"
+        "--iterations", type=integer_argument(0, _MAX_SEED), default=30, help="BO iterations"
     )
     optimize.add_argument(
-        "--num-restarts", type=_integer(1), default=10, help="optimize_acqf restarts"
+        "--n-initial", type=integer_argument(2), default=8, help="initial random points"
+    )
+    optimize.add_argument(
+        "--seed", type=integer_argument(0, _MAX_SEED), default=0, help="seed of the whole run"
+    )
+    optimize.add_argument(
+        "--num-restarts", type=integer_argument(1), default=10, help="optimize_acqf restarts"
     )
     optimize.add_argument(
         "--raw-samples",
-        type=_integer(1),
+        type=integer_argument(1),
         default=512,
         help="optimize_acqf raw samples (at least --num-restarts)",
     )
@@ -196,7 +212,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     optimize.add_argument(
         "--batch-size",
-        type=_integer(1),
+        type=integer_argument(1),
         default=1,
         help="evaluations per iteration (q); with ts the batch comes from Thompson sampling, "
         "with a q-acquisition (qlogei, ...) from optimize_acqf",
@@ -208,7 +224,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     optimize.add_argument(
         "--num-candidates",
-        type=_integer(1),
+        type=integer_argument(1),
         default=4096,
         help="candidates scored by every function of the bank for ts",
     )
@@ -221,13 +237,13 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     optimize.add_argument(
         "--warm-start-steps",
-        type=_integer(1),
+        type=integer_argument(1),
         default=100,
         help="optimizer steps of a warm-started refit (with --continual)",
     )
     optimize.add_argument(
         "--cold-refit-every",
-        type=_integer(1),
+        type=integer_argument(1),
         default=10,
         help="a refit from scratch every this many iterations (with --continual)",
     )
@@ -252,7 +268,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     optimize.add_argument(
         "--threads",
-        type=_integer(1),
+        type=integer_argument(1),
         help="torch intra-op threads for this run (torch.set_num_threads, for this process "
         "only; default: torch's own, OMP_NUM_THREADS or one per core); on a busy machine "
         "--threads 1 avoids oversubscription and is much faster (network training, GP fits "

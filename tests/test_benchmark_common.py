@@ -22,7 +22,7 @@ def test_mean_and_standard_error() -> None:
 
 
 def test_integer_options_reject_what_is_below_their_minimum() -> None:
-    parse = common.integer_at_least(1)
+    parse = common.integer_argument(1)
     assert parse("3") == 3
     for text, message in [("0", "must be at least 1; got 0"), ("two", "must be an integer")]:
         with pytest.raises(argparse.ArgumentTypeError, match=message):
