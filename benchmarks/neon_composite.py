@@ -273,7 +273,14 @@ def propose(
                 optimize_on=spec.optimize_on,
                 seed=seed,
             )
-    return candidate.detach().to(U)
+    return in_problem_box(candidate, bounds)
+
+
+def in_problem_box(candidate: Tensor, bounds: Tensor) -> Tensor:
+    r"""A candidate of the model's dtype as a point of the problem: in the ``2 x d``
+    ``bounds``' dtype and clamped to them (a bound rounded to float32, e.g. 0.01, can lie
+    just outside the float64 box)."""
+    return candidate.detach().to(bounds).clamp(bounds[0], bounds[1])
 
 
 def execute(spec: RunSpec, store: Path, device: str = "cpu") -> RunResult:

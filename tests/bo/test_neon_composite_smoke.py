@@ -1,6 +1,7 @@
 """Smoke run of the protocol-3 benchmark runner (benchmarks/neon_composite.py)."""
 
 import pytest
+import torch
 
 from tests.benchmark_scripts import load_benchmark
 
@@ -97,6 +98,19 @@ def test_interrupted_neon_run_resumes_its_warm_starts(tmp_path, monkeypatch) -> 
     resumed = module.execute(run, store)
     assert resumed.warm_fits == uninterrupted.warm_fits
     assert resumed.best_so_far == uninterrupted.best_so_far
+
+
+def test_single_precision_candidates_stay_in_the_problem_box() -> None:
+    module = load_benchmark("neon_composite")
+    bounds = module.Brusselator().bounds
+    corners = bounds.float()  # 0.01 rounds below itself in float32
+    assert (corners.double()[0] < bounds[0]).any()
+    for corner in corners:
+        point = module.in_problem_box(corner.unsqueeze(0), bounds)
+        assert point.dtype == torch.float64
+        assert ((point >= bounds[0]) & (point <= bounds[1])).all()
+    inside = bounds.mean(0, keepdim=True)
+    assert torch.equal(module.in_problem_box(inside, bounds), inside)
 
 
 def test_neon_settings_default_per_problem_and_zero_switches_off(tmp_path) -> None:
