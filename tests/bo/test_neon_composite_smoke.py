@@ -100,6 +100,33 @@ def test_interrupted_neon_run_resumes_its_warm_starts(tmp_path, monkeypatch) -> 
     assert resumed.best_so_far == uninterrupted.best_so_far
 
 
+def test_gaps_are_measured_from_the_best_known_g() -> None:
+    module = load_benchmark("neon_composite")
+
+    def result(problem, method, best_so_far):
+        spec = module.RunSpec(problem, method, 0, 5, len(best_so_far) - 1, 20, 2, 16)
+        return module.RunResult(spec, best_so_far=best_so_far, seconds=[1.0] * len(best_so_far))
+
+    known = module.BEST_KNOWN_G["brusselator"]
+    results = [
+        result("brusselator", "gp+logei", [0.1, known + 1e-3]),
+        result("brusselator", "random", [0.2, 0.1]),
+        result("pollutants", "random", [0.5, 0.25]),
+    ]
+    assert module.best_known_g(results) == {"pollutants": 0.0, "brusselator": known}
+    table = module.summary_table(results)
+    assert f"| brusselator | gp+logei | 1 | 6 | {known + 1e-3:.3e} | 1.00e-03 |" in table
+    assert "| pollutants | random | 1 | 6 | 2.500e-01 | 2.50e-01 |" in table
+    curves = module.best_g_curves(results)
+    torch.testing.assert_close(
+        curves["brusselator"]["random"][1],
+        torch.tensor([[0.2 - known, 0.1 - known]], dtype=torch.float64),
+    )
+    # A run below the best known value becomes the reference.
+    lower = result("brusselator", "random", [0.2, known - 1e-4])
+    assert module.best_known_g([*results, lower])["brusselator"] == known - 1e-4
+
+
 def test_single_precision_candidates_stay_in_the_problem_box() -> None:
     module = load_benchmark("neon_composite")
     bounds = module.Brusselator().bounds
