@@ -54,6 +54,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from botorch.acquisition import LogExpectedImprovement
@@ -168,16 +169,19 @@ class RunResult:
     warm_fits: list[bool] = field(default_factory=list)
 
 
-def neon_model(problem: CompositeProblem, U: Tensor, H: Tensor, spec: RunSpec, steps: int) -> NEON:
-    r"""An unfitted NEON with the problem's preset on ``(U, flatten(H))`` in ``spec.dtype``,
-    trained for ``steps`` optimizer steps (full-batch, or mini-batches of
-    ``spec.batch_size`` rows)."""
-    dtype = getattr(torch, spec.dtype)
+def build_neon(
+    problem: CompositeProblem, U: Tensor, H: Tensor, dtype: torch.dtype, **hyperparameters: Any
+) -> NEON:
+    r"""An unfitted NEON with the problem's preset on ``(U, flatten(H))`` in ``dtype``.
+
+    Args:
+        problem: The composite problem; its name selects the preset.
+        U: ``n x d`` evaluated inputs.
+        H: ``n x num_channels x ...`` the simulator's outputs at ``U``.
+        dtype: The model's dtype.
+        **hyperparameters: Further ``NEON`` arguments (training budget, chunking).
+    """
     U, H = U.to(dtype), H.to(dtype)
-    budget = {"epochs": steps}
-    if spec.batch_size is not None:
-        # Every epoch has at least one step, so the step budget ends training first.
-        budget |= {"max_steps": steps, "batch_size": spec.batch_size}
     return NEON(
         U,
         problem.flatten(H),
@@ -187,8 +191,18 @@ def neon_model(problem: CompositeProblem, U: Tensor, H: Tensor, spec: RunSpec, s
         outcome_transform=Standardize(problem.num_outputs),
         preset=problem.name,
         noise_variance=NOISE_VARIANCE,
-        **budget,
+        **hyperparameters,
     )
+
+
+def neon_model(problem: CompositeProblem, U: Tensor, H: Tensor, spec: RunSpec, steps: int) -> NEON:
+    r"""An unfitted NEON in ``spec.dtype`` trained for ``steps`` optimizer steps
+    (full-batch, or mini-batches of ``spec.batch_size`` rows)."""
+    budget: dict[str, int] = {"epochs": steps}
+    if spec.batch_size is not None:
+        # Every epoch has at least one step, so the step budget ends training first.
+        budget |= {"max_steps": steps, "batch_size": spec.batch_size}
+    return build_neon(problem, U, H, getattr(torch, spec.dtype), **budget)
 
 
 def cold_steps(spec: RunSpec, it: int) -> int:

@@ -38,14 +38,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
-from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
 from botorch.utils.sampling import manual_seed
 from common import runner_parser, summary_header, use_threads, write_text
+from neon_composite import build_neon
 from torch import Tensor
 
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
@@ -103,25 +102,6 @@ def brusselator_data(problem: Brusselator, n: int, path: Path) -> tuple[Tensor, 
     return U, H
 
 
-def make_neon(
-    problem: Brusselator, U: Tensor, H: Tensor, dtype: torch.dtype, **hyperparameters: Any
-) -> NEON:
-    r"""An unfitted NEON with the Brusselator preset, as ``benchmarks/neon_composite.py``
-    builds it, in ``dtype``."""
-    U, H = U.to(dtype), H.to(dtype)
-    return NEON(
-        U,
-        problem.flatten(H),
-        output_grid=problem.grid.to(U),
-        num_channels=problem.num_channels,
-        input_transform=Normalize(problem.dim, bounds=problem.bounds.to(U)),
-        outcome_transform=Standardize(problem.num_outputs),
-        preset="brusselator",
-        noise_variance=1e-6,
-        **hyperparameters,
-    )
-
-
 class Stopwatch:
     r"""``with Stopwatch() as watch: ...`` leaves the block's wall-clock seconds in
     ``watch.seconds``."""
@@ -154,7 +134,7 @@ def posterior_stage(problem: Brusselator, U: Tensor, H: Tensor, budget: Budget) 
             ("whole candidate", rows_per_candidate),
             ("2^17 rows (default)", 2**17),
         ):
-            model = make_neon(problem, U, H, dtype, epochs=1, evaluation_chunk_rows=chunk_rows)
+            model = build_neon(problem, U, H, dtype, epochs=1, evaluation_chunk_rows=chunk_rows)
             model.fit(seed=0)
             X = torch.rand(4, 1, problem.dim, generator=torch.Generator().manual_seed(1))
             X = X.to(dtype)
@@ -185,7 +165,7 @@ def fit_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget: Budget)
         iteration = n - budget.sizes[0]
         authors_steps = round(budget.cold_steps * (1 + 2 * iteration / budget.iterations))
         timed_steps = budget.full_batch_steps_timed
-        full_batch = make_neon(problem, U, H, torch.float64, epochs=timed_steps)
+        full_batch = build_neon(problem, U, H, torch.float64, epochs=timed_steps)
         with Stopwatch() as watch:
             full_batch.fit(seed=0)
         per_step = watch.seconds / timed_steps
@@ -196,7 +176,7 @@ def fit_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget: Budget)
         mini_batch = {"batch_size": budget.batch_size}
         # The cold fit is the one of the iteration before (without the last point); the
         # warm start continues from it on all n points, as in a run.
-        cold = make_neon(
+        cold = build_neon(
             problem,
             U[:-1],
             H[:-1],
@@ -212,7 +192,7 @@ def fit_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget: Budget)
             f"| {watch.seconds / authors_steps:.3f} | {watch.seconds:.0f} "
             f"| {held_out_error(cold, problem, U_test, H_test):.3f} |"
         )
-        warm = make_neon(
+        warm = build_neon(
             problem,
             U,
             H,
@@ -302,7 +282,7 @@ def acquisition_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget:
     for n in budget.sizes:
         U, H = data[0][:n], data[1][:n]
         best_f = -problem.g(H).min()
-        model = make_neon(
+        model = build_neon(
             problem,
             U,
             H,
@@ -335,7 +315,7 @@ def acquisition_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget:
 def float64_effect(model: NEON, problem: Brusselator, U: Tensor, H: Tensor, best_f: Tensor) -> str:
     r"""The largest relative change of the full-bank leaky EI on 64 random candidates when
     the same trained network (fitted in float32 on ``U``, ``H``) evaluates in float64."""
-    double = make_neon(problem, U, H, torch.float64, epochs=1)
+    double = build_neon(problem, U, H, torch.float64, epochs=1)
     state = model.state_dict()
     double.load_state_dict(
         {
@@ -370,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     data = brusselator_data(problem, max(budget.sizes) + budget.held_out, args.out / "data.pt")
     first = (data[0][: budget.sizes[0]], data[1][: budget.sizes[0]])
     parameters = count_parameters(
-        make_neon(problem, *first, torch.float32, epochs=1).fit(seed=0).network
+        build_neon(problem, *first, torch.float32, epochs=1).fit(seed=0).network
     )
     sections = [
         summary_header(__file__, argv, args.threads),

@@ -6,6 +6,22 @@ import torch
 from tests.benchmark_scripts import load_benchmark
 
 
+def pollutants_killed_at_evaluation(module, evaluation: int) -> type:
+    r"""The runner's Pollutants problem with a simulator that raises ("killed") on its
+    ``evaluation``-th call, the first being the initial design."""
+
+    class FailingPollutants(module.Pollutants):
+        calls = 0
+
+        def h(self, U):
+            FailingPollutants.calls += 1
+            if FailingPollutants.calls == evaluation:
+                raise RuntimeError("killed")
+            return super().h(U)
+
+    return FailingPollutants
+
+
 def test_smoke_run_writes_table_plots_and_resumes(tmp_path) -> None:
     module = load_benchmark("neon_composite")
     text = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
@@ -27,17 +43,9 @@ def test_interrupted_run_continues_from_its_checkpoint(tmp_path, monkeypatch) ->
     run = module.RunSpec("pollutants", "random", 3, 5, 3, 20, 2, 16)
     uninterrupted = module.execute(run, tmp_path / "uninterrupted")
 
-    class FailingPollutants(module.Pollutants):
-        calls = 0
-
-        def h(self, U):
-            FailingPollutants.calls += 1
-            if FailingPollutants.calls == 3:  # initial design, iteration 0, then fail
-                raise RuntimeError("killed")
-            return super().h(U)
-
     store = tmp_path / "interrupted"
-    monkeypatch.setitem(module.PROBLEMS, "pollutants", FailingPollutants)
+    # Initial design, iteration 0, then the simulator fails.
+    monkeypatch.setitem(module.PROBLEMS, "pollutants", pollutants_killed_at_evaluation(module, 3))
     with pytest.raises(RuntimeError, match="killed"):
         module.execute(run, store)
     assert not (store / f"{run.key}.pt").exists()
@@ -81,17 +89,9 @@ def test_interrupted_neon_run_resumes_its_warm_starts(tmp_path, monkeypatch) -> 
     assert uninterrupted.warm_fits == [False, True, True, False]
     assert len(uninterrupted.fit_seconds) == 4
 
-    class FailingPollutants(module.Pollutants):
-        calls = 0
-
-        def h(self, U):
-            FailingPollutants.calls += 1
-            if FailingPollutants.calls == 4:  # initial design, iterations 0 and 1, then fail
-                raise RuntimeError("killed")
-            return super().h(U)
-
     store = tmp_path / "interrupted"
-    monkeypatch.setitem(module.PROBLEMS, "pollutants", FailingPollutants)
+    # Initial design, iterations 0 and 1, then the simulator fails.
+    monkeypatch.setitem(module.PROBLEMS, "pollutants", pollutants_killed_at_evaluation(module, 4))
     with pytest.raises(RuntimeError, match="killed"):
         module.execute(run, store)
     monkeypatch.setitem(module.PROBLEMS, "pollutants", module.Pollutants)
