@@ -217,25 +217,34 @@ def fit_neon(
     U: Tensor,
     H: Tensor,
     it: int,
+    warm_start: NEON | None = None,
+) -> NEON:
+    r"""NEON's fit at iteration ``it`` on ``U``, ``H``: ``spec.warm_steps`` steps from
+    ``warm_start`` (the model of an earlier iteration), or a cold fit of
+    ``cold_steps(spec, it)`` steps when it is ``None``."""
+    seed = spec.seed * 1000 + it
+    if warm_start is not None:
+        model = neon_model(problem, U, H, spec, spec.warm_steps)
+        return model.fit(seed=seed, warm_start=warm_start, max_steps=spec.warm_steps)
+    return neon_model(problem, U, H, spec, cold_steps(spec, it)).fit(seed=seed)
+
+
+def next_fit_is_warm(
+    spec: RunSpec,
+    problem: CompositeProblem,
+    U: Tensor,
+    H: Tensor,
     previous: NEON | None,
     schedule: ContinualTrainingState | None,
-) -> tuple[NEON, bool]:
-    r"""NEON's fit at iteration ``it`` and whether it was warm-started from ``previous``
-    (the model of the iteration before, trained without the last point)."""
-    warm = False
-    if schedule is not None:
-        dtype = getattr(torch, spec.dtype)
-        flat = problem.flatten(H).to(dtype)
-        warm = schedule.next_fit_is_warm(previous, U[-1:].to(dtype), flat[-1:], flat)
-    seed = spec.seed * 1000 + it
-    if warm:
-        model = neon_model(problem, U, H, spec, spec.warm_steps)
-        model.fit(seed=seed, warm_start=previous, max_steps=spec.warm_steps)
-    else:
-        model = neon_model(problem, U, H, spec, cold_steps(spec, it)).fit(seed=seed)
-    if schedule is not None:
-        schedule.record_fit(warm)
-    return model, warm
+) -> bool:
+    r"""Whether the fit on ``U``, ``H`` continues from ``previous`` (the model of the
+    iteration before, trained without the last point), as the continual-training
+    ``schedule`` decides; always cold without one."""
+    if schedule is None:
+        return False
+    dtype = getattr(torch, spec.dtype)
+    flat = problem.flatten(H).to(dtype)
+    return schedule.next_fit_is_warm(previous, U[-1:].to(dtype), flat[-1:], flat)
 
 
 def propose(
@@ -362,7 +371,10 @@ def run(spec: RunSpec, checkpoint: Path, device: str) -> RunResult:
         else:
             model = None
             if neon:
-                model, warm = fit_neon(spec, problem, U, H, it, previous, schedule)
+                warm = next_fit_is_warm(spec, problem, U, H, previous, schedule)
+                model = fit_neon(spec, problem, U, H, it, previous if warm else None)
+                if schedule is not None:
+                    schedule.record_fit(warm)
                 result.fit_seconds.append(time.perf_counter() - start)
                 result.warm_fits.append(warm)
                 result.num_parameters = count_parameters(model.network)

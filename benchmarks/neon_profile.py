@@ -1,9 +1,9 @@
 """NEON at PDE scale: where one Brusselator BO iteration spends its time, and what each
 speed-up costs and changes.
 
-One Brusselator iteration (2 x 64 x 64 outputs, a bank of 128 indices) has two parts, each
-profiled side by side in one process with the same threads, at the protocol's first and
-last data sizes (5 and 34 evaluations):
+One Brusselator iteration (2 x 64 x 64 outputs, a bank of 128 indices) is a fit and an
+acquisition. The profile's stages measure them side by side in one process with the same
+threads, at the protocol's first and last data sizes (5 and 34 evaluations):
 
 1. ``posterior``: seconds per candidate of the full-bank posterior (128 indices x 4,096 grid
    points = 524,288 EpiNet rows), without gradients (raw-sample scoring) and with them
@@ -21,6 +21,10 @@ last data sizes (5 and 34 evaluations):
    gradients, and the FULL-bank leaky EI of the proposed point (higher is better), so the
    effect of each trick on the chosen point is measured, not assumed. The same trained
    network in float64 shows what float32 changes in the acquisition values.
+4. ``iteration``: the protocol-3 runner's own code (``neon_composite.py``'s fit and
+   proposal with its Brusselator settings) for the last two iterations of a run: a cold
+   fit at 33 evaluations, then a warm start from it at 34, each with its acquisition. Run
+   it with ``--threads 2`` on an otherwise idle 2-core machine for the laptop figure.
 
 Writes ``summary.md`` into ``--out``. The Brusselator's solutions are cached in
 ``--out/data.pt`` (the solver takes about 1.5 s per evaluation).
@@ -28,6 +32,7 @@ Writes ``summary.md`` into ``--out``. The Brusselator's solutions are cached in
 Examples:
     python benchmarks/neon_profile.py
     python benchmarks/neon_profile.py --stages posterior fit
+    python benchmarks/neon_profile.py --stages iteration --threads 2
     python benchmarks/neon_profile.py --smoke
 """
 
@@ -44,7 +49,7 @@ from botorch.acquisition import AcquisitionFunction
 from botorch.optim import optimize_acqf
 from botorch.utils.sampling import manual_seed
 from common import runner_parser, summary_header, use_threads, write_text
-from neon_composite import build_neon
+from neon_composite import NEON_DEFAULTS, RunSpec, build_neon, cold_steps, fit_neon, propose
 from torch import Tensor
 
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
@@ -54,7 +59,7 @@ from botorch_nn_uq.nn import count_parameters
 from botorch_nn_uq.posteriors import EnsembleIndexSampler
 from botorch_nn_uq.problems import Brusselator
 
-STAGES = ("posterior", "fit", "acquisition")
+STAGES = ("posterior", "fit", "acquisition", "iteration")
 
 
 @dataclass(frozen=True)
@@ -246,7 +251,7 @@ def leaky_ei(model: NEON, problem: Brusselator, best_f: Tensor) -> qLeakyExpecte
     )
 
 
-def propose(
+def timed_proposal(
     model: NEON, problem: Brusselator, best_f: Tensor, budget: Budget, optimize_on: str | None
 ) -> tuple[Tensor, ForwardClock, ForwardClock | None]:
     r"""A proposal of BoTorch's ``optimize_acqf`` (``optimize_on=None``) or of
@@ -298,7 +303,7 @@ def acquisition_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget:
             ("screening", f"screened, L-BFGS on {budget.screening_indices} indices"),
         ):
             with Stopwatch() as watch:
-                candidate, clock, screening = propose(
+                candidate, clock, screening = timed_proposal(
                     model, problem, best_f.float(), budget, optimize_on
                 )
             with torch.no_grad():
@@ -339,6 +344,53 @@ def float64_effect(model: NEON, problem: Brusselator, U: Tensor, H: Tensor, best
     )
 
 
+def iteration_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget: Budget) -> str:
+    r"""The protocol-3 runner's own iterations at the last two data sizes, end to end
+    (``fit_neon`` and ``propose`` of ``neon_composite.py`` with its Brusselator settings):
+    the first with a cold fit, the second warm-started from it, each timed as fit plus
+    acquisition."""
+    spec = RunSpec(
+        "brusselator",
+        "neon+q-leaky-ei",
+        seed=0,
+        n_initial=budget.sizes[0],
+        iterations=budget.iterations,
+        steps=budget.cold_steps,
+        num_restarts=budget.num_restarts,
+        raw_samples=budget.raw_samples,
+        **NEON_DEFAULTS["brusselator"]
+        | {
+            "batch_size": budget.batch_size,
+            "warm_steps": budget.warm_steps,
+            "screening_indices": budget.screening_indices,
+        },
+    )
+    last = budget.sizes[-1] - budget.sizes[0]
+    lines = [
+        "| iteration | evaluations | fit | steps | fit (s) | acquisition (s) | iteration (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    previous = None
+    for it in (last - 1, last):
+        n = spec.n_initial + it
+        U, H = data[0][:n], data[1][:n]
+        with Stopwatch() as fit_watch:
+            model = fit_neon(spec, problem, U, H, it, warm_start=previous)
+        with Stopwatch() as acquisition_watch:
+            propose(spec, problem, U, problem.g(H), it, model)
+        if previous is None:
+            fit, steps = "cold", cold_steps(spec, it)
+        else:
+            fit, steps = "warm start", spec.warm_steps
+        seconds = fit_watch.seconds + acquisition_watch.seconds
+        lines.append(
+            f"| {it} | {n} | {fit} | {steps} | {fit_watch.seconds:.0f} "
+            f"| {acquisition_watch.seconds:.0f} | {seconds:.0f} |"
+        )
+        previous = model
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the profile; returns the path of the markdown summary."""
     parser = runner_parser(__doc__, out=Path("benchmarks/results/neon_profile"))
@@ -360,6 +412,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
         "posterior": lambda: posterior_stage(problem, *first, budget),
         "fit": lambda: fit_stage(problem, data, budget),
         "acquisition": lambda: acquisition_stage(problem, data, budget),
+        "iteration": lambda: iteration_stage(problem, data, budget),
     }
     for stage in args.stages:
         with Stopwatch() as watch:

@@ -15,4 +15,6 @@ def test_smoke_profile_reports_every_stage(tmp_path) -> None:
     for optimiser in ("BoTorch optimize_acqf", "L-BFGS on 128 indices", "L-BFGS on 4 indices"):
         assert text.count(optimiser) == 2  # at both data sizes
     assert text.count("float32 against float64") == 2
+    # The runner's last two smoke iterations (5 + 2 and 5 + 3 evaluations).
+    assert "| 2 | 7 | cold | 23 |" in text and "| 3 | 8 | warm start | 5 |" in text
     assert (tmp_path / "data.pt").exists()
