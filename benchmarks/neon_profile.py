@@ -8,7 +8,8 @@ threads, at the protocol's first and last data sizes (5 and 34 evaluations):
 1. ``posterior``: seconds per candidate of the full-bank posterior (128 indices x 4,096 grid
    points = 524,288 EpiNet rows), without gradients (raw-sample scoring) and with them
    (an L-BFGS step), in float64 and float32, with the whole candidate at once and in chunks
-   of ``evaluation_chunk_rows``.
+   of ``evaluation_chunk_rows``; and what ``torch.compile`` of the network costs (the
+   compilation) and saves (per candidate).
 2. ``fit``: seconds per training step and per fit: the authors' schedule (a cold full-batch
    fit at every iteration, float64, 2,000 steps growing to 6,000 by the last iteration;
    per-step time measured on a few steps) against the runner's (float32, mini-batches of
@@ -40,9 +41,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
@@ -154,7 +158,54 @@ def posterior_stage(problem: Brusselator, U: Tensor, H: Tensor, budget: Budget) 
                 f"| {str(dtype).removeprefix('torch.')} | {label} | {plain.seconds / 4:.3f} "
                 f"| {gradient.seconds / 4:.3f} |"
             )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + compiled_effect(model, X.detach()) + "\n"
+
+
+def compiled(function: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    r"""``torch.compile(function)`` (default mode), without the warnings of torch's own
+    internals: inductor imports ``torch.utils.mkldnn`` (deprecated ``torch.jit``
+    decorators), and dynamo's tracing reads ``.grad`` of non-leaf tensors."""
+
+    def quietly(call: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "`torch.jit.script_method` is deprecated")
+            warnings.filterwarnings("ignore", "The .grad attribute of a Tensor that is not")
+            return call(*args, **kwargs)
+
+    compiled_function = quietly(torch.compile, function)
+    return partial(quietly, compiled_function)
+
+
+def compiled_effect(model: NEON, X: Tensor) -> str:
+    r"""What ``torch.compile`` of the whole network (default mode) costs and saves on
+    the full-bank posterior of the ``b x 1 x d`` candidates ``X``, against the same
+    ``model`` in eager mode."""
+    seconds = {}
+    means = {}
+    for mode in ("eager", "compiled"):
+        if mode == "compiled":
+            model.network.forward = compiled(model.network.forward)
+        # Compilation happens at the first calls of each shape, so these are untimed.
+        with Stopwatch() as first:
+            with torch.no_grad():
+                model.posterior(X)
+            model.posterior(X.clone().requires_grad_(True)).mean.pow(2).sum().backward()
+        with torch.no_grad(), Stopwatch() as plain:
+            means[mode] = model.posterior(X).mean
+        with Stopwatch() as gradient:
+            model.posterior(X.clone().requires_grad_(True)).mean.pow(2).sum().backward()
+        seconds[mode] = (first.seconds, plain.seconds / len(X), gradient.seconds / len(X))
+    del model.network.forward
+    change = (means["compiled"] - means["eager"]).abs().max() / means["eager"].abs().max()
+    (eager_first, eager_plain, eager_gradient), (compiling, plain, gradient) = seconds.values()
+    return (
+        f"Compiling the network (`torch.compile`, {str(X.dtype).removeprefix('torch.')}, "
+        f"default chunks): the first calls without and with gradient (compilation) take "
+        f"{compiling:.0f} s (eager {eager_first:.1f} s); "
+        f"then {plain:.3f} s / candidate without gradient (eager {eager_plain:.3f}) and "
+        f"{gradient:.3f} s with it (eager {eager_gradient:.3f}); the posterior mean changes "
+        f"by at most {float(change):.1e} (relative)."
+    )
 
 
 def fit_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget: Budget) -> str:

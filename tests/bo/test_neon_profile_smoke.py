@@ -11,6 +11,7 @@ def test_smoke_profile_reports_every_stage(tmp_path) -> None:
     for stage in module.STAGES:
         assert f"## {stage} (" in text
     assert text.count("| float32 |") == 2 and text.count("| float64 |") == 2
+    assert "Compiling the network (`torch.compile`, float32" in text
     assert "authors: full batch" in text and "warm start from the cold fit" in text
     for optimiser in ("BoTorch optimize_acqf", "L-BFGS on 128 indices", "L-BFGS on 4 indices"):
         assert text.count(optimiser) == 2  # at both data sizes
