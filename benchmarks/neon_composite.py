@@ -552,7 +552,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     plot_best_so_far(
         best_g_curves(results),
         args.out,
-        "best g so far minus the best known g (median, quartiles)",
+        "best g so far minus the best known g\n(median and quartiles over seeds)",
         centre="median",
     )
     print(summary.read_text())
