@@ -286,6 +286,11 @@ FEATURES = (
         "Ax `ModelConfig(botorch_model_class=...)`",
         _neural(_WORKS),
     ),
+    Feature(
+        "ax-model-selection",
+        "Ax model selection (several `model_configs`, scored by cross-validation)",
+        _neural(Support(Status.WORKS, "scored on the posterior's mean and variance")),
+    ),
 )
 
 

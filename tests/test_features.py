@@ -1,9 +1,11 @@
 """The README's feature table is ``botorch_nn_uq.features`` rendered, and every cell holds:
 each feature runs on a small fitted model of each family, or raises the stated error."""
 
+import math
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -318,17 +320,14 @@ def _(family: str) -> None:
     torch.testing.assert_close(loaded.posterior(X).variance, model.posterior(X).variance)
 
 
-@check("ax-model-config")
-def _(family: str) -> None:
+def fitted_surrogate(model_configs: list, **spec_options: Any):
+    r"""Ax's ``Surrogate`` with ``model_configs``, fitted on the toy data."""
     from ax.core.search_space import SearchSpaceDigest
     from ax.generators.torch.botorch_modular.surrogate import Surrogate, SurrogateSpec
-    from ax.generators.torch.botorch_modular.utils import ModelConfig
     from botorch.utils.datasets import SupervisedDataset
 
-    model_class = SingleTaskGP if family == "gp" else NEURAL_FAMILIES[family][0]
-    options = {} if family == "gp" else NEURAL_FAMILIES[family][1]
-    config = ModelConfig(botorch_model_class=model_class, model_options=dict(options))
-    surrogate = Surrogate(surrogate_spec=SurrogateSpec(model_configs=[config]))
+    spec = SurrogateSpec(model_configs=model_configs, **spec_options)
+    surrogate = Surrogate(surrogate_spec=spec)
     names = [f"x{i}" for i in range(DIM)]
     train_X, train_Y = toy_data()
     # Ax's adapter standardises the outcomes before they reach the surrogate; the check
@@ -338,10 +337,41 @@ def _(family: str) -> None:
     digest = SearchSpaceDigest(feature_names=names, bounds=[(0.0, 1.0)] * DIM)
     torch.manual_seed(0)
     surrogate.fit(datasets=[dataset], search_space_digest=digest)
-    assert isinstance(surrogate.model, model_class)
+    return surrogate
+
+
+def model_config(family: str, name: str = "candidate"):
+    r"""Ax's ``ModelConfig`` of the family's model (options as in the other checks)."""
+    from ax.generators.torch.botorch_modular.utils import ModelConfig
+
+    model_class = SingleTaskGP if family == "gp" else NEURAL_FAMILIES[family][0]
+    options = {} if family == "gp" else NEURAL_FAMILIES[family][1]
+    return ModelConfig(botorch_model_class=model_class, model_options=dict(options), name=name)
+
+
+@check("ax-model-config")
+def _(family: str) -> None:
+    config = model_config(family)
+    surrogate = fitted_surrogate([config])
+    assert isinstance(surrogate.model, config.botorch_model_class)
     mean, covariance = surrogate.predict(query_points(5))
     assert mean.shape == (5, 1) and covariance.shape == (5, 1, 1)
     assert mean.isfinite().all() and (covariance >= 0).all()
+
+
+@check("ax-model-selection")
+def _(family: str) -> None:
+    configs = [model_config("gp", name="gp"), model_config(family)]
+    surrogate = fitted_surrogate(configs, num_folds=4)
+    scores = surrogate._model_name_to_eval["y"]
+    assert set(scores) == {"gp", "candidate"}
+    assert all(math.isfinite(score) for score in scores.values())
+    # Ax's default criterion, rank correlation, is maximised.
+    models = surrogate._model_name_to_model["y"]
+    chosen = [name for name, model in models.items() if model is surrogate.model]
+    assert len(chosen) == 1 and scores[chosen[0]] == max(scores.values())
+    mean, _ = surrogate.predict(query_points(5))
+    assert mean.isfinite().all()
 
 
 CELLS = [(feature, family) for feature in FEATURES for family in FAMILIES]

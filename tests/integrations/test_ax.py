@@ -24,9 +24,10 @@ from ax.generation_strategy.generator_spec import GeneratorSpec
 from ax.generation_strategy.transition_criterion import MinTrials
 from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from ax.generators.torch.botorch_modular.utils import ModelConfig, fit_botorch_model
+from botorch.models import SingleTaskGP
 
 from botorch_nn_uq.ensembles import ArchitectureSpace
-from botorch_nn_uq.integrations.ax import fit_neural_surrogate
+from botorch_nn_uq.integrations.ax import GaussianMomentsModel, fit_neural_surrogate
 from botorch_nn_uq.models import (
     NEON,
     NOMU,
@@ -95,7 +96,7 @@ def _outcomes(parameters: dict[str, float], metrics: str) -> dict[str, float]:
 
 
 def _client(
-    model_config: ModelConfig,
+    model_config: ModelConfig | list[ModelConfig],
     objective: str = "-y",
     seed: int = 0,
     num_sobol: int = NUM_SOBOL,
@@ -112,7 +113,9 @@ def _client(
     botorch_spec = GeneratorSpec(
         generator_enum=Generators.BOTORCH_MODULAR,
         generator_kwargs={
-            "surrogate_spec": SurrogateSpec(model_configs=[model_config]),
+            "surrogate_spec": SurrogateSpec(
+                model_configs=model_config if isinstance(model_config, list) else [model_config]
+            ),
             **generator_kwargs,
         },
     )
@@ -274,3 +277,51 @@ def test_cross_validation_with_refit_on_cv_trains_each_fold_once(fits) -> None:
         fits.clear()
         cross_validate(client._generation_strategy.adapter)
         assert [n for _, n in fits] == [NUM_SOBOL - 1] * NUM_SOBOL
+
+
+def _botorch_generator(client: Client) -> Any:
+    return client._generation_strategy._curr.generator_specs[0].fitted_adapter.generator
+
+
+@pytest.mark.parametrize(
+    "model_class", [DeepEnsemble, MCDropout, NEON, NOMU], ids=lambda cls: cls.__name__
+)
+def test_ax_model_selection_scores_the_models_next_to_a_gp(model_class, fits) -> None:
+    r"""With several ``model_configs``, Ax selects a model per outcome by leave-one-out
+    cross-validation, which reads each fold's posterior mean and variance."""
+    configs = [
+        ModelConfig(botorch_model_class=SingleTaskGP, name="gp"),
+        ModelConfig(
+            botorch_model_class=model_class, model_options=MODEL_OPTIONS[model_class], name="nn"
+        ),
+    ]
+    num_sobol = NUM_SOBOL + 1
+    client = _client(configs, num_sobol=num_sobol)
+    _run(client, num_sobol + 1)
+
+    surrogate = _botorch_generator(client).surrogate
+    scores = surrogate._model_name_to_eval["y"]
+    assert set(scores) == {"gp", "nn"} and all(np.isfinite(list(scores.values())))
+    # The all-data fit, then one fit per fold without the fold's point.
+    assert [n for _, n in fits] == [num_sobol] + [num_sobol - 1] * num_sobol
+    # Ax's default criterion, rank correlation, is maximised.
+    models = surrogate._model_name_to_model["y"]
+    chosen = [name for name, model in models.items() if model is surrogate.model]
+    assert len(chosen) == 1 and scores[chosen[0]] == max(scores.values())
+    assert not isinstance(surrogate.model, GaussianMomentsModel)
+
+
+def test_gaussian_moments_model_serves_the_moments_of_the_model() -> None:
+    X = torch.rand(6, 2, dtype=torch.float64)
+    Y = (X**2).sum(-1, keepdim=True)
+    model = DeepEnsemble(X, Y, **MODEL_OPTIONS[DeepEnsemble]).fit(seed=0)
+    gaussian = GaussianMomentsModel(model)
+    assert gaussian.num_outputs == 1
+    test_X = torch.rand(3, 4, 2, dtype=torch.float64)
+    for noise in (False, True):
+        expected = model.posterior(test_X, observation_noise=noise)
+        posterior = gaussian.posterior(test_X, observation_noise=noise)
+        assert posterior.mean.shape == (3, 4, 1)
+        torch.testing.assert_close(posterior.mean, expected.mean)
+        torch.testing.assert_close(posterior.variance, expected.variance)
+        assert not isinstance(expected, type(posterior))
