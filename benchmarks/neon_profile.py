@@ -208,6 +208,27 @@ def compiled_effect(model: NEON, X: Tensor) -> str:
     )
 
 
+def runner_spec(budget: Budget) -> RunSpec:
+    r"""The protocol-3 runner's Brusselator run (``neon_composite.NEON_DEFAULTS``) with the
+    budget's sizes and step budgets."""
+    return RunSpec(
+        "brusselator",
+        "neon+q-leaky-ei",
+        seed=0,
+        n_initial=budget.sizes[0],
+        iterations=budget.iterations,
+        steps=budget.cold_steps,
+        num_restarts=budget.num_restarts,
+        raw_samples=budget.raw_samples,
+        **NEON_DEFAULTS["brusselator"]
+        | {
+            "batch_size": budget.batch_size,
+            "warm_steps": budget.warm_steps,
+            "screening_indices": budget.screening_indices,
+        },
+    )
+
+
 def fit_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget: Budget) -> str:
     r"""Seconds of the authors' and of the runner's fits at each data size."""
     U_all, H_all = data
@@ -219,7 +240,7 @@ def fit_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget: Budget)
     for n in budget.sizes:
         U, H = U_all[:n], H_all[:n]
         iteration = n - budget.sizes[0]
-        authors_steps = round(budget.cold_steps * (1 + 2 * iteration / budget.iterations))
+        authors_steps = cold_steps(runner_spec(budget), iteration)
         timed_steps = budget.full_batch_steps_timed
         full_batch = build_neon(problem, U, H, torch.float64, epochs=timed_steps)
         with Stopwatch() as watch:
@@ -400,22 +421,7 @@ def iteration_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget: B
     (``fit_neon`` and ``propose`` of ``neon_composite.py`` with its Brusselator settings):
     the first with a cold fit, the second warm-started from it, each timed as fit plus
     acquisition."""
-    spec = RunSpec(
-        "brusselator",
-        "neon+q-leaky-ei",
-        seed=0,
-        n_initial=budget.sizes[0],
-        iterations=budget.iterations,
-        steps=budget.cold_steps,
-        num_restarts=budget.num_restarts,
-        raw_samples=budget.raw_samples,
-        **NEON_DEFAULTS["brusselator"]
-        | {
-            "batch_size": budget.batch_size,
-            "warm_steps": budget.warm_steps,
-            "screening_indices": budget.screening_indices,
-        },
-    )
+    spec = runner_spec(budget)
     last = budget.sizes[-1] - budget.sizes[0]
     lines = [
         "| iteration | evaluations | fit | steps | fit (s) | acquisition (s) | iteration (s) |",
