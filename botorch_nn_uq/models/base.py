@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -12,19 +13,28 @@ from botorch.acquisition.objective import PosteriorTransform
 from botorch.exceptions.errors import UnsupportedError
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
-from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.models.transforms.outcome import OutcomeTransform, Standardize
+from botorch.models.utils.assorted import validate_input_scaling
 from botorch.posteriors import Posterior
 from botorch.utils.datasets import SupervisedDataset
+from botorch.utils.types import DEFAULT, _DefaultType
+from gpytorch.distributions import MultivariateNormal
 from torch import Tensor, nn
 from typing_extensions import Self
 
 from botorch_nn_uq.checks import check_boolean, check_integer, check_seed
 from botorch_nn_uq.models import checkpoint
 from botorch_nn_uq.models.fantasy import ConditioningMixin
-from botorch_nn_uq.models.scaling import (
-    warn_on_extreme_target_scale,
-    warn_on_inputs_outside_bounds,
+from botorch_nn_uq.models.input_transforms import (
+    TransformedInputNetwork,
+    learnable_parameter_names,
 )
+from botorch_nn_uq.models.last_layer import (
+    FunctionBankConditioning,
+    PredictionWithFeatures,
+    state_key,
+)
+from botorch_nn_uq.models.scaling import warn_on_inputs_outside_bounds
 from botorch_nn_uq.models.validation import (
     validate_observation_noise,
     validate_output_indices,
@@ -66,16 +76,22 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
 
     - validation of ``train_X`` (``n x d``) and ``train_Y`` (``n x m``) with clear errors;
     - ``input_transform`` / ``outcome_transform`` handled like ``SingleTaskGP``: the
-      outcome transform is fitted to ``train_Y`` at construction, the network is trained
-      on transformed inputs and outcomes, inputs are transformed in :meth:`posterior`
-      (in ``eval`` mode) and the posterior is mapped back to original outcome units;
+      outcome transform is fitted to ``train_Y`` at construction (``Standardize(m)``
+      unless one is given; ``outcome_transform=None`` trains on the raw targets), the
+      network is trained on transformed inputs and outcomes, inputs are transformed in
+      :meth:`posterior` (in ``eval`` mode) and the posterior is mapped back to original
+      outcome units; training data that are not scaled as BoTorch recommends (inputs in
+      the unit cube, standardised outcomes, after the transforms) get BoTorch's
+      ``InputDataWarning``, as for ``SingleTaskGP``;
     - :meth:`fit`, reproducible from a seed and drawing nothing from torch's global
       generator;
     - :meth:`posterior` honouring ``output_indices``, ``observation_noise`` (bool or a
       ``batch_shape x q x m`` tensor of noise variances in the transformed outcome space,
       as for BoTorch's GPs) and ``posterior_transform``.
-    - :meth:`condition_on_observations` and :meth:`fantasize` by warm-started short
-      refits (see :mod:`botorch_nn_uq.models.fantasy`).
+    - :meth:`condition_on_observations` and :meth:`fantasize` by an exact update of the
+      networks' Bayesian last layer (see :mod:`botorch_nn_uq.models.fantasy`);
+    - ``model(X)`` (:meth:`forward`), as a GP's: the latent posterior as a
+      ``MultivariateNormal``, which BoTorch code such as GIBBON reads.
     - checkpoints: a fitted model's ``state_dict`` (network, fitted buffers and
       transforms, not the training data) loads into a freshly constructed model of the
       same class and configuration, on any training data, which then serves the same
@@ -90,8 +106,8 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         train_X: An ``n x d`` tensor of training inputs.
         train_Y: An ``n x m`` tensor of training targets.
         input_transform: An optional BoTorch ``InputTransform`` (e.g. ``Normalize(d)``).
-        outcome_transform: An optional BoTorch ``OutcomeTransform`` (e.g.
-            ``Standardize(m)``).
+        outcome_transform: A BoTorch ``OutcomeTransform``; by default ``Standardize(m)``,
+            as for ``SingleTaskGP``; ``None`` trains on the raw targets.
         refit_on_load: Make ``load_state_dict`` retrain the model on its own training
             data, with the checkpoint's configuration and fit seed, instead of serving
             the checkpoint's network: a checkpoint then acts like hyperparameters loaded
@@ -114,6 +130,14 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
     #: The network outputs the posterior serves, set by :meth:`subset_output`; ``None``
     #: serves all of them.
     _output_selection: list[int] | None = None
+    #: How the model is conditioned on observations (see
+    #: :mod:`botorch_nn_uq.models.last_layer`).
+    conditioning_class: ClassVar[type] = FunctionBankConditioning
+    #: Whether a fit trains the learnable parameters of the input transform (e.g.
+    #: ``Warp``'s) with the network; models that cannot refuse such transforms, with
+    #: :attr:`input_transform_limit` as the reason.
+    trains_input_transform: ClassVar[bool] = False
+    input_transform_limit: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -122,13 +146,24 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         # Positional-or-keyword as in BoTorch's GPs: Ax looks for the transforms among
         # these arguments (not keyword-only ones) before it passes them.
         input_transform: InputTransform | None = None,
-        outcome_transform: OutcomeTransform | None = None,
+        outcome_transform: OutcomeTransform | _DefaultType | None = DEFAULT,
         *,
         refit_on_load: bool = False,
         **hyperparameters: Any,
     ) -> None:
         super().__init__()
         validate_training_data(train_X, train_Y, min_points=self.min_training_points)
+        if outcome_transform is DEFAULT:
+            outcome_transform = Standardize(m=train_Y.shape[-1])
+        learnable = learnable_parameter_names(input_transform)
+        if learnable and not self.trains_input_transform:
+            raise UnsupportedError(
+                f"{type(self).__name__} cannot learn the parameters {learnable} of its input "
+                f"transform {type(input_transform).__name__}: {self.input_transform_limit} "
+                "Fix them (e.g. `transform.requires_grad_(False)`), use a transform without "
+                "learnable parameters such as Normalize, or use MCDropout or NEON, which "
+                "train them with the network."
+            )
         check_boolean("refit_on_load", refit_on_load)
         self.refit_on_load = refit_on_load
         self.register_load_state_dict_post_hook(_refit_after_load)
@@ -144,7 +179,7 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
                     "non-finite training targets."
                 )
             self.outcome_transform = outcome_transform
-        warn_on_extreme_target_scale(transformed_Y, outcome_transform)
+        validate_input_scaling(train_X=transformed_X, train_Y=transformed_Y)
         warn_on_inputs_outside_bounds(
             transformed_X, input_transform, TRAINING_BOUNDS_TOLERANCE, "training inputs"
         )
@@ -153,6 +188,7 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         # Not persistent: a checkpoint is the trained function and loads into a model
         # constructed on any data (as BoTorch's GPs keep train_inputs out of state_dict).
         self.register_buffer("train_X", train_X, persistent=False)
+        self._network_input_dim = transformed_X.shape[-1]
         self.register_buffer("transformed_train_Y", transformed_Y.detach(), persistent=False)
         self._fitted_buffers: set[str] = set()
         # The networks' outputs (train_Y's columns); num_outputs counts the served ones.
@@ -340,6 +376,12 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         train_X, train_Y = self.transformed_training_data()
         generator = torch.Generator().manual_seed(self.fit_seed)
         network = self._build_network(train_X.shape[-1], train_Y.shape[-1], generator)
+        # A copy trains, and replaces the model's transform only once the fit succeeds:
+        # a failed fit leaves the model exactly as it was.
+        learned_transform = None
+        if learnable_parameter_names(getattr(self, "input_transform", None)):
+            learned_transform = copy.deepcopy(self.input_transform)
+            train_X = self.train_X
         if network is None and warm_start is not None:
             raise ValueError(
                 f"{type(self).__name__} does not support warm_start: its fit chooses the networks."
@@ -354,8 +396,13 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
                     "warm_start has a different architecture than this fit's network; "
                     f"warm-start only from a model with the same hyperparameters ({error})."
                 ) from error
+        if learned_transform is not None:
+            network = TransformedInputNetwork(learned_transform, network)
         self.network = network
         self.training_result = self._fit(train_X, train_Y, generator, progress=progress)
+        if learned_transform is not None:
+            self.network = network.network
+            self.input_transform = learned_transform
         self.eval()
         return self
 
@@ -420,17 +467,83 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         ensembles: ``search_history``)."""
 
     @abstractmethod
-    def _predict(self, X: Tensor, observation_noise: bool) -> Posterior:
+    def _predict(
+        self, X: Tensor, observation_noise: bool, return_features: bool = False
+    ) -> Posterior | PredictionWithFeatures:
         r"""The posterior over all outputs in the transformed outcome space.
 
         Args:
             X: A ``batch_shape x q x d'`` tensor of transformed inputs.
             observation_noise: Whether to include the model's observation noise.
+            return_features: Also return the networks' last-layer features, for
+                conditioning (see :mod:`botorch_nn_uq.models.last_layer`).
 
         Returns:
             One of the package's posterior families (with ``subset_outputs``,
-            ``add_observation_noise``, ``untransform_outcomes`` and ``scalarize``).
+            ``add_observation_noise``, ``untransform_outcomes`` and ``scalarize``), or
+            with ``return_features`` a
+            :class:`~botorch_nn_uq.models.last_layer.PredictionWithFeatures` holding it.
         """
+
+    def _conditioning(self, X: Tensor, Y: Tensor, observed: Tensor | None) -> Any:
+        r"""The last-layer conditioning of the model on transformed observations (see
+        :attr:`conditioning_class`)."""
+        return self.conditioning_class(self, X, Y, observed)
+
+    def _fitted_state_key(self) -> tuple[tuple[int, int], ...]:
+        r"""A key that changes whenever a parameter or buffer of the model changes."""
+        return state_key(self)
+
+    def forward(self, X: Tensor) -> MultivariateNormal:
+        r"""The latent posterior at ``X`` in the form a BoTorch GP's ``model(X)`` gives
+        it (BoTorch code such as ``qLowerBoundMaxValueEntropy`` and cost models call the
+        model this way).
+
+        Args:
+            X: A ``batch_shape x q x d`` tensor of inputs (original units, as for
+                :meth:`posterior`).
+
+        Returns:
+            A ``MultivariateNormal`` over the ``q`` points of the latent function in the
+            TRANSFORMED outcome space (as a GP's), with batch shape ``batch_shape`` for
+            one output and ``batch_shape x m`` for several. Its covariance is the
+            model's joint covariance across the points: for a finite set of functions
+            (ensemble members, dropout masks, epistemic indices) their weighted
+            covariance, moment-matched; for NOMU, whose marginals are independent,
+            diagonal.
+        """
+        self._check_posterior_inputs(X)
+        transformed_X = self._transformed_test_inputs(X)
+        posterior = self._predict(transformed_X, observation_noise=False)
+        if self._output_selection is not None:
+            posterior = posterior.subset_outputs(self._output_selection)
+        return posterior.output_batched_distribution()
+
+    def _check_posterior_inputs(self, X: Tensor) -> None:
+        r"""Refuse an unfitted model and malformed ``X``; put the model in ``eval`` mode."""
+        if not self.is_fitted:
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
+        self._validate_inputs(X)
+        self.eval()
+
+    def _validate_inputs(self, X: Tensor) -> None:
+        r"""Check test inputs ``X`` (``batch_shape x q x d``): type, shape, dtype, device,
+        finiteness, and ``d`` where no input transform may change it."""
+        validate_test_inputs(
+            X, self.train_X, check_dimension=getattr(self, "input_transform", None) is None
+        )
+
+    def _transformed_test_inputs(self, X: Tensor) -> Tensor:
+        r"""``X`` through the input transform (in the model's current mode), checked
+        against the networks' input dimension."""
+        transformed_X = self.transform_inputs(X)
+        if transformed_X.shape[-1] != self._network_input_dim:
+            raise ValueError(
+                f"X has {X.shape[-1]} input dimensions, which the input transform maps to "
+                f"{transformed_X.shape[-1]}; the model's networks take "
+                f"{self._network_input_dim} (it was trained on {self.train_X.shape[-1]})."
+            )
+        return transformed_X
 
     def posterior(
         self,
@@ -454,14 +567,28 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             A posterior over ``batch_shape x q x m'`` outputs (``m'`` the number of
             selected outputs; 1 after a scalarising transform).
         """
-        if kwargs:
+        return self._posterior(
+            X, output_indices, observation_noise, posterior_transform, kwargs, self._predict
+        )
+
+    def _posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None,
+        observation_noise: bool | Tensor,
+        posterior_transform: PosteriorTransform | None,
+        extra_arguments: dict[str, Any],
+        predict: Callable[[Tensor, bool], Posterior],
+    ) -> Posterior:
+        r""":meth:`posterior` with the transformed-space prediction ``predict``
+        (``transformed_X, observation_noise -> posterior``): this model's
+        :meth:`_predict`, or a conditioned model's."""
+        if extra_arguments:
             raise UnsupportedError(
                 f"{type(self).__name__}.posterior does not support the argument(s) "
-                f"{sorted(kwargs)}."
+                f"{sorted(extra_arguments)}."
             )
-        if not self.is_fitted:
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
-        validate_test_inputs(X, self.train_X)
+        self._check_posterior_inputs(X)
         if not isinstance(observation_noise, (bool, Tensor)):
             raise ValueError(
                 "observation_noise must be True, False or a tensor of noise variances; "
@@ -469,8 +596,7 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             )
         if output_indices is not None:
             output_indices = validate_output_indices(output_indices, self.num_outputs)
-        self.eval()
-        transformed_X = self.transform_inputs(X)
+        transformed_X = self._transformed_test_inputs(X)
         warn_on_inputs_outside_bounds(
             transformed_X,
             getattr(self, "input_transform", None),
@@ -481,7 +607,7 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             validate_observation_noise(
                 observation_noise, transformed_X.shape[:-1] + torch.Size([self.num_outputs])
             )
-        posterior = self._predict(transformed_X, observation_noise=observation_noise is True)
+        posterior = predict(transformed_X, observation_noise is True)
         if self._output_selection is not None:
             posterior = posterior.subset_outputs(self._output_selection)
         if isinstance(observation_noise, Tensor):

@@ -16,6 +16,7 @@ from botorch_nn_uq.checks import (
     check_widths,
 )
 from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBank
+from botorch_nn_uq.models.last_layer import PredictionWithFeatures, append_bias
 from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
@@ -104,6 +105,7 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
     hyperparameter_class = MCDropoutHyperparameters
     checkpoint_hyperparameters = ("hidden_widths", "activation", "dropout")
     min_function_bank_size = 2
+    trains_input_transform = True
 
     def _build_network(
         self, input_dim: int, output_dim: int, generator: torch.Generator
@@ -156,13 +158,17 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
         return [getattr(self, name) for name in self._function_bank_buffers()]
 
     def _predict(
-        self, X: Tensor, observation_noise: bool
-    ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior:
+        self, X: Tensor, observation_noise: bool, return_features: bool = False
+    ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior | PredictionWithFeatures:
         network = self.network
+        values, features = network(X, masks=self.masks, return_features=True)
         posterior = FunctionEnsemblePosterior(
-            network(X, masks=self.masks),
+            values,
             draw_functions=lambda num_masks: network(X, masks=network.sample_masks(num_masks)),
         )
         if observation_noise:
-            return posterior.add_observation_noise(self.noise_variance)
-        return posterior
+            posterior = posterior.add_observation_noise(self.noise_variance)
+        if not return_features:
+            return posterior
+        # Each mask's thinned last hidden layer: `batch x s x q x 1 x H`.
+        return PredictionWithFeatures(posterior, append_bias(features).unsqueeze(-2))

@@ -42,6 +42,7 @@ from torch import Tensor
 
 from botorch_nn_uq.checks import POSITIVE, check_choice, check_integer_fields, check_real_fields
 from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.models.last_layer import PredictionWithFeatures, append_bias
 from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
@@ -118,8 +119,8 @@ class MemberEnsemble(NeuralSurrogateModel):
 
     :meth:`uncertainty_decomposition` returns mean, aleatoric and epistemic variance.
     Conditioning on new observations (``condition_on_observations``, ``fantasize``)
-    continues training the serving members and keeps their weights and the noise
-    estimate (see :mod:`botorch_nn_uq.models.fantasy`).
+    updates every member's Bayesian last layer exactly and keeps the member weights and
+    the noise estimate (see :mod:`botorch_nn_uq.models.fantasy`).
 
     Subclasses declare a ``hyperparameter_class`` derived from
     :class:`MemberEnsembleHyperparameters`.
@@ -136,6 +137,10 @@ class MemberEnsemble(NeuralSurrogateModel):
     #: What every ensemble's checkpoint must agree on; subclasses add the hyperparameters
     #: that fix their architecture.
     checkpoint_hyperparameters = ("likelihood", "min_std")
+    input_transform_limit = (
+        "its members train as independent networks (one batched computation, member by "
+        "member), and a transform's parameters would be shared by all of them."
+    )
 
     def _serve_members(
         self, network: EnsembleNetwork, weights: Tensor, train_X: Tensor, train_Y: Tensor
@@ -181,16 +186,23 @@ class MemberEnsemble(NeuralSurrogateModel):
         self._register_fitted_buffer("member_weights", (weights / weights.sum()).detach())
 
     def _predict(
-        self, X: Tensor, observation_noise: bool
-    ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior:
-        output = self.network(X)
+        self, X: Tensor, observation_noise: bool, return_features: bool = False
+    ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior | PredictionWithFeatures:
+        output = self.network(X, return_features=return_features)
         if not observation_noise:
-            return FunctionEnsemblePosterior(output.mean, self.member_weights)
-        if output.std is not None:
-            return MixtureOfGaussiansPosterior(output.mean, output.std.pow(2), self.member_weights)
-        return FunctionEnsemblePosterior(output.mean, self.member_weights).add_observation_noise(
-            self.noise_variance
-        )
+            posterior = FunctionEnsemblePosterior(output.mean, self.member_weights)
+        elif output.std is not None:
+            posterior = MixtureOfGaussiansPosterior(
+                output.mean, output.std.pow(2), self.member_weights
+            )
+        else:
+            posterior = FunctionEnsemblePosterior(
+                output.mean, self.member_weights
+            ).add_observation_noise(self.noise_variance)
+        if not return_features:
+            return posterior
+        # Each member's own last hidden layer: `batch x K x q x 1 x H`.
+        return PredictionWithFeatures(posterior, append_bias(output.features).unsqueeze(-2))
 
     def uncertainty_decomposition(self, X: Tensor) -> UncertaintyDecomposition:
         r"""The predictive mean with its aleatoric and epistemic variance.

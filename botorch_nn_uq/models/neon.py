@@ -6,8 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from botorch.exceptions.errors import UnsupportedError
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.utils.types import DEFAULT, _DefaultType
 from torch import Tensor
 
 from botorch_nn_uq.checks import (
@@ -20,6 +22,7 @@ from botorch_nn_uq.checks import (
     check_widths,
 )
 from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBank
+from botorch_nn_uq.models.last_layer import PredictionWithFeatures, append_bias
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.neon import EpiNet, EpistemicOperatorNetwork, OperatorBackbone
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
@@ -219,13 +222,14 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
         "output_activation",
     )
     min_function_bank_size = 2
+    trains_input_transform = True
 
     def __init__(
         self,
         train_X: Tensor,
         train_Y: Tensor,
         input_transform: InputTransform | None = None,
-        outcome_transform: OutcomeTransform | None = None,
+        outcome_transform: OutcomeTransform | _DefaultType | None = DEFAULT,
         *,
         output_grid: Tensor | None = None,
         num_channels: int = 1,
@@ -363,16 +367,22 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
         # `epistemic_indices`: `S x index_dim`, one index z per function.
         return ("epistemic_indices",)
 
-    def function_samples(self, X: Tensor, indices: Tensor | None = None) -> Tensor:
+    def function_samples(
+        self, X: Tensor, indices: Tensor | None = None, return_features: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
         r"""The bank's function samples at transformed inputs.
 
         Args:
             X: A ``batch_shape x q x d`` tensor of transformed inputs.
             indices: An ``S x index_dim`` tensor of epistemic indices; the bank's
                 ``epistemic_indices`` if ``None``.
+            return_features: Also return the backbone's last-layer inputs, which every
+                index shares.
 
         Returns:
-            A ``batch_shape x S x q x num_outputs`` tensor in the transformed outcome space.
+            A ``batch_shape x S x q x num_outputs`` tensor in the transformed outcome
+            space; with ``return_features``, a tuple of it and the ``batch_shape x q x R x
+            width`` features (``R`` grid points, 1 without a grid).
         """
         Z = self.epistemic_indices if indices is None else indices
         points = X.reshape(-1, X.shape[-1])
@@ -380,34 +390,54 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
         # EpiNet row per index.
         chunk_rows = max(1, self.hyperparameters.evaluation_chunk_rows // Z.shape[0])
         if not self.is_function_valued:
-            chunks = [self.network(chunk, None, Z) for chunk in points.split(chunk_rows)]
-            values = torch.cat(chunks)
+            outputs = [
+                self.network(chunk, None, Z, return_features=True)
+                for chunk in points.split(chunk_rows)
+            ]
+            values = torch.cat([samples for samples, _ in outputs])
+            features = torch.cat([chunk_features for _, chunk_features in outputs]).unsqueeze(-2)
         else:
             grid = self.query_points
             num_points = grid.shape[0]
-            chunks = []
+            chunks, feature_chunks = [], []
             for chunk in points.split(max(1, chunk_rows // num_points)):
                 # A large grid is split too, so one input never exceeds the chunk.
-                samples = torch.cat(
-                    [
-                        self.network(chunk.unsqueeze(-2), grid_chunk, Z)
-                        for grid_chunk in grid.split(chunk_rows)
-                    ],
-                    dim=-3,
-                )
+                outputs = [
+                    self.network(chunk.unsqueeze(-2), grid_chunk, Z, return_features=True)
+                    for grid_chunk in grid.split(chunk_rows)
+                ]
+                samples = torch.cat([samples for samples, _ in outputs], dim=-3)
                 chunks.append(samples.movedim(-2, -3).flatten(-2))  # c x S x (m * d_s)
+                feature_chunks.append(torch.cat([grid_features for _, grid_features in outputs], -2))
             values = torch.cat(chunks)
-        values = values.reshape(*X.shape[:-1], Z.shape[0], self._num_outputs)
-        return values.movedim(-2, -3)
+            features = torch.cat(feature_chunks)  # inputs x m x width
+        values = values.reshape(*X.shape[:-1], Z.shape[0], self._num_outputs).movedim(-2, -3)
+        if not return_features:
+            return values
+        return values, features.reshape(*X.shape[:-1], *features.shape[-2:])
+
+    def _conditioning(self, X: Tensor, Y: Tensor, observed: Tensor | None) -> Any:
+        if self.hyperparameters.output_activation != "identity":
+            raise UnsupportedError(
+                "NEON with output_activation="
+                f"{self.hyperparameters.output_activation!r} cannot be conditioned on "
+                "observations: its outputs are not linear in the last layer. Use the default "
+                "'identity' for fantasies (qKnowledgeGradient, qNegIntegratedPosteriorVariance)."
+            )
+        return super()._conditioning(X, Y, observed)
 
     def _predict(
-        self, X: Tensor, observation_noise: bool
-    ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior:
+        self, X: Tensor, observation_noise: bool, return_features: bool = False
+    ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior | PredictionWithFeatures:
         index_dim = self.hyperparameters.index_dim
+        values, features = self.function_samples(X, return_features=True)
         posterior = FunctionEnsemblePosterior(
-            self.function_samples(X),
+            values,
             draw_functions=lambda n: self.function_samples(X, torch.randn(n, index_dim).to(X)),
         )
         if observation_noise:
-            return posterior.add_observation_noise(self.noise_variance)
-        return posterior
+            posterior = posterior.add_observation_noise(self.noise_variance)
+        if not return_features:
+            return posterior
+        # The backbone's last layer, shared by every index: `batch x 1 x q x R x H`.
+        return PredictionWithFeatures(posterior, append_bias(features).unsqueeze(-4))

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.utils.types import DEFAULT, _DefaultType
 from torch import Tensor, nn
 
 from botorch_nn_uq.calibration import mean_width_calibration_factor, nll_calibration_factor
@@ -26,6 +27,12 @@ from botorch_nn_uq.checks import (
     is_integer,
 )
 from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.models.input_transforms import apply_training_transforms
+from botorch_nn_uq.models.last_layer import (
+    GaussianConditioning,
+    PredictionWithFeatures,
+    append_bias,
+)
 from botorch_nn_uq.models.nomu_presets import build_preset, rescale_outputs
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.nomu import READOUTS, NOMUNetwork, nomu_readout
@@ -249,6 +256,11 @@ class NOMU(NeuralSurrogateModel):
     """
 
     hyperparameter_class = NOMUHyperparameters
+    conditioning_class = GaussianConditioning
+    input_transform_limit = (
+        "its two branches train on separate objectives, with artificial inputs drawn in "
+        "the transformed input box, which a learned transform would move."
+    )
     checkpoint_hyperparameters = (
         "mean_widths",
         "uncertainty_widths",
@@ -266,7 +278,7 @@ class NOMU(NeuralSurrogateModel):
         train_X: Tensor,
         train_Y: Tensor,
         input_transform: InputTransform | None = None,
-        outcome_transform: OutcomeTransform | None = None,
+        outcome_transform: OutcomeTransform | _DefaultType | None = DEFAULT,
         *,
         bounds: Tensor | None = None,
         mean_network: nn.Sequential | None = None,
@@ -344,23 +356,22 @@ class NOMU(NeuralSurrogateModel):
         return torch.stack([self.train_X.min(dim=0).values, self.train_X.max(dim=0).values])
 
     def artificial_input_box(self) -> Tensor:
-        r"""The ``2 x d'`` box from which artificial inputs are drawn, in transformed
-        input units: :meth:`input_box` mapped through the input transform (in ``eval``
-        mode, so a learned transform is not refitted), enlarged by
-        ``box_enlargement``."""
+        r"""The ``2 x d'`` box from which artificial inputs are drawn, in the input units
+        the network trains on: :meth:`input_box` mapped through the input transforms
+        that apply to training inputs (those with ``transform_on_train``, with their
+        fitted coefficients, so a learned ``Normalize`` is not refitted; an
+        ``AppendFeatures``, which acts at evaluation only, leaves it as it is), enlarged
+        by ``box_enlargement``."""
         box = self.input_box()
         transform = getattr(self, "input_transform", None)
         if transform is not None:
-            was_training = transform.training
-            transform.eval()
             with torch.no_grad():
-                mapped = transform(box)
-            transform.train(was_training)
+                mapped = apply_training_transforms(transform, box)
             if mapped.shape != box.shape:
                 raise ValueError(
                     f"The input transform {type(transform).__name__} maps the `2 x d` input "
-                    f"box to shape {tuple(mapped.shape)}; NOMU needs a transform that maps "
-                    "boxes to boxes (such as Normalize)."
+                    f"box to shape {tuple(mapped.shape)}; NOMU needs training-time transforms "
+                    "that map boxes to boxes (such as Normalize)."
                 )
             box = torch.stack([mapped.min(dim=0).values, mapped.max(dim=0).values])
         return enlarge_box(box, self.hyperparameters.box_enlargement)
@@ -408,16 +419,24 @@ class NOMU(NeuralSurrogateModel):
             progress=progress,
         )
 
-    def _predict(self, X: Tensor, observation_noise: bool) -> GaussianMarginalPosterior:
+    def _predict(
+        self, X: Tensor, observation_noise: bool, return_features: bool = False
+    ) -> GaussianMarginalPosterior | PredictionWithFeatures:
         hp = self.hyperparameters
-        output = self.network(X)
+        output = self.network(X, return_features=return_features)
         model_uncertainty = nomu_readout(
             output.raw_uncertainty, hp.min_uncertainty, hp.max_uncertainty, hp.readout
         )
         variance = (self._network_calibration_constant() * model_uncertainty).square()
+        noise_variance = torch.zeros_like(variance)
         if observation_noise and output.noise_std is not None:
-            variance = variance + output.noise_std.square()
-        return GaussianMarginalPosterior(output.mean, variance)
+            noise_variance = output.noise_std.square()
+        posterior = GaussianMarginalPosterior(output.mean, variance + noise_variance)
+        if not return_features:
+            return posterior
+        # The mean branch's last hidden layer: `batch x 1 x q x 1 x H`.
+        features = append_bias(output.features)[..., None, :, None, :]
+        return PredictionWithFeatures(posterior, features, noise_variance)
 
     def calibrate_nll(self, X: Tensor, Y: Tensor, observation_noise: bool = False) -> Tensor:
         r"""Set ``c`` to minimise the Gaussian NLL of validation data (closed form
@@ -461,3 +480,4 @@ class NOMU(NeuralSurrogateModel):
         factor = mean_width_calibration_factor(self, box, target_width, num_points, seed)
         self.set_calibration_constant(self.calibration_constant * factor)
         return self.calibration_constant
+

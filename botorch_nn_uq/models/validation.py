@@ -77,12 +77,15 @@ def validate_training_data(train_X: Tensor, train_Y: Tensor, min_points: int = 2
             raise ValueError(f"{name} contains NaN or infinite values.")
 
 
-def validate_test_inputs(X: Tensor, train_X: Tensor) -> None:
+def validate_test_inputs(X: Tensor, train_X: Tensor, check_dimension: bool = True) -> None:
     r"""Check inputs passed to ``posterior``.
 
     Args:
         X: A ``batch_shape x q x d`` tensor.
         train_X: The model's ``n x d`` training inputs (for ``d``, dtype and device).
+        check_dimension: Whether ``X`` must have ``train_X``'s ``d`` (not when an input
+            transform may change the dimension, as ``AppendFeatures`` does at
+            evaluation; the transformed inputs are checked instead).
 
     Raises:
         TypeError: If ``X`` is not a float32 or float64 tensor.
@@ -97,7 +100,7 @@ def validate_test_inputs(X: Tensor, train_X: Tensor) -> None:
             f"X must be a `batch_shape x q x d` tensor with at least two dimensions; got "
             f"shape {tuple(X.shape)}."
         )
-    if X.shape[-1] != train_X.shape[-1]:
+    if check_dimension and X.shape[-1] != train_X.shape[-1]:
         raise ValueError(
             f"X has {X.shape[-1]} input dimensions but the model was trained on "
             f"{train_X.shape[-1]}."

@@ -27,10 +27,13 @@ class MemberOutput(NamedTuple):
         mean: ``... x K x n x m`` member means.
         std: ``... x K x n x m`` positive member standard deviations (Gaussian heads), or
             ``None`` for mean-only members.
+        features: With ``return_features=True``, the ``... x K x n x h`` inputs of each
+            member's output layer (its last hidden layer), else ``None``.
     """
 
     mean: Tensor
     std: Tensor | None
+    features: Tensor | None = None
 
 
 class BatchedMLP(nn.Module):
@@ -194,7 +197,11 @@ class BatchedMLP(nn.Module):
         return sum(p.pow(2).flatten(1).sum(-1) for p in self.parameters())
 
     def forward(
-        self, X: Tensor, per_member: bool = False, generator: torch.Generator | None = None
+        self,
+        X: Tensor,
+        per_member: bool = False,
+        generator: torch.Generator | None = None,
+        return_features: bool = False,
     ) -> MemberOutput:
         r"""Evaluate all members.
 
@@ -205,6 +212,7 @@ class BatchedMLP(nn.Module):
             generator: The source of the training-time dropout masks of all members (in
                 ``training`` mode with positive dropout rates); ``None`` draws from
                 torch's global generator.
+            return_features: Also return the inputs of the output layer.
 
         Returns:
             A :class:`MemberOutput` with ``batch_shape x K x n x m`` tensors (``K x n x
@@ -241,15 +249,19 @@ class BatchedMLP(nn.Module):
                 )
                 hidden = hidden * ((uniform < keep) / keep)
             outputs.append(hidden)
+        features = hidden if return_features else None
         hidden = torch.matmul(hidden, self.weights[-1]) + self.biases[-1]
         if not per_member:
             # The output width is explicit: `-1` is ambiguous for an empty batch.
             hidden = hidden.reshape(self.num_members, *X.shape[:-1], hidden.shape[-1])
             hidden = hidden.movedim(0, -3)
+            if features is not None:
+                features = features.reshape(self.num_members, *X.shape[:-1], features.shape[-1])
+                features = features.movedim(0, -3)
         if not self.gaussian_head:
-            return MemberOutput(hidden, None)
+            return MemberOutput(hidden, None, features)
         mean, raw_std = hidden.split(self.output_dim, dim=-1)
-        return MemberOutput(mean, self.min_std + nn.functional.softplus(raw_std))
+        return MemberOutput(mean, self.min_std + nn.functional.softplus(raw_std), features)
 
 
 class EnsembleNetwork(nn.Module):
@@ -289,12 +301,25 @@ class EnsembleNetwork(nn.Module):
         r"""Whether members predict a standard deviation."""
         return self.groups[0].gaussian_head
 
-    def forward(self, X: Tensor) -> MemberOutput:
+    def forward(self, X: Tensor, return_features: bool = False) -> MemberOutput:
         r"""Evaluate every member at ``batch_shape x n x d`` inputs; returns ``batch_shape
-        x K x n x m`` tensors."""
-        outputs = [group(X) for group in self.groups]
+        x K x n x m`` tensors. With ``return_features``, also each member's output-layer
+        inputs, ``batch_shape x K x n x h`` with ``h`` the widest group's last hidden
+        width (narrower groups padded with zeros, which leave their outputs unchanged
+        under any last-layer weights)."""
+        outputs = [group(X, return_features=return_features) for group in self.groups]
         if len(outputs) == 1:
             return outputs[0]
         mean = torch.cat([output.mean for output in outputs], dim=-3)
         std = None if not self.gaussian_head else torch.cat([o.std for o in outputs], dim=-3)
-        return MemberOutput(mean, std)
+        features = None
+        if return_features:
+            width = max(output.features.shape[-1] for output in outputs)
+            features = torch.cat(
+                [
+                    nn.functional.pad(output.features, (0, width - output.features.shape[-1]))
+                    for output in outputs
+                ],
+                dim=-3,
+            )
+        return MemberOutput(mean, std, features)

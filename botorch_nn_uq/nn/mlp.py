@@ -115,7 +115,8 @@ class DropoutMLP(nn.Module):
         X: Tensor,
         masks: Sequence[Tensor] | None = None,
         generator: torch.Generator | None = None,
-    ) -> Tensor:
+        return_features: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         r"""Evaluate the network.
 
         Args:
@@ -123,10 +124,13 @@ class DropoutMLP(nn.Module):
             masks: Optional fixed masks from :meth:`sample_masks` (``s x width_l`` each).
             generator: The source of the training-time dropout masks (``training`` mode
                 without ``masks``); ``None`` draws from torch's global generator.
+            return_features: Also return the output layer's inputs.
 
         Returns:
             ``batch_shape x q x m`` outputs without masks, or ``batch_shape x s x q x m``
-            outputs of the ``s`` thinned networks with masks.
+            outputs of the ``s`` thinned networks with masks; with ``return_features``,
+            a tuple of these and the output layer's inputs (``batch_shape x q x h``, or
+            ``batch_shape x s x q x h`` with masks).
         """
         hidden = X
         for index, layer in enumerate(self.hidden_layers):
@@ -137,6 +141,8 @@ class DropoutMLP(nn.Module):
                 hidden = hidden * masks[index].unsqueeze(-2)
             elif self.training:
                 hidden = dropout(hidden, self.dropout, generator)
+        if return_features:
+            return self.output_layer(hidden), hidden
         return self.output_layer(hidden)
 
 

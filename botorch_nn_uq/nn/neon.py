@@ -189,7 +189,9 @@ class OperatorBackbone(nn.Module):
         self.head = FactorizedLinear(decoder_width, output_dim, generator)
         self.feature_dim = 2 * latent_dim + decoder_width
 
-    def forward(self, U: Tensor, Y: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, U: Tensor, Y: Tensor | None = None, return_head_inputs: bool = False
+    ) -> tuple[Tensor, ...]:
         r"""Evaluate the backbone.
 
         Args:
@@ -197,15 +199,18 @@ class OperatorBackbone(nn.Module):
             Y: ``... x d_y`` query coordinates broadcastable against ``U``'s leading
                 dimensions (e.g. ``U`` of shape ``b x 1 x d_u`` and ``Y`` of ``m x
                 d_y``); ``None`` without a decoder.
+            return_head_inputs: Also return the inputs of the output layer ``head``.
 
         Returns:
             The ``... x d_out`` mean and the EpiNet features ``x~`` (``... x
-            feature_dim``, not yet detached).
+            feature_dim``, not yet detached); with ``return_head_inputs``, third, the
+            head's inputs (``... x width``).
         """
         beta = self.encoder(U)
         if self.decoder_depth == 0:
             hidden = self.activation(beta)
-            return self.head(hidden), torch.cat([beta, hidden, U], dim=-1)
+            outputs = (self.head(hidden), torch.cat([beta, hidden, U], dim=-1))
+            return (*outputs, hidden) if return_head_inputs else outputs
         shape = torch.broadcast_shapes(beta.shape[:-1], Y.shape[:-1])
         beta = beta.expand(*shape, beta.shape[-1])
         Y = Y.expand(*shape, Y.shape[-1])
@@ -214,7 +219,8 @@ class OperatorBackbone(nn.Module):
             chunk = beta[..., index * self.chunk : (index + 1) * self.chunk]
             hidden = self.activation(layer(torch.cat([hidden, chunk], dim=-1)))
         features = torch.cat([beta, hidden, tile(Y, self.latent_dim)], dim=-1)
-        return self.head(hidden), features
+        outputs = (self.head(hidden), features)
+        return (*outputs, hidden) if return_head_inputs else outputs
 
 
 class EpiNet(nn.Module):
@@ -324,7 +330,9 @@ class EpistemicOperatorNetwork(nn.Module):
         self.backbone, self.epinet = backbone, epinet
         self.output_activation = make_activation(output_activation)
 
-    def forward(self, U: Tensor, Y: Tensor | None, Z: Tensor) -> Tensor:
+    def forward(
+        self, U: Tensor, Y: Tensor | None, Z: Tensor, return_features: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
         r"""Function samples ``f(u, y, z)`` for every index.
 
         Args:
@@ -332,12 +340,16 @@ class EpistemicOperatorNetwork(nn.Module):
             Y: ``... x d_y`` query coordinates broadcastable against ``U`` (``None``
                 for a scalar backbone).
             Z: ``S x d_z`` epistemic indices.
+            return_features: Also return the inputs of the backbone's output layer, the
+                features that every index shares.
 
         Returns:
-            ``... x S x d_out`` samples.
+            ``... x S x d_out`` samples; with ``return_features``, a tuple of these and the
+            ``... x width`` features.
         """
-        mean, features = self.backbone(U, Y)
-        return self.output_activation(mean.unsqueeze(-2) + self.epinet(features, Z))
+        mean, features, head_inputs = self.backbone(U, Y, return_head_inputs=True)
+        samples = self.output_activation(mean.unsqueeze(-2) + self.epinet(features, Z))
+        return (samples, head_inputs) if return_features else samples
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:

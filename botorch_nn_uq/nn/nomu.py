@@ -116,11 +116,15 @@ class NOMUOutput(NamedTuple):
         raw_uncertainty: The raw model uncertainty ``r_hat`` (before the readout).
         noise_std: The learned data-noise standard deviation ``sigma_hat_n`` (only with
             ``learn_noise=True``; else ``None``).
+        features: With ``return_features=True``, the ``batch_shape x q x width`` last
+            hidden layer of the mean branch (the inputs of its output layer); else
+            ``None``.
     """
 
     mean: Tensor
     raw_uncertainty: Tensor
     noise_std: Tensor | None
+    features: Tensor | None = None
 
 
 class NOMUNetwork(nn.Module):
@@ -255,11 +259,12 @@ class NOMUNetwork(nn.Module):
             hidden = module(hidden)
         return hidden, hidden_layers
 
-    def forward(self, X: Tensor) -> NOMUOutput:
+    def forward(self, X: Tensor, return_features: bool = False) -> NOMUOutput:
         r"""Evaluate both branches in one pass.
 
         Args:
             X: A ``batch_shape x q x d`` tensor of inputs.
+            return_features: Also return the mean branch's last hidden layer.
 
         Returns:
             A :class:`NOMUOutput` of ``batch_shape x q x m`` tensors.
@@ -277,4 +282,9 @@ class NOMUNetwork(nn.Module):
             noise_std = self.min_noise_std + nn.functional.softplus(
                 self.noise_layer(mean_hidden[-1])
             )
-        return NOMUOutput(mean=mean, raw_uncertainty=raw_uncertainty, noise_std=noise_std)
+        return NOMUOutput(
+            mean=mean,
+            raw_uncertainty=raw_uncertainty,
+            noise_std=noise_std,
+            features=mean_hidden[-1] if return_features else None,
+        )

@@ -6,15 +6,19 @@
 3. :class:`MixtureOfGaussiansPosterior`: a weighted mixture of per-member Gaussians with
    the aleatoric / epistemic split (:class:`MixtureSampler`).
 
-Importing this package registers the samplers with BoTorch's ``get_sampler``.
+Importing this package registers the samplers with BoTorch's ``get_sampler`` and gives
+BoTorch's ``PosteriorList`` the normal base samples that explicit normal samplers need
+(:mod:`botorch_nn_uq.posteriors.posterior_list`).
 """
 
 from botorch_nn_uq.posteriors.ensemble import EnsembleIndexSampler, FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior, min_variance
 from botorch_nn_uq.posteriors.member_indices import systematic_member_indices
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior, MixtureSampler
-from botorch_nn_uq.posteriors.stacking import stack_posteriors
+from botorch_nn_uq.posteriors.posterior_list import install_posterior_list_base_samples
 from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
+
+install_posterior_list_base_samples()
 
 __all__ = [
     "EnsembleIndexSampler",
@@ -24,6 +28,5 @@ __all__ = [
     "MixtureSampler",
     "apply_posterior_transform",
     "min_variance",
-    "stack_posteriors",
     "systematic_member_indices",
 ]

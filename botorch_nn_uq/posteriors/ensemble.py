@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 from botorch.posteriors.ensemble import EnsemblePosterior
+from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.sampling.base import MCSampler
 from botorch.sampling.get_sampler import GetSampler
 from torch import Tensor
@@ -20,12 +21,20 @@ from torch import Tensor
 from botorch_nn_uq.compat import ensemble_weights
 from botorch_nn_uq.posteriors.member_indices import (
     base_samples_are_stale,
+    member_indices_from_normals,
+    select_members,
+    shared_member_indices,
     systematic_member_indices,
 )
-from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
+from botorch_nn_uq.posteriors.mixture import (
+    MixtureOfGaussiansPosterior,
+    moment_matched_gaussian,
+    output_batched_gaussian,
+)
 
 if TYPE_CHECKING:
     from botorch.models.transforms.outcome import OutcomeTransform
+    from gpytorch.distributions import MultivariateNormal
 
 
 class FunctionEnsemblePosterior(EnsemblePosterior):
@@ -41,6 +50,14 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
       **same member indices for every batch element**, so an MC acquisition value at a
       point does not depend on which other points share its batch; ``optimize_acqf``
       sees one deterministic function.
+    - BoTorch's normal samplers (``SobolQMCNormalSampler``, ``IIDNormalSampler``, as
+      passed to an acquisition's ``sampler=``) work too: each sample's standard-normal
+      base sample picks a function by the inverse CDF of the weights (see
+      :func:`~botorch_nn_uq.posteriors.member_indices.member_indices_from_normals`),
+      shared across the batch, so the sampler keeps its number of samples and its seed,
+      and the samples are still whole functions.
+    - ``distribution`` (and ``mvn``) is the moment-matched Gaussian of the functions,
+      joint across the points and outputs, for code that reads a Gaussian.
 
     :meth:`rsample` (which BoTorch's ``MaxPosteriorSampling`` and ``qMaxValueEntropy``'s
     max-value draws call) gives distinct functions while the bank has enough. A bank
@@ -99,6 +116,40 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
         selection can choose."""
         return self.variance
 
+    @property
+    def base_sample_shape(self) -> torch.Size:
+        r"""``batch_shape x 1``: one standard normal per sample (and batch element),
+        which picks the function (see :meth:`rsample_from_base_samples`)."""
+        return self.batch_shape + torch.Size([1])
+
+    @property
+    def batch_range(self) -> tuple[int, int]:
+        r"""The t-batch dimensions of :attr:`base_sample_shape`: all but the last, so
+        that normal samplers use one function per sample for the whole batch."""
+        return (0, -1)
+
+    def moment_matched_posterior(self) -> GPyTorchPosterior:
+        r"""The Gaussian with the functions' weighted mean and covariance, joint over
+        the ``q`` points and ``m`` outputs (see
+        :func:`~botorch_nn_uq.posteriors.mixture.moment_matched_gaussian`)."""
+        return moment_matched_gaussian(self.values, self.weights)
+
+    @property
+    def distribution(self) -> MultivariateNormal:
+        r"""The moment-matched Gaussian (see :meth:`moment_matched_posterior`)."""
+        return self.moment_matched_posterior().distribution
+
+    @property
+    def mvn(self) -> MultivariateNormal:
+        r"""Alias of :attr:`distribution`, as ``GPyTorchPosterior`` has."""
+        return self.distribution
+
+    def output_batched_distribution(self) -> MultivariateNormal:
+        r"""The moment-matched Gaussian with the outputs as a batch dimension, as a GP's
+        ``model(X)`` returns it (see
+        :func:`~botorch_nn_uq.posteriors.mixture.output_batched_gaussian`)."""
+        return output_batched_gaussian(self.values, self.weights)
+
     def rsample(self, sample_shape: torch.Size | None = None) -> Tensor:
         r"""Draw ``sample_shape x batch_shape x q x m`` samples (with gradients), with
         member indices shared across the batch and drawn from the global RNG.
@@ -125,18 +176,27 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
 
         Args:
             sample_shape: The sample shape.
-            base_samples: Member indices, either of shape ``sample_shape`` (shared
-                across the batch, as drawn by :class:`EnsembleIndexSampler`) or of shape
-                ``sample_shape x batch_shape`` (BoTorch's ``IndexSampler``).
+            base_samples: Either member indices (an integer tensor) of shape
+                ``sample_shape`` (shared across the batch, as drawn by
+                :class:`EnsembleIndexSampler`) or ``sample_shape x batch_shape``
+                (BoTorch's ``IndexSampler``); or standard-normal base samples of shape
+                ``sample_shape x batch_shape x 1`` (BoTorch's normal samplers, see
+                :attr:`base_sample_shape`), mapped to indices by the inverse CDF of the
+                weights.
 
         Returns:
             A ``sample_shape x batch_shape x q x m`` tensor of samples.
         """
-        if base_samples.shape != sample_shape:
-            return super().rsample_from_base_samples(sample_shape, base_samples)
-        selected = self.values.index_select(-3, base_samples.reshape(-1))
-        batch_ndim = len(self.batch_shape)
-        return selected.movedim(batch_ndim, 0).reshape(self._extended_shape(sample_shape))
+        if base_samples.is_floating_point():
+            indices = member_indices_from_normals(self.weights, base_samples[..., 0])
+            base_samples = shared_member_indices(indices, sample_shape)
+        elif base_samples.shape not in (sample_shape, sample_shape + self.batch_shape):
+            raise ValueError(
+                f"Member indices must have shape sample_shape {tuple(sample_shape)} or "
+                f"sample_shape x batch_shape {tuple(sample_shape + self.batch_shape)}; got "
+                f"{tuple(base_samples.shape)}."
+            )
+        return select_members(self.values, base_samples, sample_shape)
 
     def _map_functions(self, function_map: Callable[[Tensor], Tensor]) -> FunctionEnsemblePosterior:
         r"""The posterior of ``function_map`` applied to every function (a map of
@@ -175,6 +235,13 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
     def scalarize(self, weights: Tensor, offset: float = 0.0) -> FunctionEnsemblePosterior:
         r"""The posterior of ``offset + Y @ weights`` for an ``m``-dim ``weights``."""
         return self._map_functions(lambda values: offset + values @ weights.unsqueeze(-1))
+
+    def shift_functions(self, shift: Tensor) -> FunctionEnsemblePosterior:
+        r"""The posterior of the functions moved by ``shift`` (broadcastable to
+        ``batch_shape x s x q x m``; the batch may grow). It serves the bank only: fresh
+        draws of the distribution over functions are not moved, so ``rsample`` repeats
+        the bank beyond its size."""
+        return FunctionEnsemblePosterior(self.values + shift, ensemble_weights(self))
 
 
 class EnsembleIndexSampler(MCSampler):

@@ -105,6 +105,16 @@ class GaussianMarginalPosterior(GPyTorchPosterior):
             return self.mean.new_zeros(self._extended_shape(sample_shape))
         return super().rsample(sample_shape)
 
+    def output_batched_distribution(self) -> MultivariateNormal:
+        r"""The Gaussian with the outputs as a batch dimension, as a GP's ``model(X)``
+        returns it: batch shape ``batch_shape`` for one output, ``batch_shape x m`` for
+        several, with a diagonal covariance over the ``q`` points."""
+        mean = self.mean.transpose(-2, -1)
+        variance = self.variance.transpose(-2, -1)
+        if mean.shape[-2] == 1:
+            mean, variance = mean.squeeze(-2), variance.squeeze(-2)
+        return MultivariateNormal(mean, DiagLinearOperator(variance))
+
     def subset_outputs(self, output_indices: list[int]) -> GaussianMarginalPosterior:
         r"""The posterior over the outputs ``output_indices`` only."""
         return GaussianMarginalPosterior(

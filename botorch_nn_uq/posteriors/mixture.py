@@ -10,7 +10,9 @@ with divisor one (weights summing to one), i.e. the moments of the mixture itsel
 
 Acquisitions that need a Gaussian (``qMaxValueEntropy``'s noisy observations read
 ``posterior.distribution``) see the MOMENT-MATCHED Gaussian of the mixture
-(:meth:`MixtureOfGaussiansPosterior.moment_matched_posterior`).
+(:meth:`MixtureOfGaussiansPosterior.moment_matched_posterior`). MC samples, from the
+registered :class:`MixtureSampler` or from BoTorch's normal samplers, are exact draws of
+the mixture.
 """
 
 from __future__ import annotations
@@ -31,11 +33,74 @@ from botorch_nn_uq.compat import is_linear
 from botorch_nn_uq.posteriors.gaussian import min_variance
 from botorch_nn_uq.posteriors.member_indices import (
     base_samples_are_stale,
+    member_indices_from_normals,
+    select_members,
+    shared_member_indices,
     systematic_member_indices,
 )
 
 if TYPE_CHECKING:
     from botorch.models.transforms.outcome import OutcomeTransform
+
+
+def moment_matched_gaussian(
+    component_means: Tensor, weights: Tensor, component_variances: Tensor | None = None
+) -> GPyTorchPosterior:
+    r"""The Gaussian with the mean and covariance of a weighted mixture of members,
+    joint over the ``q`` points and ``m`` outputs.
+
+    The covariance is ``sum_k w_k (mu_k - mean)(mu_k - mean)^T`` over the flattened
+    ``q x m`` values (a member is shared by all points and outputs, so they are
+    correlated) plus the diagonal of expected member variances, floored at
+    :func:`~botorch_nn_uq.posteriors.min_variance` to stay positive definite.
+
+    Args:
+        component_means: A ``batch_shape x s x q x m`` tensor of member means.
+        weights: An ``s``-dim tensor of member weights summing to one.
+        component_variances: An optional ``batch_shape x s x q x m`` tensor of member
+            variances; ``None`` for members without one (functions).
+
+    Returns:
+        A ``GPyTorchPosterior`` over ``batch_shape x q x m``, with a ``MultivariateNormal``
+        for one output and an interleaved ``MultitaskMultivariateNormal`` for several (as
+        BoTorch's GPs).
+    """
+    mean = (weights[:, None, None] * component_means).sum(dim=-3)
+    deviations = (component_means - mean.unsqueeze(-3)).flatten(-2)
+    covariance = (deviations * weights[:, None]).transpose(-2, -1) @ deviations
+    if component_variances is None:
+        diagonal = torch.zeros_like(mean).flatten(-2)
+    else:
+        diagonal = (weights[:, None, None] * component_variances).sum(dim=-3).flatten(-2)
+    covariance = covariance + torch.diag_embed(diagonal.clamp_min(min_variance(mean.dtype)))
+    if mean.shape[-1] == 1:
+        return GPyTorchPosterior(MultivariateNormal(mean.squeeze(-1), covariance))
+    return GPyTorchPosterior(MultitaskMultivariateNormal(mean, covariance, interleaved=True))
+
+
+def output_batched_gaussian(component_means: Tensor, weights: Tensor) -> MultivariateNormal:
+    r"""The moment-matched Gaussian of a weighted set of functions with the outputs as
+    a batch dimension, the form a BoTorch GP's ``model(X)`` returns.
+
+    Args:
+        component_means: A ``batch_shape x s x q x m`` tensor of function values.
+        weights: An ``s``-dim tensor of weights summing to one.
+
+    Returns:
+        A ``MultivariateNormal`` over the ``q`` points with batch shape ``batch_shape``
+        for one output and ``batch_shape x m`` for several, with the functions' joint
+        covariance across the points (diagonal floored at
+        :func:`~botorch_nn_uq.posteriors.min_variance`).
+    """
+    values = component_means.movedim(-1, -3)  # batch x m x s x q
+    mean = (weights[:, None] * values).sum(dim=-2)
+    deviations = values - mean.unsqueeze(-2)
+    covariance = (deviations * weights[:, None]).transpose(-2, -1) @ deviations
+    jitter = torch.full_like(mean, min_variance(mean.dtype))
+    covariance = covariance + torch.diag_embed(jitter)
+    if component_means.shape[-1] == 1:
+        mean, covariance = mean.squeeze(-2), covariance.squeeze(-3)
+    return MultivariateNormal(mean, covariance)
 
 
 class MixtureOfGaussiansPosterior(Posterior):
@@ -45,10 +110,14 @@ class MixtureOfGaussiansPosterior(Posterior):
     joint across the q-batch through the member) and adds that member's Gaussian noise,
     independently per point and output.
 
-    BoTorch's normal samplers (``SobolQMCNormalSampler``, ``IIDNormalSampler``) and
-    ``distribution`` see the moment-matched Gaussian (:meth:`moment_matched_posterior`),
-    an approximation of the mixture; ``get_sampler`` returns the exact
-    :class:`MixtureSampler`.
+    Samples are exact draws of the mixture, from the registered :class:`MixtureSampler`
+    (what ``get_sampler`` returns) and from BoTorch's normal samplers
+    (``SobolQMCNormalSampler``, ``IIDNormalSampler``) alike: a normal base sample holds
+    one draw that picks the member (see
+    :func:`~botorch_nn_uq.posteriors.member_indices.member_indices_from_normals`) and
+    ``q x m`` draws of its noise, so a sampler keeps its number of samples and its seed.
+    ``distribution`` (and ``mvn``) is the moment-matched Gaussian
+    (:meth:`moment_matched_posterior`), an approximation of the mixture.
 
     Args:
         component_means: A ``batch_shape x s x q x m`` tensor of member means.
@@ -156,14 +225,9 @@ class MixtureOfGaussiansPosterior(Posterior):
     @cached_property
     def _moment_matched_posterior(self) -> GPyTorchPosterior:
         # Cached: qMaxValueEntropy reads the covariance, log-density and entropy in turn.
-        mean = self.mean
-        deviations = (self.component_means - mean.unsqueeze(-3)).flatten(-2)
-        covariance = (deviations * self.weights[:, None]).transpose(-2, -1) @ deviations
-        diagonal = self.aleatoric_variance.flatten(-2).clamp_min(min_variance(self.dtype))
-        covariance = covariance + torch.diag_embed(diagonal)
-        if mean.shape[-1] == 1:
-            return GPyTorchPosterior(MultivariateNormal(mean.squeeze(-1), covariance))
-        return GPyTorchPosterior(MultitaskMultivariateNormal(mean, covariance, interleaved=True))
+        return moment_matched_gaussian(
+            self.component_means, self.weights, self.component_variances
+        )
 
     @property
     def distribution(self) -> MultivariateNormal:
@@ -177,13 +241,16 @@ class MixtureOfGaussiansPosterior(Posterior):
 
     @property
     def base_sample_shape(self) -> torch.Size:
-        r"""The shape of a normal base sample of the moment-matched Gaussian."""
-        return self.moment_matched_posterior().base_sample_shape
+        r"""``batch_shape x (1 + q m)``: per sample, one normal that picks the member and
+        ``q x m`` normals of its noise."""
+        q, m = self.component_means.shape[-2:]
+        return self.batch_shape + torch.Size([1 + q * m])
 
     @property
     def batch_range(self) -> tuple[int, int]:
-        r"""The t-batch range of the moment-matched Gaussian's base samples."""
-        return self.moment_matched_posterior().batch_range
+        r"""The t-batch dimensions of :attr:`base_sample_shape`: all but the last, so
+        that normal samplers share base samples across the batch."""
+        return (0, -1)
 
     def rsample(self, sample_shape: torch.Size | None = None) -> Tensor:
         r"""Draw ``sample_shape x batch_shape x q x m`` samples from the global RNG."""
@@ -202,28 +269,27 @@ class MixtureOfGaussiansPosterior(Posterior):
 
         Args:
             sample_shape: The sample shape.
-            base_samples: Standard-normal ``eps`` of shape ``sample_shape x
-                batch_shape' x q x m`` with ``batch_shape'`` broadcastable to the batch
-                shape (BoTorch's samplers use ones there so that all batch elements share
-                the base samples).
+            base_samples: With ``base_indices``: standard-normal ``eps`` of shape
+                ``sample_shape x batch_shape' x q x m`` with ``batch_shape'``
+                broadcastable to the batch shape (:class:`MixtureSampler` uses ones
+                there so that all batch elements share the base samples). Without:
+                the normal base samples of BoTorch's normal samplers, of shape
+                ``sample_shape x batch_shape x (1 + q m)`` (:attr:`base_sample_shape`):
+                the first picks the member, the others are ``eps``.
             base_indices: Member indices of shape ``sample_shape`` (shared across the
-                batch). ``None`` (BoTorch's normal samplers, which draw no member
-                indices): ``base_samples`` are those of :attr:`base_sample_shape` and the
-                samples come from the moment-matched Gaussian.
+                batch), or ``None``.
 
         Returns:
             A ``sample_shape x batch_shape x q x m`` tensor of samples.
         """
+        event_shape = self.component_means.shape[-2:]
         if base_indices is None:
-            return self.moment_matched_posterior().rsample_from_base_samples(
-                sample_shape, base_samples
-            )
-        flat_indices = base_indices.reshape(-1)
-        batch_ndim = len(self.batch_shape)
-        shape = self._extended_shape(sample_shape)
-        means = self.component_means.index_select(-3, flat_indices).movedim(batch_ndim, 0)
-        stds = self.component_variances.index_select(-3, flat_indices).movedim(batch_ndim, 0)
-        return means.reshape(shape) + stds.sqrt().reshape(shape) * base_samples
+            indices = member_indices_from_normals(self.weights, base_samples[..., 0])
+            base_indices = shared_member_indices(indices, sample_shape)
+            base_samples = base_samples[..., 1:].unflatten(-1, event_shape)
+        means = select_members(self.component_means, base_indices, sample_shape)
+        variances = select_members(self.component_variances, base_indices, sample_shape)
+        return means + variances.sqrt() * base_samples
 
     def subset_outputs(self, output_indices: list[int]) -> MixtureOfGaussiansPosterior:
         r"""The posterior over the outputs ``output_indices`` only."""
@@ -264,6 +330,14 @@ class MixtureOfGaussiansPosterior(Posterior):
             offset + self.component_means @ weights.unsqueeze(-1),
             self.component_variances @ (weights**2).unsqueeze(-1),
             self.weights,
+        )
+
+    def shift_functions(self, shift: Tensor) -> MixtureOfGaussiansPosterior:
+        r"""The mixture with every member's mean moved by ``shift`` (broadcastable to
+        ``batch_shape x s x q x m``; the batch may grow), variances unchanged."""
+        means = self.component_means + shift
+        return MixtureOfGaussiansPosterior(
+            means, self.component_variances.expand_as(means), self.weights
         )
 
 

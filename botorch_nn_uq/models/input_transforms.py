@@ -1,0 +1,100 @@
+"""BoTorch input transforms as the networks see them in training, and learnable ones.
+
+A model maps its training inputs through ``input_transform`` in ``train`` mode once, at
+construction, and trains its networks on the result; only the transforms with
+``transform_on_train`` act there (``AppendFeatures``, for example, acts at evaluation
+only). A transform with learnable parameters, such as BoTorch's ``Warp``, must instead
+be applied at every training step, so that its parameters train with the network:
+:class:`TransformedInputNetwork` does that during a fit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botorch.models.transforms.input import ChainedInputTransform, InputTransform
+from torch import Tensor, nn
+
+
+def transform_components(transform: InputTransform) -> list[InputTransform]:
+    r"""The transforms of a ``ChainedInputTransform`` in order, or ``[transform]``."""
+    if isinstance(transform, ChainedInputTransform):
+        return list(transform.values())
+    return [transform]
+
+
+def apply_training_transforms(transform: InputTransform, X: Tensor) -> Tensor:
+    r"""``X`` mapped as training inputs are: through every component with
+    ``transform_on_train``, with its current (fitted) coefficients and parameters.
+
+    Components run in ``eval`` mode, so a ``Normalize`` that learns its bounds is not
+    refitted to ``X``.
+
+    Args:
+        transform: An input transform.
+        X: A ``batch_shape x n x d`` tensor.
+
+    Returns:
+        The ``batch_shape x n x d'`` mapped tensor (differentiable in the transforms'
+        parameters).
+    """
+    for component in transform_components(transform):
+        if not component.transform_on_train:
+            continue
+        was_training = component.training
+        component.eval()
+        try:
+            X = component.transform(X)
+        finally:
+            component.train(was_training)
+    return X
+
+
+def learnable_parameter_names(transform: InputTransform | None) -> list[str]:
+    r"""The names of ``transform``'s parameters that require gradients (e.g. the
+    concentrations of ``Warp``); empty for ``None`` and fixed transforms."""
+    if transform is None:
+        return []
+    return [name for name, parameter in transform.named_parameters() if parameter.requires_grad]
+
+
+class TransformedInputNetwork(nn.Module):
+    r"""A network whose first argument goes through an input transform first: the
+    module a fit trains when the transform has learnable parameters, so that the
+    optimiser sees both.
+
+    The transform is applied as to training inputs (:func:`apply_training_transforms`)
+    and stays in ``eval`` mode whatever the mode of the module. Attributes that this
+    module does not have (``sample_masks``, ``hidden_layers``, ...) are the network's.
+
+    Args:
+        transform: The input transform (trained in place).
+        network: The network, which takes transformed inputs.
+
+    Example:
+        >>> from botorch.models.transforms.input import Warp
+        >>> module = TransformedInputNetwork(Warp(2, indices=[0, 1]), nn.Linear(2, 1))
+        >>> sorted(name for name, _ in module.named_parameters())[:2]
+        ['network.bias', 'network.weight']
+    """
+
+    def __init__(self, transform: InputTransform, network: nn.Module) -> None:
+        super().__init__()
+        self.transform = transform.eval()
+        self.network = network
+
+    def train(self, mode: bool = True) -> TransformedInputNetwork:
+        r"""Set the network's mode; the transform stays in ``eval`` mode."""
+        super().train(mode)
+        self.transform.eval()
+        return self
+
+    def forward(self, X: Tensor, *args: Any, **kwargs: Any) -> Any:
+        r"""The network at the transformed ``X``; other arguments are the network's."""
+        return self.network(apply_training_transforms(self.transform, X), *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["network"], name)
