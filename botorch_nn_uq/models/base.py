@@ -30,7 +30,7 @@ from botorch_nn_uq.models.input_transforms import (
     learnable_parameter_names,
 )
 from botorch_nn_uq.models.last_layer import (
-    FunctionBankConditioning,
+    GaussianConditioning,
     PredictionWithFeatures,
     state_key,
 )
@@ -130,9 +130,6 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
     #: The network outputs the posterior serves, set by :meth:`subset_output`; ``None``
     #: serves all of them.
     _output_selection: list[int] | None = None
-    #: How the model is conditioned on observations (see
-    #: :mod:`botorch_nn_uq.models.last_layer`).
-    conditioning_class: ClassVar[type] = FunctionBankConditioning
     #: Whether a fit trains the learnable parameters of the input transform (e.g.
     #: ``Warp``'s) with the network; models that cannot refuse such transforms, with
     #: :attr:`input_transform_limit` as the reason.
@@ -485,13 +482,16 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             :class:`~botorch_nn_uq.models.last_layer.PredictionWithFeatures` holding it.
         """
 
-    def _conditioning(self, X: Tensor, Y: Tensor, observed: Tensor | None) -> Any:
-        r"""The last-layer conditioning of the model on transformed observations (see
-        :attr:`conditioning_class`)."""
-        return self.conditioning_class(self, X, Y, observed)
+    def _conditioning(
+        self, X: Tensor, Y: Tensor, observed: Tensor | None
+    ) -> GaussianConditioning:
+        r"""The model conditioned on transformed observations (see
+        :mod:`botorch_nn_uq.models.last_layer`)."""
+        return GaussianConditioning(self, X, Y, observed)
 
-    def _fitted_state_key(self) -> tuple[tuple[int, int], ...]:
-        r"""A key that changes whenever a parameter or buffer of the model changes."""
+    def _fitted_state_key(self) -> tuple[tuple[int, int, int], ...]:
+        r"""A key that changes whenever a parameter or buffer of the model changes (see
+        :func:`~botorch_nn_uq.models.last_layer.state_key`)."""
         return state_key(self)
 
     def forward(self, X: Tensor) -> MultivariateNormal:

@@ -158,6 +158,8 @@ class FantasyModel(Model):
         full_Y, observed = _observed_outputs(model, Y)
         self._conditioning = model._conditioning(X, full_Y, observed)
         self._fitted_state = model._fitted_state_key()
+        # Kept alive so that the key's storage cannot be reused by other tensors.
+        self._fitted_tensors = (*model.parameters(), *model.buffers())
 
     @property
     def model(self) -> NeuralSurrogateModel:

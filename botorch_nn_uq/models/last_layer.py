@@ -1,44 +1,46 @@
-r"""Exact conditioning of a network's last layer: fantasies that are cheap and
-differentiable.
+r"""Conditioning the networks on new observations in closed form: fantasies that are
+cheap, differentiable and calibrated to the model's own uncertainty.
 
 A network's outputs are linear in its last layer, ``f(x) = phi(x)^T w`` with ``phi(x)``
 the last hidden layer and a constant one (the bias), ``H`` features. Treating ``w`` as
-Bayesian given the rest of the network (a Bayesian last layer) makes conditioning on new
-observations a closed-form update, as for a GP.
-
-The update
-----------
-The fitted weights ``w`` are the posterior mean of the last layer given the training
-data, and its posterior precision is that of ridge regression on the training features,
-in units of the observation noise ``sigma^2``:
+Bayesian given the rest of the network (a Bayesian last layer) with the ridge precision
+of the training features,
 
 ``G = sum_i phi(x_i) phi(x_i)^T + lambda I``, with ``lambda`` the mean squared training
-feature (a prior worth one training row).
+feature (a prior worth one training row),
 
-New observations ``y'`` at ``X'`` (features ``Phi'``, residuals ``r = y' - f(X')``) with
-the same noise give the exact posterior mean
+makes the function a Gaussian process in ``x`` whose correlation is
+``rho(x, x') = phi(x)^T G^{-1} phi(x') / sqrt(phi(x)^T G^{-1} phi(x) phi(x')^T G^{-1} phi(x'))``:
+points whose features the training data explain alike are correlated, and the
+correlation decays where the features differ in directions the data have not pinned
+down.
 
-``w' = w + (G + Phi'^T Phi')^{-1} Phi'^T r = w + G^{-1} Phi'^T (Phi' G^{-1} Phi'^T + I)^{-1} r``
+How much an observation moves a function is the model's own business, not the last
+layer's: the magnitude is the model's variance ``sigma^2(x)`` (the spread of a function
+bank, NOMU's variance), the observation noise ``N`` is the model's (its noise estimate,
+or its members' predicted variances). Each function is conditioned exactly as a Gaussian
+process with covariance ``sigma(x) sigma(x') rho(x, x')`` and mean the function itself:
 
-(the second form when there are fewer new rows than features). The noise level cancels
-from the mean, so no noise estimate enters. The conditioned model predicts
-``f(x) + phi(x)^T (w' - w)``: one forward pass of the fitted network and a matrix
-product. Everything is differentiable in ``X'`` (through ``Phi'`` and ``f(X')``) and in
-``y'``, which is what ``qKnowledgeGradient`` and ``qNegIntegratedPosteriorVariance``
-need to move their candidates.
+``f'(x) = f(x) + c(x, X') (c(X', X') + N)^{-1} (y' + eps - f(X'))``.
 
-The families
-------------
-- Function banks (ensemble members, dropout masks, NEON's epistemic indices): every
-  function is conditioned with its own features (a member's or a mask's last hidden
-  layer; NEON's indices share the backbone's) and its own residuals. The bank's spread,
-  the epistemic variance, shrinks where the functions are pulled to the same
-  observations.
-- NOMU (:class:`GaussianConditioning`): its Gaussian marginals become a Gaussian process
-  with NOMU's variance ``sigma^2(x)`` and the correlation of the last layer's features,
-  ``rho(x, x') = phi(x)^T G^{-1} phi(x') / sqrt(...)``, conditioned exactly.
+At an observed point the update has the gain ``sigma^2 / (sigma^2 + N)`` of a GP with the
+model's variance and noise. For a bank of functions (ensemble members, dropout masks,
+NEON's epistemic indices; each with its own features where it has its own last hidden
+layer) the observation is perturbed per function by ``eps_k = z_k sqrt(N)``, with ``z``
+fixed standard normals centred, made orthogonal to the functions' deviations and scaled
+to unit weighted variance over the functions (:func:`observation_perturbations`): the
+conditioned bank's mean is the Gaussian update of the bank's mean, and its spread, the
+epistemic variance, shrinks to ``sigma^2 N / (sigma^2 + N)`` at an observed point, as a
+GP's variance does (with two functions, whose deviations leave no free direction, the
+spread shrinks to ``sigma^2 N^2 / (sigma^2 + N)^2``). NOMU's Gaussian marginals are conditioned the same way, their
+variance exactly.
 
-The precision ``G`` is computed once per fitted state from the training data and cached.
+Everything is differentiable in the conditioning inputs and observations, which is what
+``qKnowledgeGradient`` and ``qNegIntegratedPosteriorVariance`` need to move their
+candidates, and costs one forward pass and small solves (``n' x n'`` per function). The
+hidden layers are not retrained, which a refit on the augmented data would do
+(``benchmarks/conditioning.py`` compares the two). ``G`` is computed once per fitted
+state from the training data and cached.
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
+from botorch.exceptions.errors import UnsupportedError
 from botorch.posteriors import Posterior
 from torch import Tensor
 
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior, min_variance
+from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
 
 if TYPE_CHECKING:
     from botorch_nn_uq.models.base import NeuralSurrogateModel
@@ -57,6 +61,10 @@ if TYPE_CHECKING:
 #: Training rows whose features are computed at once for the precision (bounds memory:
 #: ``functions x rows x H`` features per chunk).
 PRECISION_CHUNK_ROWS = 1024
+#: The seed of the fixed perturbations ``z`` of a function bank's observations.
+PERTURBATION_SEED = 0
+#: A jitter, relative to the model's variance, added to the observation noise.
+RELATIVE_JITTER = 1e-6
 
 
 class PredictionWithFeatures(NamedTuple):
@@ -134,12 +142,48 @@ def training_precision(model: NeuralSurrogateModel) -> LastLayerPrecision:
     return result
 
 
-def state_key(model: NeuralSurrogateModel) -> tuple[tuple[int, int], ...]:
-    r"""The identity and version of every parameter and buffer of ``model``: equal keys
-    mean an unchanged fitted state."""
+def state_key(model: NeuralSurrogateModel) -> tuple[tuple[int, int, int], ...]:
+    r"""The storage, version and size of every parameter and buffer of ``model``: equal
+    keys mean an unchanged fitted state, as long as the tensors of the earlier key are
+    kept alive (so that their storage cannot be reused). Storage rather than identity:
+    BoTorch's transforms replace their buffers by detached views of the same storage
+    whenever they are applied."""
     return tuple(
-        (id(tensor), tensor._version) for tensor in (*model.parameters(), *model.buffers())
+        (tensor.data_ptr(), tensor._version, tensor.numel())
+        for tensor in (*model.parameters(), *model.buffers())
     )
+
+
+def feature_similarity(features: Tensor, covariance: Tensor) -> Tensor:
+    r"""``phi(x)^T G^{-1} phi(x)`` for ``... x q x H`` features and ``G^{-1}`` (``H x H``):
+    ``... x q``, floored at the dtype's minimum variance."""
+    similarity = ((features @ covariance) * features).sum(-1)
+    return similarity.clamp_min(min_variance(features.dtype))
+
+
+def feature_correlation(
+    features: Tensor,
+    other_features: Tensor,
+    covariance: Tensor,
+    similarity: Tensor | None = None,
+    other_similarity: Tensor | None = None,
+) -> Tensor:
+    r"""The last layer's correlation ``rho(x, x')`` between the points of ``features``
+    (``... x q x H``) and of ``other_features`` (``... x n x H``): ``... x q x n``.
+
+    Args:
+        features: Features of the first points.
+        other_features: Features of the second points.
+        covariance: ``G^{-1}``, ``H x H``.
+        similarity: :func:`feature_similarity` of ``features``, if already computed.
+        other_similarity: The same for ``other_features``.
+    """
+    if similarity is None:
+        similarity = feature_similarity(features, covariance)
+    if other_similarity is None:
+        other_similarity = feature_similarity(other_features, covariance)
+    cross = features @ covariance @ other_features.transpose(-2, -1)
+    return cross / (similarity.unsqueeze(-1) * other_similarity.unsqueeze(-2)).sqrt()
 
 
 def _solve_cholesky(factor: Tensor, rhs: Tensor) -> Tensor:
@@ -148,80 +192,89 @@ def _solve_cholesky(factor: Tensor, rhs: Tensor) -> Tensor:
     return torch.linalg.solve_triangular(factor.transpose(-2, -1), half, upper=True)
 
 
-def _weight_shift(
-    precision: LastLayerPrecision, features: Tensor, residuals: Tensor
-) -> Tensor:
-    r"""The last-layer update ``w' - w`` (see the module docstring).
+def observation_perturbations(weights: Tensor, functions: Tensor) -> Tensor:
+    r"""The fixed perturbations ``z`` of a function bank's observations: standard normals
+    per function, point and output, centred over the functions, made orthogonal to the
+    functions' deviations from their mean (so that they do not change the conditioned
+    spread through a chance correlation with the functions), and scaled to unit weighted
+    variance.
+
+    Where the functions' deviations leave no direction free (two functions, whose
+    deviations are opposite), the perturbations are zero.
 
     Args:
-        precision: The training precision (``s' x H x H``).
-        features: ``batch_X x s' x k x H`` features of the ``k`` new rows.
-        residuals: ``batch x s x k x C`` residuals ``y' - f(X')`` per function.
+        weights: The ``s`` function weights, summing to one.
+        functions: ``batch x s x n' x M`` values of the functions at the conditioning
+            points.
 
     Returns:
-        The ``broadcast x s x H x C`` update.
+        A ``batch x s x n' x M`` tensor.
     """
-    num_rows, size = features.shape[-2:]
-    transposed = features.transpose(-2, -1)
-    if num_rows <= size:
-        gain = precision.covariance @ transposed  # G^{-1} Phi'^T
-        innovation = features @ gain
-        innovation = innovation + torch.eye(num_rows, dtype=features.dtype, device=features.device)
-        return gain @ _solve_cholesky(torch.linalg.cholesky(innovation), residuals)
-    updated = precision.precision + transposed @ features
-    return _solve_cholesky(torch.linalg.cholesky(updated), transposed @ residuals)
+    generator = torch.Generator().manual_seed(PERTURBATION_SEED)
+    draws = torch.randn(functions.shape[-3:], generator=generator, dtype=torch.float64)
+    draws = draws.to(functions)
+    weights = weights[:, None, None]
+
+    def weighted_mean(values: Tensor) -> Tensor:
+        return (weights * values).sum(-3, keepdim=True)
+
+    deviations = functions - weighted_mean(functions)
+    draws = draws - weighted_mean(draws)
+    spread = weighted_mean(deviations.pow(2))
+    along = weighted_mean(draws * deviations) / spread.clamp_min(min_variance(draws.dtype))
+    free = draws - along * deviations
+    variance = weighted_mean(free.pow(2))
+    usable = variance > 1e-6
+    return torch.where(usable, free / variance.clamp_min(1e-6).sqrt(), torch.zeros_like(free))
 
 
-class FunctionBankConditioning:
-    r"""The last-layer update of every function of a bank (ensemble members, dropout
-    masks, epistemic indices) given observations.
+class _Moments(NamedTuple):
+    r"""What the conditioning reads of a prediction, in the transformed outcome space.
 
-    Args:
-        model: The fitted model; its ``_predict`` returns a function bank or mixture
-            posterior and, with ``return_features=True``, the last layer's features.
-        X: ``batch_X x n' x d'`` transformed conditioning inputs.
-        Y: ``batch_Y x n' x M`` transformed observations of all ``M`` network outputs.
-        observed: An optional ``M``-vector marking the observed outputs (the others get
-            no update); ``None``: all.
+    Attributes:
+        functions: ``batch x s x q x m`` function values (NOMU: its mean, ``s = 1``).
+        std: ``batch x q x m`` the model's latent standard deviation.
+        noise: ``batch x q x m`` the observation-noise variance.
+        features: ``batch x s' x q x H`` last-layer features.
     """
 
-    def __init__(
-        self, model: NeuralSurrogateModel, X: Tensor, Y: Tensor, observed: Tensor | None
-    ) -> None:
-        precision = training_precision(model)
-        prediction = model._predict(X, observation_noise=False, return_features=True)
-        residuals = Y.unsqueeze(-3) - prediction.posterior.values  # batch x s x n' x M
-        if observed is not None:
-            residuals = residuals * observed
-        features = prediction.features  # batch_X x s' x n' x R x H
-        rows = features.shape[-2]
-        features = features.flatten(-3, -2)
-        residuals = residuals.unflatten(-1, (rows, -1)).flatten(-3, -2)
-        self._model = model
-        self._rows = rows
-        self.weight_shift = _weight_shift(precision, features, residuals)
+    functions: Tensor
+    std: Tensor
+    noise: Tensor
+    features: Tensor
 
-    def posterior(self, X: Tensor, observation_noise: bool) -> Posterior:
-        r"""The conditioned posterior at transformed inputs ``X`` (``batch x q x d'``), in
-        the transformed outcome space, of the model's own family."""
-        prediction = self._model._predict(X, observation_noise, return_features=True)
-        num_points = X.shape[-2]
-        shift = prediction.features.flatten(-3, -2) @ self.weight_shift
-        shift = shift.unflatten(-2, (num_points, self._rows)).flatten(-2)
-        return prediction.posterior.shift_functions(shift)
+
+def _moments(prediction: PredictionWithFeatures) -> _Moments:
+    r"""The functions, latent standard deviation, noise and features of a prediction
+    made with ``observation_noise=True``."""
+    posterior, features = prediction.posterior, prediction.features
+    if features.shape[-2] != 1:
+        raise UnsupportedError(
+            "Conditioning a model whose outputs are functions on a grid (rows of features "
+            "per point, such as a function-valued NEON) on observations is not supported; "
+            "use a scalar or multi-output model for fantasies."
+        )
+    features = features.squeeze(-2)
+    if isinstance(posterior, MixtureOfGaussiansPosterior):
+        return _Moments(
+            posterior.component_means,
+            posterior.epistemic_variance.sqrt(),
+            posterior.aleatoric_variance,
+            features,
+        )
+    noise = prediction.noise_variance
+    latent = (posterior.variance - noise).clamp_min(min_variance(posterior.dtype))
+    return _Moments(posterior.mean.unsqueeze(-3), latent.sqrt(), noise, features)
 
 
 class GaussianConditioning:
-    r"""Exact Gaussian conditioning of a Gaussian-marginal model (NOMU) whose marginal
-    variances ``sigma^2(x)`` are correlated across points by its last layer's features:
-    ``cov(x, x') = sigma(x) sigma(x') rho(x, x')`` with ``rho`` the correlation of the
-    Bayesian last layer, ``phi(x)^T G^{-1} phi(x')`` normalised. Observations carry the
-    model's observation noise (none without a noise model) and a jitter of ``1e-6``
-    of their variance.
+    r"""Closed-form conditioning of a fitted model on observations (see the module
+    docstring): a function bank keeps its functions, each conditioned as a Gaussian
+    process; a Gaussian-marginal model (NOMU) gets its conditioned mean and variance.
 
     Args:
         model: The fitted model; its ``_predict`` with ``return_features=True`` returns
-            the posterior, the features and the noise part of the variance.
+            the posterior and the last layer's features.
         X: ``batch_X x n' x d'`` transformed conditioning inputs.
         Y: ``batch_Y x n' x M`` transformed observations of all ``M`` network outputs.
         observed: An optional ``M``-vector marking the observed outputs (the others are
@@ -232,49 +285,83 @@ class GaussianConditioning:
         self, model: NeuralSurrogateModel, X: Tensor, Y: Tensor, observed: Tensor | None
     ) -> None:
         self._model = model
-        self._covariance = training_precision(model).covariance.squeeze(0)  # H x H
+        self._covariance = training_precision(model).covariance  # s' x H x H
         prediction = model._predict(X, observation_noise=True, return_features=True)
-        noise = prediction.noise_variance
-        variance = (prediction.posterior.variance - noise).clamp_min(min_variance(X.dtype))
-        self._features = prediction.features.squeeze(-4).squeeze(-2)  # batch_X x n' x H
-        self._feature_variance = self._self_similarity(self._features)
-        self._std = variance.sqrt().transpose(-2, -1)  # batch_X x M x n'
-        correlation = self._correlation(self._features, self._feature_variance)
-        covariance = self._std.unsqueeze(-1) * self._std.unsqueeze(-2) * correlation.unsqueeze(-3)
-        diagonal = (noise + 1e-6 * variance).transpose(-2, -1)
-        self._factor = torch.linalg.cholesky(covariance + torch.diag_embed(diagonal))
-        residuals = Y - prediction.posterior.mean
+        self._bank = isinstance(prediction.posterior, MixtureOfGaussiansPosterior)
+        moments = _moments(prediction)
+        self._features = moments.features  # batch_X x s' x n' x H
+        self._whitened = self._features @ self._covariance
+        self._self_similarity = self._similarity(self._features, self._whitened)
+        self._std = moments.std.transpose(-2, -1).unsqueeze(-3)  # batch_X x 1 x M x n'
+        correlation = self._correlation(self._features, self._self_similarity)
+        covariance = (
+            self._std.unsqueeze(-1) * self._std.unsqueeze(-2) * correlation.unsqueeze(-3)
+        )
+        variance = moments.std.pow(2)
+        noise = (moments.noise + RELATIVE_JITTER * variance).clamp_min(min_variance(X.dtype))
+        self._factor = torch.linalg.cholesky(
+            covariance + torch.diag_embed(noise.transpose(-2, -1).unsqueeze(-3))
+        )  # batch_X x s' x M x n' x n'
+        targets = Y.unsqueeze(-3)
+        if self._bank:
+            weights = prediction.posterior.weights
+            perturbations = observation_perturbations(weights, moments.functions)
+            targets = targets + perturbations * moments.noise.unsqueeze(-3).sqrt()
+        residuals = targets - moments.functions  # batch x s x n' x M
         if observed is not None:
             residuals = residuals * observed
-        self._weights = _solve_cholesky(self._factor, residuals.transpose(-2, -1).unsqueeze(-1))
+        self._weights = _solve_cholesky(
+            self._factor, residuals.transpose(-2, -1).unsqueeze(-1)
+        )  # batch x s x M x n' x 1
 
-    def _self_similarity(self, features: Tensor) -> Tensor:
-        return ((features @ self._covariance) * features).sum(-1).clamp_min(
-            min_variance(features.dtype)
-        )
+    @staticmethod
+    def _similarity(features: Tensor, whitened: Tensor) -> Tensor:
+        r"""``phi^T G^{-1} phi`` per point (``... x q``), floored."""
+        return (features * whitened).sum(-1).clamp_min(min_variance(features.dtype))
 
-    def _correlation(self, features: Tensor, feature_variance: Tensor) -> Tensor:
-        r"""``rho(x, X')`` for ``... x q x H`` features: ``... x q x n'``."""
-        similarity = features @ self._covariance @ self._features.transpose(-2, -1)
-        scale = (feature_variance.unsqueeze(-1) * self._feature_variance.unsqueeze(-2)).sqrt()
-        return similarity / scale
+    def _correlation(self, features: Tensor, similarity: Tensor) -> Tensor:
+        r"""``rho(x, X')`` for ``... x s' x q x H`` features: ``... x s' x q x n'``."""
+        cross = features @ self._whitened.transpose(-2, -1)
+        scale = similarity.unsqueeze(-1) * self._self_similarity.unsqueeze(-2)
+        return cross / scale.sqrt()
+
+    def _cross_covariance(self, std: Tensor, features: Tensor) -> Tensor:
+        r"""``c(x, X')`` for ``batch x q x M`` standard deviations and ``batch x s' x q x
+        H`` features: ``batch x s' x M x q x n'``."""
+        similarity = self._similarity(features, features @ self._covariance)
+        correlation = self._correlation(features, similarity)
+        std = std.transpose(-2, -1).unsqueeze(-3).unsqueeze(-1)  # batch x 1 x M x q x 1
+        return std * self._std.unsqueeze(-2) * correlation.unsqueeze(-3)
 
     def posterior(self, X: Tensor, observation_noise: bool) -> Posterior:
         r"""The conditioned posterior at transformed inputs ``X`` (``batch x q x d'``), in
-        the transformed outcome space."""
+        the transformed outcome space, of the model's own family."""
         prediction = self._model._predict(X, observation_noise, return_features=True)
+        posterior = prediction.posterior
+        features = prediction.features
+        if features.shape[-2] != 1:
+            raise UnsupportedError(
+                "A model whose outputs are functions on a grid cannot be conditioned."
+            )
+        features = features.squeeze(-2)
+        if self._bank:
+            latent = (
+                posterior.epistemic_variance
+                if isinstance(posterior, MixtureOfGaussiansPosterior)
+                else posterior.variance
+            )
+            cross = self._cross_covariance(latent.sqrt(), features)
+            shift = (cross @ self._weights).squeeze(-1).transpose(-2, -1)
+            return posterior.shift_functions(shift)
         noise = prediction.noise_variance
-        variance = (prediction.posterior.variance - noise).clamp_min(min_variance(X.dtype))
-        features = prediction.features.squeeze(-4).squeeze(-2)  # batch x q x H
-        correlation = self._correlation(features, self._self_similarity(features))
-        std = variance.sqrt().transpose(-2, -1)  # batch x M x q
-        cross = std.unsqueeze(-1) * self._std.unsqueeze(-2) * correlation.unsqueeze(-3)
-        mean = prediction.posterior.mean + (cross @ self._weights).squeeze(-1).transpose(-2, -1)
+        latent = (posterior.variance - noise).clamp_min(min_variance(X.dtype))
+        cross = self._cross_covariance(latent.sqrt(), features)
+        mean = posterior.mean + (cross @ self._weights).squeeze(-1).squeeze(-3).transpose(-2, -1)
         explained = torch.linalg.solve_triangular(
             self._factor, cross.transpose(-2, -1), upper=False
         )
-        reduction = explained.pow(2).sum(-2).transpose(-2, -1)
-        conditioned = (variance - reduction).clamp_min(min_variance(X.dtype)) + noise
+        reduction = explained.pow(2).sum(-2).squeeze(-3).transpose(-2, -1)
+        variance = (latent - reduction).clamp_min(min_variance(X.dtype)) + noise
         # The mean carries the observations' batch, the variance does not depend on them.
-        shape = torch.broadcast_shapes(mean.shape, conditioned.shape)
-        return GaussianMarginalPosterior(mean.expand(shape), conditioned.expand(shape))
+        shape = torch.broadcast_shapes(mean.shape, variance.shape)
+        return GaussianMarginalPosterior(mean.expand(shape), variance.expand(shape))

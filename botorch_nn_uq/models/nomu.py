@@ -12,6 +12,7 @@ import torch
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.utils.types import DEFAULT, _DefaultType
+from gpytorch.distributions import MultivariateNormal
 from torch import Tensor, nn
 
 from botorch_nn_uq.calibration import mean_width_calibration_factor, nll_calibration_factor
@@ -29,14 +30,15 @@ from botorch_nn_uq.checks import (
 from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.models.input_transforms import apply_training_transforms
 from botorch_nn_uq.models.last_layer import (
-    GaussianConditioning,
     PredictionWithFeatures,
     append_bias,
+    feature_correlation,
+    training_precision,
 )
 from botorch_nn_uq.models.nomu_presets import build_preset, rescale_outputs
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.nomu import READOUTS, NOMUNetwork, nomu_readout
-from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
+from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior, min_variance
 from botorch_nn_uq.training.config import TrainedWithLoop, TrainingResult
 from botorch_nn_uq.training.nomu_loss import enlarge_box
 from botorch_nn_uq.training.nomu_training import train_nomu_network
@@ -256,7 +258,6 @@ class NOMU(NeuralSurrogateModel):
     """
 
     hyperparameter_class = NOMUHyperparameters
-    conditioning_class = GaussianConditioning
     input_transform_limit = (
         "its two branches train on separate objectives, with artificial inputs drawn in "
         "the transformed input box, which a learned transform would move."
@@ -437,6 +438,38 @@ class NOMU(NeuralSurrogateModel):
         # The mean branch's last hidden layer: `batch x 1 x q x 1 x H`.
         features = append_bias(output.features)[..., None, :, None, :]
         return PredictionWithFeatures(posterior, features, noise_variance)
+
+    def forward(self, X: Tensor) -> MultivariateNormal:
+        r"""The latent posterior at ``X`` as a GP's ``model(X)`` gives it (see
+        :meth:`NeuralSurrogateModel.forward`): NOMU's means and variances in the
+        transformed outcome space, correlated across the points by the last layer's
+        features, ``cov(x, x') = sigma(x) sigma(x') rho(x, x')``, the covariance that its
+        conditioning uses (:class:`~botorch_nn_uq.models.last_layer.GaussianConditioning`).
+        The posterior's MC samples stay independent across points.
+
+        Args:
+            X: A ``batch_shape x q x d`` tensor of inputs (original units).
+
+        Returns:
+            A ``MultivariateNormal`` over the ``q`` points with batch shape
+            ``batch_shape`` for one output and ``batch_shape x m`` for several.
+        """
+        self._check_posterior_inputs(X)
+        transformed_X = self._transformed_test_inputs(X)
+        prediction = self._predict(transformed_X, observation_noise=False, return_features=True)
+        posterior = prediction.posterior
+        if self._output_selection is not None:
+            posterior = posterior.subset_outputs(self._output_selection)
+        features = prediction.features[..., 0, :, 0, :]
+        covariance = training_precision(self).covariance[0]
+        correlation = feature_correlation(features, features, covariance)
+        std = posterior.variance.sqrt().transpose(-2, -1)  # batch x m x q
+        joint = std.unsqueeze(-1) * std.unsqueeze(-2) * correlation.unsqueeze(-3)
+        joint = joint + torch.diag_embed(torch.full_like(std, min_variance(std.dtype)))
+        mean = posterior.mean.transpose(-2, -1)
+        if mean.shape[-2] == 1:
+            mean, joint = mean.squeeze(-2), joint.squeeze(-3)
+        return MultivariateNormal(mean, joint)
 
     def calibrate_nll(self, X: Tensor, Y: Tensor, observation_noise: bool = False) -> Tensor:
         r"""Set ``c`` to minimise the Gaussian NLL of validation data (closed form

@@ -52,7 +52,8 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
       sees one deterministic function.
     - BoTorch's normal samplers (``SobolQMCNormalSampler``, ``IIDNormalSampler``, as
       passed to an acquisition's ``sampler=``) work too: each sample's standard-normal
-      base sample picks a function by the inverse CDF of the weights (see
+      base sample at the first point picks a function by the inverse CDF of the weights
+      (see
       :func:`~botorch_nn_uq.posteriors.member_indices.member_indices_from_normals`),
       shared across the batch, so the sampler keeps its number of samples and its seed,
       and the samples are still whole functions.
@@ -118,15 +119,19 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
 
     @property
     def base_sample_shape(self) -> torch.Size:
-        r"""``batch_shape x 1``: one standard normal per sample (and batch element),
-        which picks the function (see :meth:`rsample_from_base_samples`)."""
-        return self.batch_shape + torch.Size([1])
+        r"""``batch_shape x q x 1``: a standard normal per sample and point, of which the
+        first point's picks the function (see :meth:`rsample_from_base_samples`). One
+        per point, not one per sample, so that BoTorch's samplers, which keep the base
+        samples of earlier points when points are added (``qLogNoisyExpectedImprovement``
+        and the hypervolume acquisitions with cached baselines), keep the function
+        too."""
+        return self.batch_shape + torch.Size([self.values.shape[-2], 1])
 
     @property
     def batch_range(self) -> tuple[int, int]:
-        r"""The t-batch dimensions of :attr:`base_sample_shape`: all but the last, so
+        r"""The t-batch dimensions of :attr:`base_sample_shape`: all but the last two, so
         that normal samplers use one function per sample for the whole batch."""
-        return (0, -1)
+        return (0, -2)
 
     def moment_matched_posterior(self) -> GPyTorchPosterior:
         r"""The Gaussian with the functions' weighted mean and covariance, joint over
@@ -180,16 +185,15 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
                 ``sample_shape`` (shared across the batch, as drawn by
                 :class:`EnsembleIndexSampler`) or ``sample_shape x batch_shape``
                 (BoTorch's ``IndexSampler``); or standard-normal base samples of shape
-                ``sample_shape x batch_shape x 1`` (BoTorch's normal samplers, see
-                :attr:`base_sample_shape`), mapped to indices by the inverse CDF of the
-                weights.
+                ``sample_shape x batch_shape x q x 1`` (BoTorch's normal samplers, see
+                :attr:`base_sample_shape`), the first point's mapped to an index by the
+                inverse CDF of the weights.
 
         Returns:
             A ``sample_shape x batch_shape x q x m`` tensor of samples.
         """
         if base_samples.is_floating_point():
-            indices = member_indices_from_normals(self.weights, base_samples[..., 0])
-            base_samples = shared_member_indices(indices, sample_shape)
+            base_samples = self._indices_from_normals(sample_shape, base_samples)
         elif base_samples.shape not in (sample_shape, sample_shape + self.batch_shape):
             raise ValueError(
                 f"Member indices must have shape sample_shape {tuple(sample_shape)} or "
@@ -197,6 +201,14 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
                 f"{tuple(base_samples.shape)}."
             )
         return select_members(self.values, base_samples, sample_shape)
+
+    def _indices_from_normals(self, sample_shape: torch.Size, normals: Tensor) -> Tensor:
+        r"""Function indices from ``sample_shape x batch_shape x q x ...`` normal base
+        samples: the first point's first entry picks the function."""
+        if normals.shape[-2] == 0:  # no points: any function gives the empty samples
+            return torch.zeros(sample_shape, dtype=torch.long, device=self.device)
+        indices = member_indices_from_normals(self.weights, normals[..., 0, 0])
+        return shared_member_indices(indices, sample_shape)
 
     def _map_functions(self, function_map: Callable[[Tensor], Tensor]) -> FunctionEnsemblePosterior:
         r"""The posterior of ``function_map`` applied to every function (a map of

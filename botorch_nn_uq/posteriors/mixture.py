@@ -115,7 +115,8 @@ class MixtureOfGaussiansPosterior(Posterior):
     (``SobolQMCNormalSampler``, ``IIDNormalSampler``) alike: a normal base sample holds
     one draw that picks the member (see
     :func:`~botorch_nn_uq.posteriors.member_indices.member_indices_from_normals`) and
-    ``q x m`` draws of its noise, so a sampler keeps its number of samples and its seed.
+    ``q x m`` draws of its noise (see :attr:`base_sample_shape`), so a sampler keeps its
+    number of samples and its seed.
     ``distribution`` (and ``mvn``) is the moment-matched Gaussian
     (:meth:`moment_matched_posterior`), an approximation of the mixture.
 
@@ -241,16 +242,18 @@ class MixtureOfGaussiansPosterior(Posterior):
 
     @property
     def base_sample_shape(self) -> torch.Size:
-        r"""``batch_shape x (1 + q m)``: per sample, one normal that picks the member and
-        ``q x m`` normals of its noise."""
+        r"""``batch_shape x q x (1 + m)``: per sample and point, a normal (the first
+        point's picks the member) and ``m`` normals of the member's noise. Point-major,
+        so that BoTorch's samplers, which keep the base samples of earlier points when
+        points are added, keep the member too."""
         q, m = self.component_means.shape[-2:]
-        return self.batch_shape + torch.Size([1 + q * m])
+        return self.batch_shape + torch.Size([q, 1 + m])
 
     @property
     def batch_range(self) -> tuple[int, int]:
-        r"""The t-batch dimensions of :attr:`base_sample_shape`: all but the last, so
-        that normal samplers share base samples across the batch."""
-        return (0, -1)
+        r"""The t-batch dimensions of :attr:`base_sample_shape`: all but the last two,
+        so that normal samplers share base samples across the batch."""
+        return (0, -2)
 
     def rsample(self, sample_shape: torch.Size | None = None) -> Tensor:
         r"""Draw ``sample_shape x batch_shape x q x m`` samples from the global RNG."""
@@ -274,19 +277,22 @@ class MixtureOfGaussiansPosterior(Posterior):
                 broadcastable to the batch shape (:class:`MixtureSampler` uses ones
                 there so that all batch elements share the base samples). Without:
                 the normal base samples of BoTorch's normal samplers, of shape
-                ``sample_shape x batch_shape x (1 + q m)`` (:attr:`base_sample_shape`):
-                the first picks the member, the others are ``eps``.
+                ``sample_shape x batch_shape x q x (1 + m)`` (:attr:`base_sample_shape`):
+                the first point's first entry picks the member, the last ``m`` entries
+                of every point are ``eps``.
             base_indices: Member indices of shape ``sample_shape`` (shared across the
                 batch), or ``None``.
 
         Returns:
             A ``sample_shape x batch_shape x q x m`` tensor of samples.
         """
-        event_shape = self.component_means.shape[-2:]
         if base_indices is None:
-            indices = member_indices_from_normals(self.weights, base_samples[..., 0])
-            base_indices = shared_member_indices(indices, sample_shape)
-            base_samples = base_samples[..., 1:].unflatten(-1, event_shape)
+            if base_samples.shape[-2] == 0:  # no points: any member gives the empty samples
+                base_indices = torch.zeros(sample_shape, dtype=torch.long, device=self.device)
+            else:
+                indices = member_indices_from_normals(self.weights, base_samples[..., 0, 0])
+                base_indices = shared_member_indices(indices, sample_shape)
+            base_samples = base_samples[..., 1:]
         means = select_members(self.component_means, base_indices, sample_shape)
         variances = select_members(self.component_variances, base_indices, sample_shape)
         return means + variances.sqrt() * base_samples

@@ -1,0 +1,545 @@
+"""Drop-in scenarios: what BoTorch's tutorials do with a ``SingleTaskGP``, done with each
+model family, asserting what a GP user expects.
+
+Each scenario is registered under the key of a row of the README's feature table
+(:mod:`botorch_nn_uq.features`) and takes a family key (``"gp"``, ``"ensembles"``,
+``"mc-dropout"``, ``"neon"``, ``"nomu"``); ``tests/test_features.py`` runs every cell. A
+cell marked as not supported must raise the error it states.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from botorch.acquisition import (
+    LogExpectedImprovement,
+    ProbabilityOfImprovement,
+    UpperConfidenceBound,
+    qKnowledgeGradient,
+    qLogExpectedImprovement,
+    qLogNoisyExpectedImprovement,
+    qMultiFidelityKnowledgeGradient,
+    qNegIntegratedPosteriorVariance,
+    qUpperConfidenceBound,
+)
+from botorch.acquisition.max_value_entropy_search import (
+    qLowerBoundMaxValueEntropy,
+    qMaxValueEntropy,
+)
+from botorch.acquisition.monte_carlo import MCAcquisitionFunction
+from botorch.acquisition.multi_objective import (
+    qLogExpectedHypervolumeImprovement,
+    qLogNoisyExpectedHypervolumeImprovement,
+)
+from botorch.acquisition.multi_objective.parego import qLogNParEGO
+from botorch.acquisition.objective import GenericMCObjective, ScalarizedPosteriorTransform
+from botorch.acquisition.risk_measures import CVaR
+from botorch.exceptions.errors import UnsupportedError
+from botorch.exceptions.warnings import InputDataWarning
+from botorch.generation.sampling import ConstrainedMaxPosteriorSampling, MaxPosteriorSampling
+from botorch.models import ModelList
+from botorch.models.transforms import Standardize
+from botorch.models.transforms.input import AppendFeatures, Warp
+from botorch.models.transforms.outcome import ChainedOutcomeTransform, Log
+from botorch.optim import optimize_acqf
+from botorch.sampling import IIDNormalSampler, SobolQMCNormalSampler
+from botorch.utils.multi_objective.box_decompositions import FastNondominatedPartitioning
+from botorch.utils.sampling import draw_sobol_samples
+from botorch.utils.transforms import t_batch_mode_transform
+from torch import Tensor
+
+from botorch_nn_uq.generation import batch_thompson_sampling
+from tests.drop_in.setting import (
+    BOUNDS,
+    DIM,
+    NEURAL_FAMILIES,
+    build,
+    family_options,
+    fit,
+    fitted,
+    model_class,
+    optimize,
+    query_points,
+    toy_data,
+)
+
+#: Feature key -> the scenario that checks its cells.
+SCENARIOS: dict[str, Callable[[str], None]] = {}
+
+#: The families whose posterior is a finite set of functions.
+FUNCTION_BANKS = ("ensembles", "mc-dropout", "neon")
+
+
+def scenario(key: str) -> Callable[[Callable[[str], None]], Callable[[str], None]]:
+    def register(function: Callable[[str], None]) -> Callable[[str], None]:
+        SCENARIOS[key] = function
+        return function
+
+    return register
+
+
+def sobol(num_samples: int = 32) -> SobolQMCNormalSampler:
+    return SobolQMCNormalSampler(torch.Size([num_samples]), seed=0)
+
+
+def best_f() -> Tensor:
+    return toy_data()[1].max()
+
+
+def assert_distinct(points: Tensor) -> None:
+    assert torch.pdist(points).min() > 1e-6, f"repeated proposals: {points}"
+
+
+@scenario("analytic-acquisitions")
+def _(family: str) -> None:
+    model = fitted(family)
+    optimize(LogExpectedImprovement(model, best_f=best_f()))
+    optimize(UpperConfidenceBound(model, beta=4.0))
+    optimize(ProbabilityOfImprovement(model, best_f=best_f()))
+
+
+@scenario("mc-acquisitions")
+def _(family: str) -> None:
+    model = fitted(family)
+    optimize(qLogExpectedImprovement(model, best_f=best_f()), q=2)
+    optimize(qUpperConfidenceBound(model, beta=4.0), q=2)
+
+
+@scenario("noisy-ei-pending")
+def _(family: str) -> None:
+    model = fitted(family)
+    acquisition = qLogNoisyExpectedImprovement(
+        model, X_baseline=toy_data()[0], X_pending=query_points(2)
+    )
+    optimize(acquisition)
+
+
+@scenario("normal-samplers")
+def _(family: str) -> None:
+    model, X = fitted(family), query_points(4, 3)
+    posterior = model.posterior(X)
+    for sampler_class in (SobolQMCNormalSampler, IIDNormalSampler):
+        sampler = sampler_class(torch.Size([32]), seed=0)
+        samples = sampler(posterior)
+        # The sampler's number of samples and its seed are kept.
+        assert samples.shape == (32, 4, 3, 1)
+        assert torch.equal(samples, sampler_class(torch.Size([32]), seed=0)(posterior))
+        if family in FUNCTION_BANKS:
+            # Each sample is one whole function of the bank, the same for every batch element.
+            functions = posterior.values[0]  # s x q x 1
+            matches = (samples[:, 0].unsqueeze(1) == functions).all(-1).all(-1)
+            assert matches.any(-1).all()
+            first = matches.float().argmax(-1)
+            assert torch.equal(samples[:, 1:], posterior.values[1:, first].movedim(1, 0))
+        values = qLogExpectedImprovement(model, best_f=best_f(), sampler=sampler)(X)
+        assert values.shape == (4,) and values.isfinite().all()
+    # Through ModelList, next to a GP, with an outcome constraint.
+    model_list = ModelList(model, fitted("gp"))
+    acquisition = qLogExpectedImprovement(
+        model_list,
+        best_f=best_f(),
+        sampler=sobol(),
+        objective=GenericMCObjective(lambda samples, X=None: samples[..., 0]),
+        constraints=[lambda samples: samples[..., 1] - 0.3],
+    )
+    optimize(acquisition, q=2)
+
+
+def _knowledge_gradient(model) -> qKnowledgeGradient:
+    return qKnowledgeGradient(model, num_fantasies=4, sampler=sobol(4))
+
+
+def _candidate_gradient(acquisition, X: Tensor) -> Tensor:
+    r"""The gradient of the summed acquisition values with respect to the candidates
+    (the first point of every t-batch)."""
+    X = X.clone().requires_grad_(True)
+    acquisition(X).sum().backward()
+    return X.grad[..., 0, :]
+
+
+@scenario("fantasies")
+def _(family: str) -> None:
+    model, gp = fitted(family), fitted("gp")
+    # qKnowledgeGradient's one-shot input: a candidate and the 4 fantasies' points.
+    X = query_points(3, 5)
+    assert (_candidate_gradient(_knowledge_gradient(gp), X).abs().sum(-1) > 0).all()
+    assert (_candidate_gradient(_knowledge_gradient(model), X).abs().sum(-1) > 0).all()
+    mc_points = query_points(16, seed=2)
+    X = query_points(3, 1)
+    for candidate_model in (gp, model):
+        acquisition = qNegIntegratedPosteriorVariance(candidate_model, mc_points=mc_points)
+        assert (_candidate_gradient(acquisition, X).abs().sum(-1) > 0).all()
+    # optimize_acqf moves the candidate from its initial condition.
+    initial = query_points(1, 5, seed=3)
+    candidate, value = optimize_acqf(
+        _knowledge_gradient(model),
+        BOUNDS,
+        q=1,
+        num_restarts=1,
+        batch_initial_conditions=initial,
+        options={"maxiter": 20},
+    )
+    assert value.isfinite().all()
+    assert not torch.allclose(candidate, initial[0, :1])
+
+
+@scenario("append-features")
+def _(family: str) -> None:
+    # Inputs (x, w) with w an environmental variable; AppendFeatures appends w's samples.
+    train_X, train_Y = toy_data()
+    w_set = torch.linspace(0.1, 0.9, 4, dtype=torch.float64).unsqueeze(-1)
+    model = fit(
+        family, build(family, train_X, train_Y, input_transform=AppendFeatures(feature_set=w_set))
+    )
+    acquisition = qMultiFidelityKnowledgeGradient(
+        model,
+        num_fantasies=2,
+        sampler=sobol(2),
+        objective=CVaR(alpha=0.7, n_w=4),
+        project=lambda X: X[..., :-1],
+    )
+    assert_distinct(optimize(acquisition, q=2, raw_samples=8, options={"maxiter": 5}))
+
+
+#: Each family's default network on the noiseless toy objective, told that the noise is
+#: small (as a GP fitted to noiseless data finds): batch max-value entropy search then
+#: has no reason to repeat a point.
+NOISELESS_OPTIONS = {
+    "gp": {},
+    "ensembles": {"likelihood": "mse", "noise_variance": 1e-4},
+    "mc-dropout": {"noise_variance": 1e-4},
+    "neon": {"noise_variance": 1e-4, "learning_rate": 3e-3, "epochs": 300},
+    "nomu": {"bounds": BOUNDS},
+}
+
+
+@scenario("max-value-entropy")
+def _(family: str) -> None:
+    model = fit(family, model_class(family)(*toy_data(), **NOISELESS_OPTIONS[family]))
+    candidate_set = draw_sobol_samples(BOUNDS, n=64, q=1, seed=0).squeeze(-2)
+    for acquisition_class in (qMaxValueEntropy, qLowerBoundMaxValueEntropy):
+        for q in (2, 3):
+            torch.manual_seed(0)
+            acquisition = acquisition_class(model, candidate_set, num_mv_samples=8)
+            assert_distinct(optimize(acquisition, q=q, sequential=True, num_restarts=4))
+
+
+class _ScalarizedUpperConfidenceBound(MCAcquisitionFunction):
+    r"""A custom MC acquisition as BoTorch's tutorial writes one: it reads posterior
+    samples and the posterior mean."""
+
+    def __init__(self, model, beta: float, weights: Tensor) -> None:
+        super(MCAcquisitionFunction, self).__init__(model=model)
+        self.sampler = sobol(64)
+        self.beta, self.weights = beta, weights
+
+    @t_batch_mode_transform()
+    def forward(self, X: Tensor) -> Tensor:
+        posterior = self.model.posterior(X)
+        samples = self.get_posterior_samples(posterior) @ self.weights
+        mean = posterior.mean @ self.weights
+        spread = math.sqrt(self.beta * math.pi / 2) * (samples - mean).abs()
+        return (mean + spread).max(dim=-1).values.mean(dim=0)
+
+
+@scenario("gaussian-access")
+def _(family: str) -> None:
+    model, X = fitted(family, num_outputs=2), query_points(4, 3)
+    # model(X): the latent Gaussian, with the outputs as a batch dimension (a batched
+    # multi-output GP takes its inputs with that dimension already there).
+    gp_X = X.unsqueeze(-3) if family == "gp" else X
+    distribution = model(gp_X)
+    assert distribution.mean.shape == (4, 2, 3)
+    assert distribution.covariance_matrix.shape == (4, 2, 3, 3)
+    torch.linalg.cholesky(distribution.covariance_matrix)
+    single = fitted(family)
+    distribution = single(X)
+    assert distribution.mean.shape == (4, 3) and distribution.covariance_matrix.shape == (4, 3, 3)
+    # In the transformed outcome space, as a GP's, and joint across the points.
+    transformed_mean = single.outcome_transform(single.posterior(X).mean)[0].squeeze(-1)
+    torch.testing.assert_close(distribution.mean, transformed_mean)
+    off_diagonal = distribution.covariance_matrix - torch.diag_embed(distribution.variance)
+    assert off_diagonal.abs().max() > 0
+    # posterior.mvn, as the custom analytic acquisition of BoTorch's tutorial reads it.
+    covariance = model.posterior(query_points(5, 1)).mvn.covariance_matrix
+    assert covariance.shape == (5, 2, 2)
+    weights = torch.tensor([0.1, 0.5], dtype=torch.float64)
+    optimize(_ScalarizedUpperConfidenceBound(model, beta=0.1, weights=weights), q=2)
+    # A cost model: exp(model(X).mean) of a model of log-costs, which are not
+    # standardised (BoTorch's tutorial silences the GP's warning about that too).
+    train_X, _ = toy_data()
+    costs = 1.0 + train_X.sum(-1, keepdim=True)
+    with pytest.warns(InputDataWarning, match="not standardized"):
+        cost_model = build(family, train_X, costs, outcome_transform=Log())
+    cost_model = fit(family, cost_model)
+    predicted = cost_model(query_points(6, 1)).mean.exp()[:, 0]
+    assert predicted.shape == (6,) and (predicted > 0).all()
+
+
+@scenario("multi-objective")
+def _(family: str) -> None:
+    train_X, train_Y = toy_data(num_outputs=2)
+    models = [fit(family, build(family, train_X, train_Y[:, [i]])) for i in range(2)]
+    model_list = ModelList(*models)
+    ref_point = train_Y.min(dim=0).values - 0.1
+    partitioning = FastNondominatedPartitioning(ref_point=ref_point, Y=train_Y)
+    acquisitions = [
+        qLogExpectedHypervolumeImprovement(
+            model_list, ref_point=ref_point, partitioning=partitioning, sampler=sobol()
+        ),
+        qLogNoisyExpectedHypervolumeImprovement(
+            model_list, ref_point=ref_point, X_baseline=train_X, sampler=sobol()
+        ),
+        qLogNParEGO(model_list, X_baseline=train_X, sampler=sobol()),
+    ]
+    for acquisition in acquisitions:
+        optimize(acquisition, q=2, sequential=True)
+
+
+def _candidates() -> Tensor:
+    return draw_sobol_samples(BOUNDS, n=128, q=1, seed=0).squeeze(-2)
+
+
+@scenario("max-posterior-sampling")
+def _(family: str) -> None:
+    model, candidates = fitted(family), _candidates()
+    torch.manual_seed(0)
+    points = MaxPosteriorSampling(model)(candidates, num_samples=16)
+    assert points.shape == (16, DIM)
+    assert (points.unsqueeze(-2) == candidates).all(dim=-1).any(dim=-1).all()
+    if family == "ensembles":
+        # The stated limit: one point per member, unless deduplicated.
+        assert points.unique(dim=0).shape[0] <= model.member_weights.numel()
+        distinct = MaxPosteriorSampling(model, replacement=False)(candidates, num_samples=16)
+        assert distinct.unique(dim=0).shape[0] == 16
+
+
+@scenario("constrained-thompson-sampling")
+def _(family: str) -> None:
+    train_X, train_Y = toy_data(num_outputs=2)
+    objective_model = fitted(family)
+    constraint_model = fit(family, build(family, train_X, train_Y[:, 1:] - 0.3))
+    # A trust region: the box of half-width 0.2 around the best point, as in SCBO.
+    center = train_X[train_Y[:, 0].argmax()]
+    lower, upper = (center - 0.2).clamp(0.0, 1.0), (center + 0.2).clamp(0.0, 1.0)
+    candidates = lower + (upper - lower) * _candidates()
+    torch.manual_seed(0)
+    sampling = ConstrainedMaxPosteriorSampling(
+        model=objective_model, constraint_model=ModelList(constraint_model), replacement=False
+    )
+    points = sampling(candidates, num_samples=3)
+    assert points.shape == (3, DIM)
+    assert ((points >= lower) & (points <= upper)).all()
+    assert (points.unsqueeze(-2) == candidates).all(dim=-1).any(dim=-1).all()
+    distinct = points.unique(dim=0).shape[0]
+    if family == "ensembles":
+        # The stated limit: a sample is one of the K members.
+        assert 1 <= distinct <= objective_model.member_weights.numel()
+    else:
+        assert distinct == 3
+
+
+@scenario("batch-thompson-sampling")
+def _(family: str) -> None:
+    points = batch_thompson_sampling(fitted(family), BOUNDS, q=12, num_candidates=256, seed=0)
+    assert points.shape == (12, DIM)
+    assert torch.pdist(points).min() > 0
+
+
+@scenario("model-list")
+def _(family: str) -> None:
+    model_list = ModelList(fitted(family), fitted("gp"))
+    assert model_list.posterior(query_points(4, 2)).mean.shape == (4, 2, 2)
+    objective = GenericMCObjective(lambda samples, X=None: samples[..., 0])
+    constraints = [lambda samples: samples[..., 1] - 0.3]
+    acquisition = qLogExpectedImprovement(
+        model_list, best_f=best_f(), objective=objective, constraints=constraints
+    )
+    optimize(acquisition, q=2)
+
+
+@scenario("default-outcome-transform")
+def _(family: str) -> None:
+    train_X, train_Y = toy_data()
+    scaled_Y = 100.0 + 50.0 * train_Y
+    options = family_options(family)
+    model = model_class(family)(train_X, scaled_Y, **options)
+    assert isinstance(model.outcome_transform, Standardize)
+    mean = fit(family, model).posterior(train_X.unsqueeze(-2)).mean.squeeze(-2)
+    assert (mean - scaled_Y).abs().mean() < scaled_Y.std()
+    # The old behaviour, one argument away, with BoTorch's warning.
+    with pytest.warns(InputDataWarning, match="not standardized"):
+        raw = model_class(family)(train_X, scaled_Y, outcome_transform=None, **options)
+    assert getattr(raw, "outcome_transform", None) is None
+    with pytest.warns(InputDataWarning, match="unit cube"):
+        model_class(family)(10.0 * train_X, train_Y, **options)
+
+
+@scenario("transforms")
+def _(family: str) -> None:
+    train_X, train_Y = toy_data()
+    log_standardize = ChainedOutcomeTransform(log=Log(), standardize=Standardize(1))
+    model = fit(family, build(family, train_X, train_Y + 2.0, outcome_transform=log_standardize))
+    posterior = model.posterior(train_X.unsqueeze(-2))
+    # The Log transform maps predictions back to the (positive) original units.
+    fitted_Y = posterior.mean.squeeze(-2)
+    assert (fitted_Y > 0).all() and (fitted_Y - train_Y - 2.0).abs().mean() < train_Y.std()
+    optimize(qLogExpectedImprovement(model, best_f=best_f() + 2.0, sampler=sobol()))
+    if family in FUNCTION_BANKS:
+        # The stated limit: a mixture of Gaussians stays one only under affine maps.
+        with pytest.raises(UnsupportedError, match="linear outcome transform"):
+            model.posterior(query_points(3, 1), observation_noise=True)
+    else:
+        assert model.posterior(query_points(3, 1), observation_noise=True).variance.isfinite().all()
+
+
+@scenario("learnable-transforms")
+def _(family: str) -> None:
+    train_X, train_Y = toy_data()
+    warp = Warp(DIM, indices=list(range(DIM)), bounds=BOUNDS)
+    initial = [parameter.detach().clone() for parameter in warp.parameters()]
+    model = fit(family, build(family, train_X, train_Y, input_transform=warp))
+    learned = [parameter.detach() for parameter in model.input_transform.parameters()]
+    assert any(not torch.equal(a, b) for a, b in zip(initial, learned, strict=True))
+    optimize(qLogExpectedImprovement(model, best_f=best_f()))
+
+
+@scenario("input-batches")
+def _(family: str) -> None:
+    model = fitted(family, num_outputs=2)
+    X = query_points(2, 3, 4)
+    posterior = model.posterior(X)
+    assert posterior.mean.shape == posterior.variance.shape == (2, 3, 4, 2)
+
+
+@scenario("batched-models")
+def _(family: str) -> None:
+    train_X, train_Y = toy_data()
+    batched_X, batched_Y = torch.stack([train_X, 1 - train_X]), torch.stack([train_Y, -train_Y])
+    # Standardised by hand: BoTorch's GP warns about unstandardised outcomes.
+    batched_Y = (batched_Y - batched_Y.mean(-2, keepdim=True)) / batched_Y.std(-2, keepdim=True)
+    model = build(family, batched_X, batched_Y, input_transform=None, outcome_transform=None)
+    assert fit(family, model).posterior(query_points(2, 5)).mean.shape == (2, 5, 1)
+
+
+@scenario("dtypes")
+def _(family: str) -> None:
+    for dtype in (torch.float32, torch.float64):
+        model = fitted(family, dtype=dtype)
+        posterior = model.posterior(query_points(3, 1, dtype=dtype))
+        assert posterior.mean.dtype == posterior.variance.dtype == dtype
+        acquisition = qLogExpectedImprovement(model, best_f=best_f().to(dtype), sampler=sobol())
+        assert optimize(acquisition, q=2, dtype=dtype).dtype == dtype
+
+
+@scenario("output-subsets")
+def _(family: str) -> None:
+    model, X = fitted(family, num_outputs=2), query_points(4, 2)
+    full = model.posterior(X)
+    subset = model.subset_output([1]).posterior(X)
+    torch.testing.assert_close(subset.mean, full.mean[..., [1]])
+    torch.testing.assert_close(subset.variance, full.variance[..., [1]])
+    if family == "gp":
+        # The stated limits, BoTorch's own.
+        swapped = model.posterior(X, output_indices=[1, 0])
+        assert not torch.allclose(swapped.mean, full.mean[..., [1, 0]])
+        with pytest.raises(ValueError, match="at least 2 MVNs"):
+            model.posterior(X, output_indices=[1])
+        return
+    swapped = model.posterior(X, output_indices=[1, 0])
+    torch.testing.assert_close(swapped.mean, full.mean[..., [1, 0]])
+    single = model.posterior(X, output_indices=[1])
+    torch.testing.assert_close(single.mean, subset.mean, rtol=0, atol=0)
+
+
+@scenario("observation-noise")
+def _(family: str) -> None:
+    model, X = fitted(family), query_points(4, 2)
+    latent = model.posterior(X)
+    noisy = model.posterior(X, observation_noise=True)
+    torch.testing.assert_close(noisy.mean, latent.mean)
+    assert (noisy.variance >= latent.variance).all()
+    explicit = model.posterior(X, observation_noise=torch.full((4, 2, 1), 0.1, dtype=X.dtype))
+    assert (explicit.variance > latent.variance).all()
+
+
+@scenario("posterior-transform")
+def _(family: str) -> None:
+    model, X = fitted(family, num_outputs=2), query_points(4, 2)
+    weights = torch.tensor([0.5, -2.0], dtype=X.dtype)
+    transform = ScalarizedPosteriorTransform(weights=weights)
+    scalarized = model.posterior(X, posterior_transform=transform)
+    torch.testing.assert_close(scalarized.mean, model.posterior(X).mean @ weights.unsqueeze(-1))
+    optimize(qLogExpectedImprovement(model, best_f=0.0, posterior_transform=transform))
+    optimize(UpperConfidenceBound(model, beta=0.1, posterior_transform=transform))
+
+
+@scenario("state-dict")
+def _(family: str) -> None:
+    model = fitted(family)
+    loaded = build(family, *toy_data())
+    loaded.load_state_dict(model.state_dict())
+    loaded.eval()
+    X = query_points(4, 1)
+    torch.testing.assert_close(loaded.posterior(X).mean, model.posterior(X).mean)
+    torch.testing.assert_close(loaded.posterior(X).variance, model.posterior(X).variance)
+
+
+def fitted_surrogate(model_configs: list, **spec_options: Any):
+    r"""Ax's ``Surrogate`` with ``model_configs``, fitted on the toy data."""
+    from ax.core.search_space import SearchSpaceDigest
+    from ax.generators.torch.botorch_modular.surrogate import Surrogate, SurrogateSpec
+    from botorch.utils.datasets import SupervisedDataset
+
+    spec = SurrogateSpec(model_configs=model_configs, **spec_options)
+    surrogate = Surrogate(surrogate_spec=spec)
+    names = [f"x{i}" for i in range(DIM)]
+    train_X, train_Y = toy_data()
+    # Ax's adapter standardises the outcomes before they reach the surrogate; the check
+    # calls the surrogate directly, so it standardises them itself.
+    train_Y = (train_Y - train_Y.mean()) / train_Y.std()
+    dataset = SupervisedDataset(train_X, train_Y, feature_names=names, outcome_names=["y"])
+    digest = SearchSpaceDigest(feature_names=names, bounds=[(0.0, 1.0)] * DIM)
+    torch.manual_seed(0)
+    surrogate.fit(datasets=[dataset], search_space_digest=digest)
+    return surrogate
+
+
+def model_config(family: str, name: str = "candidate"):
+    r"""Ax's ``ModelConfig`` of the family's model (options as in the other scenarios)."""
+    from ax.generators.torch.botorch_modular.utils import ModelConfig
+
+    options = {} if family == "gp" else NEURAL_FAMILIES[family][1]
+    return ModelConfig(
+        botorch_model_class=model_class(family), model_options=dict(options), name=name
+    )
+
+
+@scenario("ax-model-config")
+def _(family: str) -> None:
+    config = model_config(family)
+    surrogate = fitted_surrogate([config])
+    assert isinstance(surrogate.model, config.botorch_model_class)
+    mean, covariance = surrogate.predict(query_points(5))
+    assert mean.shape == (5, 1) and covariance.shape == (5, 1, 1)
+    assert mean.isfinite().all() and (covariance >= 0).all()
+
+
+@scenario("ax-model-selection")
+def _(family: str) -> None:
+    configs = [model_config("gp", name="gp"), model_config(family)]
+    surrogate = fitted_surrogate(configs, num_folds=4)
+    scores = surrogate._model_name_to_eval["y"]
+    assert set(scores) == {"gp", "candidate"}
+    assert all(math.isfinite(score) for score in scores.values())
+    # Ax's default criterion, rank correlation, is maximised.
+    models = surrogate._model_name_to_model["y"]
+    chosen = [name for name, model in models.items() if model is surrogate.model]
+    assert len(chosen) == 1 and scores[chosen[0]] == max(scores.values())
+    mean, _ = surrogate.predict(query_points(5))
+    assert mean.isfinite().all()
+
