@@ -27,6 +27,9 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 import torch
+from botorch import settings
+from botorch.models.transforms.input import InputStandardize
+from botorch.models.transforms.outcome import Standardize
 from torch import Tensor
 
 from botorch_nn_uq.bo.loop import save_atomically
@@ -307,3 +310,26 @@ def plot_best_so_far(
         axis.legend()
         paths.append(save_figure(figure, out / f"best_so_far_{problem}.png"))
     return paths
+
+
+def uci_protocol_model(model_class: type, train_X: Tensor, train_Y: Tensor, **options: Any):
+    r"""An unfitted ``model_class`` with the UCI protocol's standardisation of inputs and
+    targets on the training part (``InputStandardize``, ``Standardize``).
+
+    BoTorch's check that the transformed inputs lie in the unit cube does not apply to
+    standardised inputs, so it is switched off while the model is built.
+
+    Args:
+        model_class: A model class of the package.
+        train_X: ``n x d`` training inputs.
+        train_Y: ``n x 1`` training targets.
+        **options: Further constructor arguments (hyperparameters, executors).
+    """
+    with settings.validate_input_scaling(False):
+        return model_class(
+            train_X,
+            train_Y,
+            input_transform=InputStandardize(d=train_X.shape[-1]),
+            outcome_transform=Standardize(m=1),
+            **options,
+        )

@@ -1,11 +1,12 @@
-"""How close ``condition_on_observations`` (a warm-started short refit) comes to a full
-refit on the augmented data.
+"""How close ``condition_on_observations`` (the closed-form last-layer conditioning of
+``botorch_nn_uq.models.last_layer``) comes to a full refit on the augmented data, and
+what a fantasy model costs.
 
 For each problem, model and replicate the script fits a model (seed 0) on ``n`` random
-points, then conditions it on ``k`` new points (true function values) with every step
-budget and learning rate asked for, and refits it from scratch on the ``n + k`` points
-with seed 0 (the target) and seed 1. It reports the RMSE of posterior means on 256
-uniform test points, divided by the standard deviation of the augmented targets:
+points, then conditions it on ``k`` new points (true function values), and refits it
+from scratch on the ``n + k`` points with seed 0 (the target) and seed 1. It reports the
+RMSE of posterior means on 256 uniform test points, divided by the standard deviation of
+the augmented targets:
 
 - ``parent``: the model before conditioning, against the full refit (what conditioning
   has to close);
@@ -16,11 +17,13 @@ uniform test points, divided by the standard deviation of the augmented targets:
 and the misfit at the new points (RMSE of the posterior mean against the new
 observations, same scale) of the parent, the conditioned model and the full refit: how
 much of the new information each holds. All are averaged over the replicates, with the
-seconds of one conditioning and of one full refit.
+seconds of one conditioning (with a posterior evaluation), of one full refit, and of one
+``qKnowledgeGradient`` evaluation with its gradient (8 fantasies at 32 one-shot
+candidates, ``b = 32``).
 
 Examples:
     python benchmarks/conditioning.py
-    python benchmarks/conditioning.py --models deep-ensemble --steps 25 50 100 --replicates 10
+    python benchmarks/conditioning.py --models deep-ensemble --replicates 10
     python benchmarks/conditioning.py --smoke
 """
 
@@ -32,11 +35,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
+from botorch.acquisition import qKnowledgeGradient
 from botorch.models.transforms import Normalize, Standardize
+from botorch.sampling import SobolQMCNormalSampler
 from botorch.test_functions import Branin, Hartmann
 from common import runner_parser, use_threads, write_text
 
-from botorch_nn_uq.models import DeepEnsemble, MCDropout
+from botorch_nn_uq.models import NEON, NOMU, DeepEnsemble, MCDropout
 
 PROBLEMS: dict[str, Callable[[], object]] = {
     "branin-2d": lambda: Branin(),
@@ -45,7 +50,11 @@ PROBLEMS: dict[str, Callable[[], object]] = {
 MODELS: dict[str, tuple[type, dict]] = {
     "deep-ensemble": (DeepEnsemble, {}),
     "mc-dropout": (MCDropout, {}),
+    "neon": (NEON, {}),
+    "nomu": (NOMU, {}),
 }
+#: Fantasies and one-shot candidates of the timed ``qKnowledgeGradient`` evaluation.
+KG_FANTASIES, KG_CANDIDATES = 8, 32
 
 
 def relative_rmse(first: torch.Tensor, second: torch.Tensor, scale: torch.Tensor) -> float:
@@ -58,7 +67,6 @@ def replicate(
     seed: int,
     num_points: int,
     num_new: int,
-    budgets: Sequence[tuple[int, float | None]],
     hyperparameters: dict,
 ) -> dict[str, float]:
     r"""One replicate: the distances (and seconds) of one data set."""
@@ -76,12 +84,13 @@ def replicate(
     model_class, defaults = MODELS[model_name]
 
     def fit(X: torch.Tensor, Y: torch.Tensor, fit_seed: int):
+        box = {"bounds": bounds} if model_class is NOMU else {}
         model = model_class(
             X,
             Y,
             input_transform=Normalize(dim, bounds=bounds),
             outcome_transform=Standardize(1),
-            **{**defaults, **hyperparameters},
+            **{**defaults, **box, **hyperparameters},
         )
         return model.fit(seed=fit_seed)
 
@@ -101,16 +110,22 @@ def replicate(
     result["parent"] = relative_rmse(mean(parent), mean(target), scale)
     result["floor"] = relative_rmse(mean(fit(all_X, all_Y, 1)), mean(target), scale)
     result["parent misfit"], result["refit misfit"] = misfit(parent), misfit(target)
-    for steps, learning_rate in budgets:
-        start = time.perf_counter()
-        conditioned = parent.condition_on_observations(
-            new_X, new_Y, max_steps=steps, learning_rate=learning_rate
-        )
-        seconds = time.perf_counter() - start
-        key = f"{steps} steps, lr {learning_rate or 'default'}"
-        result[key] = relative_rmse(mean(conditioned), mean(target), scale)
-        result[f"{key} misfit"] = misfit(conditioned)
-        result[f"{key} seconds"] = seconds
+    start = time.perf_counter()
+    conditioned = parent.condition_on_observations(new_X, new_Y)
+    conditioned_mean = mean(conditioned)
+    result["conditioning seconds"] = time.perf_counter() - start
+    result["conditioned"] = relative_rmse(conditioned_mean, mean(target), scale)
+    result["conditioned misfit"] = misfit(conditioned)
+    knowledge_gradient = qKnowledgeGradient(
+        parent,
+        num_fantasies=KG_FANTASIES,
+        sampler=SobolQMCNormalSampler(torch.Size([KG_FANTASIES]), seed=seed),
+    )
+    candidates = draw(KG_CANDIDATES * (1 + KG_FANTASIES)).reshape(KG_CANDIDATES, -1, dim)
+    candidates.requires_grad_(True)
+    start = time.perf_counter()
+    knowledge_gradient(candidates).sum().backward()
+    result["kg seconds"] = time.perf_counter() - start
     return result
 
 
@@ -120,37 +135,35 @@ def run(
     replicates: int,
     num_points: int,
     new_points: Sequence[int],
-    budgets: Sequence[tuple[int, float | None]],
     hyperparameters: dict,
 ) -> str:
     r"""Every combination; returns a markdown table."""
     lines = [
-        "| problem | model | n + k | conditioning | parent | conditioned | floor "
-        "| misfit: parent | conditioned | refit | conditioning (s) | full refit (s) |",
+        "| problem | model | n + k | parent | conditioned | floor "
+        "| misfit: parent | conditioned | refit | conditioning (s) | full refit (s) "
+        f"| qKG, {KG_FANTASIES} fantasies x {KG_CANDIDATES} (s) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for problem in problems:
         for model in models:
             for num_new in new_points:
                 results = [
-                    replicate(problem, model, seed, num_points, num_new, budgets, hyperparameters)
+                    replicate(problem, model, seed, num_points, num_new, hyperparameters)
                     for seed in range(replicates)
                 ]
 
                 def average(key: str, results=results) -> float:
                     return statistics.fmean(result[key] for result in results)
 
-                for steps, learning_rate in budgets:
-                    key = f"{steps} steps, lr {learning_rate or 'default'}"
-                    lines.append(
-                        f"| {problem} | {model} | {num_points} + {num_new} | {key} "
-                        f"| {average('parent'):.3f} | {average(key):.3f} "
-                        f"| {average('floor'):.3f} | {average('parent misfit'):.3f} "
-                        f"| {average(f'{key} misfit'):.3f} | {average('refit misfit'):.3f} "
-                        f"| {average(f'{key} seconds'):.2f} "
-                        f"| {average('refit seconds'):.2f} |"
-                    )
-                    print(lines[-1], flush=True)
+                lines.append(
+                    f"| {problem} | {model} | {num_points} + {num_new} "
+                    f"| {average('parent'):.3f} | {average('conditioned'):.3f} "
+                    f"| {average('floor'):.3f} | {average('parent misfit'):.3f} "
+                    f"| {average('conditioned misfit'):.3f} | {average('refit misfit'):.3f} "
+                    f"| {average('conditioning seconds'):.3f} "
+                    f"| {average('refit seconds'):.2f} | {average('kg seconds'):.3f} |"
+                )
+                print(lines[-1], flush=True)
     return "\n".join(lines) + "\n"
 
 
@@ -162,31 +175,15 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--replicates", type=int, default=5)
     parser.add_argument("--points", type=int, default=24, help="training points n")
     parser.add_argument("--new-points", nargs="+", type=int, default=[1, 4])
-    parser.add_argument("--steps", nargs="+", type=int, default=[10, 25, 50, 100, 200])
-    parser.add_argument(
-        "--learning-rates",
-        nargs="+",
-        type=float,
-        default=None,
-        help="conditioning learning rates (default: the model's default only)",
-    )
     args = parser.parse_args(argv)
     use_threads(args.threads)
     hyperparameters: dict = {}
     if args.smoke:
         args.problems, args.models, args.replicates = ["branin-2d"], ["mc-dropout"], 1
-        args.new_points, args.steps = [1], [2]
+        args.new_points = [1]
         hyperparameters = {"hidden_widths": (8,), "epochs": 5, "num_masks": 4}
-    learning_rates = args.learning_rates or [None]
-    budgets = [(steps, lr) for lr in learning_rates for steps in args.steps]
     table = run(
-        args.problems,
-        args.models,
-        args.replicates,
-        args.points,
-        args.new_points,
-        budgets,
-        hyperparameters,
+        args.problems, args.models, args.replicates, args.points, args.new_points, hyperparameters
     )
     return write_text(args.out, table)
 

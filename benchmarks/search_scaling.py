@@ -21,9 +21,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from botorch.models.transforms.input import InputStandardize
-from botorch.models.transforms.outcome import Standardize
-from common import add_uci_data_option, runner_parser, use_threads, write_text
+from common import (
+    add_uci_data_option,
+    runner_parser,
+    uci_protocol_model,
+    use_threads,
+    write_text,
+)
 
 from botorch_nn_uq.data import load_uci_split
 from botorch_nn_uq.ensembles import ArchitectureSpace, RayExecutor
@@ -38,13 +42,8 @@ SEARCHES = {
 
 def run_search(name: str, data, budget: dict, executor) -> tuple[float, object]:
     r"""Fit one searched ensemble; returns (seconds, model)."""
-    model = SEARCHES[name](
-        data.train_X,
-        data.train_Y,
-        input_transform=InputStandardize(d=data.train_X.shape[-1]),
-        outcome_transform=Standardize(1),
-        executor=executor,
-        **budget,
+    model = uci_protocol_model(
+        SEARCHES[name], data.train_X, data.train_Y, executor=executor, **budget
     )
     start = time.perf_counter()
     model.fit(seed=0)

@@ -42,8 +42,6 @@ from pathlib import Path
 
 import torch
 from botorch.models.model import Model
-from botorch.models.transforms.input import InputStandardize
-from botorch.models.transforms.outcome import Standardize
 from common import (
     add_jobs_option,
     add_uci_data_option,
@@ -52,6 +50,7 @@ from common import (
     run_jobs,
     runner_parser,
     summary_header,
+    uci_protocol_model,
     use_threads,
     write_json_atomically,
 )
@@ -124,18 +123,10 @@ UCI_HYPER_DEEP_ENSEMBLE = {
 }
 
 
-def _standardising_transforms(train_X: Tensor) -> dict[str, object]:
-    r"""The protocol's standardisation of inputs and targets on the training part."""
-    return {
-        "input_transform": InputStandardize(d=train_X.shape[-1]),
-        "outcome_transform": Standardize(m=1),
-    }
-
-
 def build_mc_dropout(train_X: Tensor, train_Y: Tensor, seed: int, smoke: bool) -> Model:
     r"""MC dropout with its default hyperparameters."""
     hyperparameters = {"epochs": 20} if smoke else {}
-    model = MCDropout(train_X, train_Y, **_standardising_transforms(train_X), **hyperparameters)
+    model = uci_protocol_model(MCDropout, train_X, train_Y, **hyperparameters)
     return model.fit(seed=seed)
 
 
@@ -144,7 +135,7 @@ def build_deep_ensemble(train_X: Tensor, train_Y: Tensor, seed: int, smoke: bool
     (the architecture of Lakshminarayanan et al., 2017), trained with Adam on batches of 100,
     each early-stopped on its own random 10 % of the training rows."""
     hyperparameters = dict(UCI_DEEP_ENSEMBLE) | ({"epochs": 5} if smoke else {})
-    model = DeepEnsemble(train_X, train_Y, **_standardising_transforms(train_X), **hyperparameters)
+    model = uci_protocol_model(DeepEnsemble, train_X, train_Y, **hyperparameters)
     return model.fit(seed=seed)
 
 
@@ -154,9 +145,7 @@ def build_hyper_deep_ensemble(train_X: Tensor, train_Y: Tensor, seed: int, smoke
     hyperparameters = dict(UCI_HYPER_DEEP_ENSEMBLE)
     if smoke:
         hyperparameters |= {"epochs": 5, "num_candidates": 4}
-    model = HyperDeepEnsemble(
-        train_X, train_Y, **_standardising_transforms(train_X), **hyperparameters
-    )
+    model = uci_protocol_model(HyperDeepEnsemble, train_X, train_Y, **hyperparameters)
     return model.fit(seed=seed)
 
 
@@ -165,9 +154,7 @@ def _searched_builder(model_class: type) -> ModelBuilder:
         hyperparameters = dict(UCI_SEARCH)
         if smoke:
             hyperparameters |= {"epochs": 5, "pool_size": 4, "population_size": 2}
-        model = model_class(
-            train_X, train_Y, **_standardising_transforms(train_X), **hyperparameters
-        )
+        model = uci_protocol_model(model_class, train_X, train_Y, **hyperparameters)
         return model.fit(seed=seed)
 
     build.__doc__ = f"{model_class.__name__} with the UCI search budget ``UCI_SEARCH``."

@@ -189,8 +189,7 @@ FEATURES = (
     ),
     Feature(
         "append-features",
-        "`AppendFeatures` with fantasies (`qMultiFidelityKnowledgeGradient` with a risk "
-        "measure)",
+        "`AppendFeatures` with fantasies (`qMultiFidelityKnowledgeGradient` with a risk measure)",
         {
             "gp": _WORKS,
             **{

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
-from botorch.exceptions.errors import UnsupportedError
+from botorch.exceptions.errors import BotorchTensorDimensionError, UnsupportedError
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
@@ -61,11 +61,9 @@ def build_hyperparameters(hyperparameter_class: type, values: dict[str, Any], ba
     return dataclasses.replace(base, **values)
 
 
-#: How far (in box widths) training inputs may lie outside declared ``Normalize`` bounds
-#: before a warning: rounding only.
-TRAINING_BOUNDS_TOLERANCE = 1e-2
-#: The same for test inputs, where mild extrapolation is common (optimisers step just
-#: outside a box, plots extend past it); half a box width away is a likely mistake.
+#: How far (in box widths) test inputs may lie outside declared ``Normalize`` bounds before
+#: a warning: mild extrapolation is common (optimisers step just outside a box, plots
+#: extend past it); half a box width away is a likely mistake.
 TEST_BOUNDS_TOLERANCE = 0.5
 
 
@@ -177,9 +175,6 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
                 )
             self.outcome_transform = outcome_transform
         validate_input_scaling(train_X=transformed_X, train_Y=transformed_Y)
-        warn_on_inputs_outside_bounds(
-            transformed_X, input_transform, TRAINING_BOUNDS_TOLERANCE, "training inputs"
-        )
         if input_transform is not None:
             self.input_transform = input_transform
         # Not persistent: a checkpoint is the trained function and loads into a model
@@ -482,9 +477,7 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             :class:`~botorch_nn_uq.models.last_layer.PredictionWithFeatures` holding it.
         """
 
-    def _conditioning(
-        self, X: Tensor, Y: Tensor, observed: Tensor | None
-    ) -> GaussianConditioning:
+    def _conditioning(self, X: Tensor, Y: Tensor, observed: Tensor | None) -> GaussianConditioning:
         r"""The model conditioned on transformed observations (see
         :mod:`botorch_nn_uq.models.last_layer`)."""
         return GaussianConditioning(self, X, Y, observed)
@@ -536,7 +529,16 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
     def _transformed_test_inputs(self, X: Tensor) -> Tensor:
         r"""``X`` through the input transform (in the model's current mode), checked
         against the networks' input dimension."""
-        transformed_X = self.transform_inputs(X)
+        try:
+            transformed_X = self.transform_inputs(X)
+        except (RuntimeError, ValueError, BotorchTensorDimensionError) as error:
+            if X.shape[-1] == self.train_X.shape[-1]:
+                raise
+            raise ValueError(
+                f"X has {X.shape[-1]} input dimensions but the model was trained on "
+                f"{self.train_X.shape[-1]}, and its input transform "
+                f"{type(self.input_transform).__name__} cannot map them ({error})."
+            ) from error
         if transformed_X.shape[-1] != self._network_input_dim:
             raise ValueError(
                 f"X has {X.shape[-1]} input dimensions, which the input transform maps to "

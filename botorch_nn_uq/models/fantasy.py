@@ -295,8 +295,7 @@ def _check_no_extra_arguments(name: str, kwargs: dict[str, Any]) -> None:
         )
     if kwargs:
         raise UnsupportedError(
-            f"{name}.condition_on_observations does not support the argument(s) "
-            f"{sorted(kwargs)}."
+            f"{name}.condition_on_observations does not support the argument(s) {sorted(kwargs)}."
         )
 
 
@@ -346,8 +345,7 @@ def _transformed_observations(
     transformed_Y = Y if outcome_transform is None else outcome_transform(Y, X=transformed_X)[0]
     if not transformed_Y.isfinite().all():
         raise ValueError(
-            f"The outcome transform {type(outcome_transform).__name__} maps Y to non-finite "
-            "values."
+            f"The outcome transform {type(outcome_transform).__name__} maps Y to non-finite values."
         )
     return transformed_X, transformed_Y
 

@@ -6,34 +6,40 @@ the last hidden layer and a constant one (the bias), ``H`` features. Treating ``
 Bayesian given the rest of the network (a Bayesian last layer) with the ridge precision
 of the training features,
 
-``G = sum_i phi(x_i) phi(x_i)^T + lambda I``, with ``lambda`` the mean squared training
-feature (a prior worth one training row),
+``G = sum_i phi(x_i) phi(x_i)^T + lambda I``, with ``lambda`` a hundredth of the mean
+squared training feature (a prior worth a hundredth of a training row; see
+:data:`PRIOR_ROWS`),
 
-makes the function a Gaussian process in ``x`` whose correlation is
-``rho(x, x') = phi(x)^T G^{-1} phi(x') / sqrt(phi(x)^T G^{-1} phi(x) phi(x')^T G^{-1} phi(x'))``:
-points whose features the training data explain alike are correlated, and the
-correlation decays where the features differ in directions the data have not pinned
-down.
+makes the function a Gaussian process in ``x`` with the kernel
+``k(x, x') = phi(x)^T G^{-1} phi(x')``: points whose features the training data explain
+alike are tied together, and the tie weakens where the features differ in directions the
+data have not pinned down.
 
-How much an observation moves a function is the model's own business, not the last
-layer's: the magnitude is the model's variance ``sigma^2(x)`` (the spread of a function
-bank, NOMU's variance), the observation noise ``N`` is the model's (its noise estimate,
-or its members' predicted variances). Each function is conditioned exactly as a Gaussian
-process with covariance ``sigma(x) sigma(x') rho(x, x')`` and mean the function itself:
+The last layer of each function is Bayesian with covariance ``s^2 G^{-1}``: the
+function is a Gaussian process with kernel ``s^2 k(x, x')``, mean the function itself.
+Its magnitude ``s^2`` is calibrated to the model, not to the last layer: it makes the
+last layer's variance at the observed points, on average, the model's own variance
+``sigma^2`` there (the spread of a function bank, NOMU's variance), and the observation
+noise ``N`` is the model's (its noise estimate, or its members' predicted variances).
+Each function is conditioned exactly:
 
-``f'(x) = f(x) + c(x, X') (c(X', X') + N)^{-1} (y' + eps - f(X'))``.
+``f'(x) = f(x) + s^2 k(x, X') (s^2 k(X', X') + N)^{-1} (y' + eps - f(X'))``.
 
 At an observed point the update has the gain ``sigma^2 / (sigma^2 + N)`` of a GP with the
-model's variance and noise. For a bank of functions (ensemble members, dropout masks,
-NEON's epistemic indices; each with its own features where it has its own last hidden
-layer) the observation is perturbed per function by ``eps_k = z_k sqrt(N)``, with ``z``
-fixed standard normals centred, made orthogonal to the functions' deviations and scaled
-to unit weighted variance over the functions (:func:`observation_perturbations`): the
-conditioned bank's mean is the Gaussian update of the bank's mean, and its spread, the
-epistemic variance, shrinks to ``sigma^2 N / (sigma^2 + N)`` at an observed point, as a
-GP's variance does (with two functions, whose deviations leave no free direction, the
-spread shrinks to ``sigma^2 N^2 / (sigma^2 + N)^2``). NOMU's Gaussian marginals are conditioned the same way, their
-variance exactly.
+model's variance and noise; away from it the update follows the last layer's kernel (an
+observation moves a function where its features say the function is tied to the
+observed point), not the model's variance, which far from the data can be large. For a
+bank of functions (ensemble members, dropout masks, NEON's epistemic indices; each with
+its own features where it has its own last hidden layer) the observation is perturbed
+per function by ``eps_k = z_k sqrt(N)``, with ``z`` fixed standard normals centred, made
+orthogonal to the functions' deviations and scaled to unit weighted variance over the
+functions (:func:`observation_perturbations`): the conditioned bank's mean is the
+Gaussian update of the bank's mean, and its spread, the epistemic variance, shrinks to
+``sigma^2 N / (sigma^2 + N)`` at an observed point, as a GP's variance does (with two
+functions, whose deviations leave no free direction, it shrinks to
+``sigma^2 N^2 / (sigma^2 + N)^2``). NOMU's mean is conditioned the same way, and its
+variance shrinks by the fraction of the last layer's prior variance that the
+observations explain.
 
 Everything is differentiable in the conditioning inputs and observations, which is what
 ``qKnowledgeGradient`` and ``qNegIntegratedPosteriorVariance`` need to move their
@@ -61,6 +67,8 @@ if TYPE_CHECKING:
 #: Training rows whose features are computed at once for the precision (bounds memory:
 #: ``functions x rows x H`` features per chunk).
 PRECISION_CHUNK_ROWS = 1024
+#: The weight of the last layer's ridge prior, in training rows (see the module docstring).
+PRIOR_ROWS = 0.01
 #: The seed of the fixed perturbations ``z`` of a function bank's observations.
 PERTURBATION_SEED = 0
 #: A jitter, relative to the model's variance, added to the observation noise.
@@ -128,7 +136,7 @@ def training_precision(model: NeuralSurrogateModel) -> LastLayerPrecision:
             gram = chunk_gram if gram is None else gram + chunk_gram
             num_rows += features.shape[-2]
         size = gram.shape[-1]
-        ridge = gram.diagonal(dim1=-2, dim2=-1).sum(-1) / (num_rows * size)
+        ridge = PRIOR_ROWS * gram.diagonal(dim1=-2, dim2=-1).sum(-1) / (num_rows * size)
         ridge = ridge.clamp_min(min_variance(gram.dtype))
         identity = torch.eye(size, dtype=gram.dtype, device=gram.device)
         precision = gram + ridge[..., None, None] * identity
@@ -184,6 +192,46 @@ def feature_correlation(
         other_similarity = feature_similarity(other_features, covariance)
     cross = features @ covariance @ other_features.transpose(-2, -1)
     return cross / (similarity.unsqueeze(-1) * other_similarity.unsqueeze(-2)).sqrt()
+
+
+def broadcast_matmul(left: Tensor, right: Tensor) -> Tensor:
+    r"""``left @ right`` with broadcast batch dimensions, without materialising the
+    broadcast: a batch dimension that only ``left`` has becomes more rows of one product
+    and one that only ``right`` has more columns, so the work and memory are those of the
+    result (``torch.matmul`` copies the smaller operand for every element of the other's
+    batch, gigabytes for a fantasy model evaluated at many candidates).
+
+    Args:
+        left: A ``batch_A x r x k`` tensor.
+        right: A ``batch_B x k x c`` tensor, ``batch_B`` broadcastable with ``batch_A``.
+
+    Returns:
+        The ``broadcast(batch_A, batch_B) x r x c`` product.
+    """
+    batch = torch.broadcast_shapes(left.shape[:-2], right.shape[:-2])
+    ndim = len(batch)
+    left = left.reshape((1,) * (ndim + 2 - left.ndim) + left.shape)
+    right = right.reshape((1,) * (ndim + 2 - right.ndim) + right.shape)
+    left_only = [i for i in range(ndim) if left.shape[i] != 1 and right.shape[i] == 1]
+    right_only = [i for i in range(ndim) if right.shape[i] != 1 and left.shape[i] == 1]
+    shared = [i for i in range(ndim) if i not in left_only and i not in right_only]
+    shared_shape = [batch[i] for i in shared]
+    rows, size, columns = left.shape[-2], left.shape[-1], right.shape[-1]
+    # Each operand's own size-1 dimensions ride along (they do not change the reshapes).
+    folded_left = left.permute(*shared, *left_only, *right_only, ndim, ndim + 1)
+    folded_right = right.permute(*shared, *left_only, ndim, *right_only, ndim + 1)
+    product = folded_left.reshape(*shared_shape, -1, size) @ folded_right.reshape(
+        *shared_shape, size, -1
+    )
+    product = product.reshape(
+        *shared_shape,
+        *[batch[i] for i in left_only],
+        rows,
+        *[batch[i] for i in right_only],
+        columns,
+    )
+    order = [*shared, *left_only, ndim, *right_only, ndim + 1]
+    return product.permute(*[order.index(i) for i in range(ndim + 2)])
 
 
 def _solve_cholesky(factor: Tensor, rhs: Tensor) -> Tensor:
@@ -269,8 +317,8 @@ def _moments(prediction: PredictionWithFeatures) -> _Moments:
 
 class GaussianConditioning:
     r"""Closed-form conditioning of a fitted model on observations (see the module
-    docstring): a function bank keeps its functions, each conditioned as a Gaussian
-    process; a Gaussian-marginal model (NOMU) gets its conditioned mean and variance.
+    docstring): a function bank keeps its functions, each with its Bayesian last layer
+    updated; a Gaussian-marginal model (NOMU) gets its conditioned mean and variance.
 
     Args:
         model: The fitted model; its ``_predict`` with ``return_features=True`` returns
@@ -289,16 +337,17 @@ class GaussianConditioning:
         prediction = model._predict(X, observation_noise=True, return_features=True)
         self._bank = isinstance(prediction.posterior, MixtureOfGaussiansPosterior)
         moments = _moments(prediction)
-        self._features = moments.features  # batch_X x s' x n' x H
-        self._whitened = self._features @ self._covariance
-        self._self_similarity = self._similarity(self._features, self._whitened)
-        self._std = moments.std.transpose(-2, -1).unsqueeze(-3)  # batch_X x 1 x M x n'
-        correlation = self._correlation(self._features, self._self_similarity)
-        covariance = (
-            self._std.unsqueeze(-1) * self._std.unsqueeze(-2) * correlation.unsqueeze(-3)
+        self._whitened = broadcast_matmul(moments.features, self._covariance)
+        kernel = broadcast_matmul(self._whitened, moments.features.transpose(-2, -1))
+        own = kernel.diagonal(dim1=-2, dim2=-1).clamp_min(min_variance(X.dtype))
+        # The prior scale s^2 of each function's last layer (per output), calibrated so
+        # that the last layer's variance at the observed points is the model's variance.
+        variance = moments.std.pow(2).transpose(-2, -1).unsqueeze(-3)  # batch_X x 1 x M x n'
+        self._scale = (variance / own.unsqueeze(-2)).mean(-1, keepdim=True)  # bX x s' x M x 1
+        noise = (moments.noise + RELATIVE_JITTER * moments.std.pow(2)).clamp_min(
+            min_variance(X.dtype)
         )
-        variance = moments.std.pow(2)
-        noise = (moments.noise + RELATIVE_JITTER * variance).clamp_min(min_variance(X.dtype))
+        covariance = self._scale.unsqueeze(-1) * kernel.unsqueeze(-3)
         self._factor = torch.linalg.cholesky(
             covariance + torch.diag_embed(noise.transpose(-2, -1).unsqueeze(-3))
         )  # batch_X x s' x M x n' x n'
@@ -314,24 +363,11 @@ class GaussianConditioning:
             self._factor, residuals.transpose(-2, -1).unsqueeze(-1)
         )  # batch x s x M x n' x 1
 
-    @staticmethod
-    def _similarity(features: Tensor, whitened: Tensor) -> Tensor:
-        r"""``phi^T G^{-1} phi`` per point (``... x q``), floored."""
-        return (features * whitened).sum(-1).clamp_min(min_variance(features.dtype))
-
-    def _correlation(self, features: Tensor, similarity: Tensor) -> Tensor:
-        r"""``rho(x, X')`` for ``... x s' x q x H`` features: ``... x s' x q x n'``."""
-        cross = features @ self._whitened.transpose(-2, -1)
-        scale = similarity.unsqueeze(-1) * self._self_similarity.unsqueeze(-2)
-        return cross / scale.sqrt()
-
-    def _cross_covariance(self, std: Tensor, features: Tensor) -> Tensor:
-        r"""``c(x, X')`` for ``batch x q x M`` standard deviations and ``batch x s' x q x
-        H`` features: ``batch x s' x M x q x n'``."""
-        similarity = self._similarity(features, features @ self._covariance)
-        correlation = self._correlation(features, similarity)
-        std = std.transpose(-2, -1).unsqueeze(-3).unsqueeze(-1)  # batch x 1 x M x q x 1
-        return std * self._std.unsqueeze(-2) * correlation.unsqueeze(-3)
+    def _cross_covariance(self, features: Tensor) -> Tensor:
+        r"""``s^2 k(x, X')`` for ``batch x s' x q x H`` features: ``batch x s' x M x q x
+        n'``."""
+        kernel = broadcast_matmul(features, self._whitened.transpose(-2, -1))
+        return self._scale.unsqueeze(-1) * kernel.unsqueeze(-3)
 
     def posterior(self, X: Tensor, observation_noise: bool) -> Posterior:
         r"""The conditioned posterior at transformed inputs ``X`` (``batch x q x d'``), in
@@ -344,24 +380,22 @@ class GaussianConditioning:
                 "A model whose outputs are functions on a grid cannot be conditioned."
             )
         features = features.squeeze(-2)
+        cross = self._cross_covariance(features)
+        update = broadcast_matmul(cross, self._weights).squeeze(-1)  # batch x s x M x q
         if self._bank:
-            latent = (
-                posterior.epistemic_variance
-                if isinstance(posterior, MixtureOfGaussiansPosterior)
-                else posterior.variance
-            )
-            cross = self._cross_covariance(latent.sqrt(), features)
-            shift = (cross @ self._weights).squeeze(-1).transpose(-2, -1)
-            return posterior.shift_functions(shift)
+            return posterior.shift_functions(update.transpose(-2, -1))
+        # NOMU: its variance shrinks by the fraction the last layer explains.
         noise = prediction.noise_variance
         latent = (posterior.variance - noise).clamp_min(min_variance(X.dtype))
-        cross = self._cross_covariance(latent.sqrt(), features)
-        mean = posterior.mean + (cross @ self._weights).squeeze(-1).squeeze(-3).transpose(-2, -1)
+        mean = posterior.mean + update.squeeze(-3).transpose(-2, -1)
         explained = torch.linalg.solve_triangular(
             self._factor, cross.transpose(-2, -1), upper=False
         )
-        reduction = explained.pow(2).sum(-2).squeeze(-3).transpose(-2, -1)
-        variance = (latent - reduction).clamp_min(min_variance(X.dtype)) + noise
+        own = feature_similarity(features, self._covariance.squeeze(0))  # batch x 1 x q
+        prior = self._scale * own.unsqueeze(-2)  # batch x 1 x M x q
+        fraction = (explained.pow(2).sum(-2) / prior).clamp(0.0, 1.0)
+        remaining = 1.0 - fraction.squeeze(-3).transpose(-2, -1)
+        variance = (latent * remaining).clamp_min(min_variance(X.dtype)) + noise
         # The mean carries the observations' batch, the variance does not depend on them.
         shape = torch.broadcast_shapes(mean.shape, variance.shape)
         return GaussianMarginalPosterior(mean.expand(shape), variance.expand(shape))

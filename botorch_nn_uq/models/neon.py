@@ -408,7 +408,8 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
                 ]
                 samples = torch.cat([samples for samples, _ in outputs], dim=-3)
                 chunks.append(samples.movedim(-2, -3).flatten(-2))  # c x S x (m * d_s)
-                feature_chunks.append(torch.cat([grid_features for _, grid_features in outputs], -2))
+                grid_features = [chunk_features for _, chunk_features in outputs]
+                feature_chunks.append(torch.cat(grid_features, dim=-2))
             values = torch.cat(chunks)
             features = torch.cat(feature_chunks)  # inputs x m x width
         values = values.reshape(*X.shape[:-1], Z.shape[0], self._num_outputs).movedim(-2, -3)

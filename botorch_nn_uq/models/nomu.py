@@ -513,4 +513,3 @@ class NOMU(NeuralSurrogateModel):
         factor = mean_width_calibration_factor(self, box, target_width, num_points, seed)
         self.set_calibration_constant(self.calibration_constant * factor)
         return self.calibration_constant
-

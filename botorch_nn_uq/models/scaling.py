@@ -1,10 +1,9 @@
-r"""Warnings about data whose scale a network cannot learn from as given.
+r"""A warning about test inputs far outside the bounds declared to ``Normalize``.
 
-A network starts with outputs of order one and inputs it treats as order one. Targets
-of order 1e12, or with a spread of 1e-12, train into silently wrong means; inputs far
-outside the bounds declared to ``Normalize`` are extrapolations. BoTorch's GPs warn in
-these cases (``InputDataWarning``); these checks do the same for the package's models,
-with thresholds wide enough that ordinary unscaled data do not trigger them.
+The training data are checked as BoTorch's GPs check them (``validate_input_scaling``:
+inputs in the unit cube and standardised outcomes after the transforms, each a BoTorch
+``InputDataWarning``). Test inputs far outside a declared box are extrapolations, which
+BoTorch does not warn about; this check does, with the same warning class.
 """
 
 from __future__ import annotations
@@ -14,53 +13,7 @@ import warnings
 import torch
 from botorch.exceptions.warnings import InputDataWarning
 from botorch.models.transforms.input import InputTransform, Normalize
-from botorch.models.transforms.outcome import OutcomeTransform
 from torch import Tensor
-
-#: Targets a network trains on should have magnitudes below this.
-LARGEST_TARGET_MAGNITUDE = 1e4
-#: A non-zero spread of training targets below this is lost against the network's
-#: initial outputs and the training loss's rounding.
-SMALLEST_TARGET_SPREAD = 1e-4
-
-
-def warn_on_extreme_target_scale(
-    trained_Y: Tensor, outcome_transform: OutcomeTransform | None
-) -> None:
-    r"""Warn when the ``n x m`` targets a network trains on (after ``outcome_transform``)
-    are too large or have a vanishing spread.
-
-    Args:
-        trained_Y: The ``n x m`` training targets after the outcome transform.
-        outcome_transform: The model's outcome transform, if any (named in the warning).
-    """
-    with torch.no_grad():
-        magnitude = trained_Y.abs().amax(dim=0)
-        spread = trained_Y.std(dim=0) if trained_Y.shape[0] > 1 else torch.ones_like(magnitude)
-    large = (magnitude > LARGEST_TARGET_MAGNITUDE).nonzero().squeeze(-1).tolist()
-    tiny = ((spread > 0) & (spread < SMALLEST_TARGET_SPREAD)).nonzero().squeeze(-1).tolist()
-    if not large and not tiny:
-        return
-    if outcome_transform is None:
-        remedy = "Pass outcome_transform=Standardize(m) (as for SingleTaskGP) or rescale train_Y."
-        source = "train_Y (no outcome transform)"
-    else:
-        remedy = (
-            "Rescale train_Y before the transform (BoTorch's Standardize replaces standard "
-            "deviations below 1e-8 by 1)."
-        )
-        source = f"train_Y after {type(outcome_transform).__name__}"
-    problems = []
-    if large:
-        problems.append(f"output(s) {large} reach magnitudes up to {magnitude.max().item():.3g}")
-    if tiny:
-        problems.append(f"output(s) {tiny} have a spread of only {spread[tiny].min().item():.3g}")
-    warnings.warn(
-        f"The network trains on {source}, whose {' and '.join(problems)}; its predictions "
-        f"will be inaccurate. {remedy}",
-        InputDataWarning,
-        stacklevel=3,
-    )
 
 
 def warn_on_inputs_outside_bounds(

@@ -124,8 +124,8 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
         per point, not one per sample, so that BoTorch's samplers, which keep the base
         samples of earlier points when points are added (``qLogNoisyExpectedImprovement``
         and the hypervolume acquisitions with cached baselines), keep the function
-        too."""
-        return self.batch_shape + torch.Size([self.values.shape[-2], 1])
+        too. An empty batch of points takes one (a Sobol engine needs a dimension)."""
+        return self.batch_shape + torch.Size([max(self.values.shape[-2], 1), 1])
 
     @property
     def batch_range(self) -> tuple[int, int]:
@@ -205,8 +205,6 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
     def _indices_from_normals(self, sample_shape: torch.Size, normals: Tensor) -> Tensor:
         r"""Function indices from ``sample_shape x batch_shape x q x ...`` normal base
         samples: the first point's first entry picks the function."""
-        if normals.shape[-2] == 0:  # no points: any function gives the empty samples
-            return torch.zeros(sample_shape, dtype=torch.long, device=self.device)
         indices = member_indices_from_normals(self.weights, normals[..., 0, 0])
         return shared_member_indices(indices, sample_shape)
 

@@ -226,9 +226,7 @@ class MixtureOfGaussiansPosterior(Posterior):
     @cached_property
     def _moment_matched_posterior(self) -> GPyTorchPosterior:
         # Cached: qMaxValueEntropy reads the covariance, log-density and entropy in turn.
-        return moment_matched_gaussian(
-            self.component_means, self.weights, self.component_variances
-        )
+        return moment_matched_gaussian(self.component_means, self.weights, self.component_variances)
 
     @property
     def distribution(self) -> MultivariateNormal:
@@ -247,7 +245,8 @@ class MixtureOfGaussiansPosterior(Posterior):
         so that BoTorch's samplers, which keep the base samples of earlier points when
         points are added, keep the member too."""
         q, m = self.component_means.shape[-2:]
-        return self.batch_shape + torch.Size([q, 1 + m])
+        # An empty batch of points takes one (a Sobol engine needs a dimension).
+        return self.batch_shape + torch.Size([max(q, 1), 1 + m])
 
     @property
     def batch_range(self) -> tuple[int, int]:
@@ -286,12 +285,11 @@ class MixtureOfGaussiansPosterior(Posterior):
         Returns:
             A ``sample_shape x batch_shape x q x m`` tensor of samples.
         """
+        if self.component_means.shape[-2] == 0:
+            return self.component_means.new_zeros(self._extended_shape(sample_shape))
         if base_indices is None:
-            if base_samples.shape[-2] == 0:  # no points: any member gives the empty samples
-                base_indices = torch.zeros(sample_shape, dtype=torch.long, device=self.device)
-            else:
-                indices = member_indices_from_normals(self.weights, base_samples[..., 0, 0])
-                base_indices = shared_member_indices(indices, sample_shape)
+            indices = member_indices_from_normals(self.weights, base_samples[..., 0, 0])
+            base_indices = shared_member_indices(indices, sample_shape)
             base_samples = base_samples[..., 1:]
         means = select_members(self.component_means, base_indices, sample_shape)
         variances = select_members(self.component_variances, base_indices, sample_shape)

@@ -542,4 +542,3 @@ def _(family: str) -> None:
     assert len(chosen) == 1 and scores[chosen[0]] == max(scores.values())
     mean, _ = surrogate.predict(query_points(5))
     assert mean.isfinite().all()
-

@@ -23,9 +23,9 @@ def test_non_finite_loss_stops_fit_with_clear_error() -> None:
     train_X, train_Y = _data()
     with (
         pytest.raises(NonFiniteLossError, match="training loss became inf"),
-        pytest.warns(InputDataWarning, match="magnitudes up to"),
+        pytest.warns(InputDataWarning, match="not standardized"),
     ):
-        MCDropout(train_X, train_Y * 1e200, **FAST).fit(seed=0)
+        MCDropout(train_X, train_Y * 1e200, outcome_transform=None, **FAST).fit(seed=0)
 
 
 def test_overrides_are_kept_and_validated() -> None:
@@ -61,9 +61,11 @@ def test_unsupported_posterior_arguments_are_named() -> None:
 
 def test_nonlinear_outcome_transform_maps_every_function() -> None:
     train_X, train_Y = _data()
+    # Standardised, so that the log of the positive outcomes needs no further transform.
+    train_Y = (train_Y - train_Y.mean()) / train_Y.std()
     positive_Y = train_Y.exp()
     model = MCDropout(train_X, positive_Y, outcome_transform=Log(), **FAST).fit(seed=0)
-    reference = MCDropout(train_X, train_Y, **FAST).fit(seed=0)
+    reference = MCDropout(train_X, train_Y, outcome_transform=None, **FAST).fit(seed=0)
     X = torch.rand(4, 1, 2, dtype=torch.float64)
     torch.testing.assert_close(model.posterior(X).values, reference.posterior(X).values.exp())
     with pytest.raises(UnsupportedError, match="linear outcome transform"):
@@ -140,3 +142,22 @@ def test_function_bank_subset_arguments_are_checked() -> None:
         with pytest.raises(ValueError, match=message):
             model.function_bank_subset(size)
     assert model.function_bank_subset(8).function_bank_size == 8
+
+
+def test_calling_a_model_gives_its_latent_gaussian_as_a_gp_call_does() -> None:
+    train_X, train_Y = _data()
+    model = MCDropout(train_X, 10 + 3 * train_Y, **FAST).fit(seed=0)
+    X = torch.rand(4, 3, 2, dtype=torch.float64)
+    distribution = model(X)
+    functions = model.outcome_transform(model.posterior(X).values)[0]  # 4 x s x 3 x 1
+    torch.testing.assert_close(distribution.mean, functions.mean(-3).squeeze(-1))
+    deviations = (functions - functions.mean(-3, keepdim=True)).squeeze(-1)
+    covariance = deviations.transpose(-2, -1) @ deviations / functions.shape[-3]
+    torch.testing.assert_close(
+        distribution.covariance_matrix, covariance + 1e-10 * torch.eye(3, dtype=torch.float64)
+    )
+    two_outputs = MCDropout(train_X, torch.cat([train_Y, -train_Y], -1), **FAST).fit(seed=0)
+    assert two_outputs(X).mean.shape == (4, 2, 3)
+    assert two_outputs.subset_output([1])(X).mean.shape == (4, 3)
+    with pytest.raises(RuntimeError, match="not fitted"):
+        MCDropout(train_X, train_Y, **FAST)(X)

@@ -7,6 +7,7 @@ import pickle
 import pytest
 import torch
 from botorch.models.transforms import Normalize, Standardize
+from botorch.models.transforms.outcome import ChainedOutcomeTransform, Log
 from torch import nn
 
 from botorch_nn_uq.models import DeepEnsemble, HyperDeepEnsemble, MCDropout
@@ -68,9 +69,14 @@ def _without_network_bias(state: dict) -> dict:
         (lambda: _ensemble(activation="tanh"), None, "activation"),
         (lambda: _ensemble(num_outputs=2), None, r"num_outputs \(1 in the checkpoint, 2"),
         (
-            lambda: DeepEnsemble(*_data(), input_transform=Normalize(2, bounds=BOUNDS), **SMALL),
+            lambda: DeepEnsemble(
+                *_data(),
+                input_transform=Normalize(2, bounds=BOUNDS),
+                outcome_transform=ChainedOutcomeTransform(log=Log(), standardize=Standardize(1)),
+                **SMALL,
+            ),
             None,
-            r"outcome_transform \('Standardize' in the checkpoint, None",
+            r"outcome_transform \('Standardize' in the checkpoint, 'ChainedOutcomeTransform'",
         ),
         (
             lambda: MCDropout(*_data(), **_transforms(), hidden_widths=(8,), epochs=30),

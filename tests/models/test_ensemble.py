@@ -300,8 +300,7 @@ def test_resampled_ensemble_trains_each_member_on_its_rows(resampling):
     hp = model.hyperparameters
     fit_members(
         manual,
-        train_X,
-        train_Y,
+        *model.transformed_training_data(),
         hp.training_config(),
         l2_regularization=hp.l2_regularization,
         row_weights=row_weights,

@@ -1,18 +1,25 @@
-"""condition_on_observations, fantasize and FantasyModel (botorch_nn_uq.models.fantasy)."""
+"""condition_on_observations, fantasize and FantasyModel (botorch_nn_uq.models.fantasy,
+botorch_nn_uq.models.last_layer)."""
 
 import pytest
 import torch
 from botorch.exceptions.errors import UnsupportedError
 from botorch.models.transforms import Normalize, Standardize
+from botorch.models.transforms.input import AppendFeatures
 from botorch.sampling import IIDNormalSampler, SobolQMCNormalSampler
-from botorch.sampling.get_sampler import get_sampler
 
-from botorch_nn_uq.models import DeepEnsemble, MCDropout
+from botorch_nn_uq.models import NEON, NOMU, DeepEnsemble, MCDropout
 from botorch_nn_uq.models.fantasy import FantasyModel
-from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
+from botorch_nn_uq.models.last_layer import observation_perturbations, training_precision
+from botorch_nn_uq.posteriors import (
+    FunctionEnsemblePosterior,
+    GaussianMarginalPosterior,
+    MixtureOfGaussiansPosterior,
+)
 
 DIM = 2
 F64 = {"dtype": torch.float64}
+UNIT_BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], **F64)
 
 
 def data(n: int = 12, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -22,22 +29,24 @@ def data(n: int = 12, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return X, Y
 
 
+SETTINGS = {
+    DeepEnsemble: {"hidden_widths": (8,), "epochs": 60, "ensemble_size": 3},
+    MCDropout: {"hidden_widths": (8,), "epochs": 60, "num_masks": 8},
+    NEON: {"encoder_widths": (8,), "latent_dim": 8, "epinet_widths": (8,), "epochs": 60},
+    NOMU: {"mean_widths": (8,), "uncertainty_widths": (8,), "epochs": 60, "bounds": UNIT_BOUNDS},
+}
+
+
 def fitted(model_class: type = DeepEnsemble, num_outputs: int = 1, **hyperparameters):
     X, Y = data()
-    settings = {"hidden_widths": (8,), "epochs": 40}
-    if model_class is DeepEnsemble:
-        settings["ensemble_size"] = 3
-    else:
-        settings["num_masks"] = 8
     model = model_class(
         X,
         Y[:, :num_outputs],
-        input_transform=Normalize(DIM, bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]])),
+        input_transform=Normalize(DIM, bounds=UNIT_BOUNDS),
         outcome_transform=Standardize(num_outputs),
-        **{**settings, **hyperparameters},
-    ).fit(seed=0)
-    model.conditioning_steps = 5
-    return model
+        **{**SETTINGS[model_class], **hyperparameters},
+    )
+    return model.fit(seed=0)
 
 
 def points(*shape: int, seed: int = 1) -> torch.Tensor:
@@ -66,136 +75,162 @@ def test_fantasize_batch_and_posterior_shapes(model_class: type) -> None:
         posterior = fantasy.posterior(X)
         assert posterior.mean.shape == posterior.variance.shape == expected
         assert isinstance(posterior, FunctionEnsemblePosterior)
-        samples = get_sampler(posterior, torch.Size([6]), seed=0)(posterior)
-        assert samples.shape == (6, *expected)
     noisy = fantasy.posterior(points(3), observation_noise=True)
     assert isinstance(noisy, MixtureOfGaussiansPosterior)
     assert (noisy.variance > fantasy.posterior(points(3)).variance).all()
-    assert model.fantasize(points(3), sampler).batch_shape == (2,)
     with pytest.raises(ValueError, match="does not broadcast"):
         fantasy.posterior(points(3, 3, 3))
 
 
-def test_each_fantasy_model_is_the_model_conditioned_on_its_fantasy(ensemble) -> None:
-    sampler = SobolQMCNormalSampler(torch.Size([2]), seed=0)
+def test_a_fantasy_model_is_the_model_conditioned_on_its_fantasies(ensemble) -> None:
     X = points(3, 1)
+    sampler = SobolQMCNormalSampler(torch.Size([2]), seed=0)
     fantasy = ensemble.fantasize(X, sampler)
-    # The mixture's own sampler, with the normal sampler's shape and seed, draws them.
+    # The sampler is used as given: a normal sampler draws exact mixture samples.
     posterior = ensemble.posterior(X, observation_noise=True)
-    Y = get_sampler(posterior, torch.Size([2]), seed=0)(posterior)
-    assert Y.shape == (2, 3, 1, 1)
-    test_X = points(5)
-    stacked = fantasy.posterior(test_X).mean
-    for f in range(2):
-        for b in range(3):
-            alone = ensemble.condition_on_observations(X[b], Y[f, b])
-            torch.testing.assert_close(stacked[f, b], alone.posterior(test_X).mean)
-
-
-def test_condition_on_observations_returns_a_model_of_the_same_class(ensemble) -> None:
-    X, Y = points(2), torch.tensor([[5.0], [-5.0]], dtype=torch.float64)
-    before = ensemble.posterior(points(4, 1)).mean
+    Y = SobolQMCNormalSampler(torch.Size([2]), seed=0)(posterior)
     conditioned = ensemble.condition_on_observations(X, Y)
-    assert type(conditioned) is DeepEnsemble and conditioned.batch_shape == ()
-    assert conditioned.train_X.shape == (14, DIM) and ensemble.train_X.shape == (12, DIM)
-    torch.testing.assert_close(conditioned.train_X[-2:], X)
-    torch.testing.assert_close(
-        conditioned.transformed_train_Y[-2:], ensemble.outcome_transform(Y)[0], rtol=0, atol=0
-    )
-    assert conditioned.training_result.steps_run == 5
-    assert conditioned.hyperparameters == ensemble.hyperparameters
-    assert conditioned.fit_seed == ensemble.fit_seed
-    # The model itself is unchanged, and the conditioned copy shares none of its weights.
-    torch.testing.assert_close(ensemble.posterior(points(4, 1)).mean, before, rtol=0, atol=0)
-    assert not any(
-        a.data_ptr() == b.data_ptr()
-        for a, b in zip(conditioned.parameters(), ensemble.parameters(), strict=True)
-    )
-
-
-@pytest.mark.parametrize("model_class", [DeepEnsemble, MCDropout])
-def test_conditioning_fits_the_new_observation(model_class: type) -> None:
-    model = fitted(model_class)
-    x = points(1)
-    before = model.posterior(x, observation_noise=True)
-    target = before.mean + 3 * before.variance.sqrt()
-    conditioned = model.condition_on_observations(x, target, max_steps=30)
-    assert conditioned.training_result.steps_run == 30
-    mean = conditioned.posterior(x).mean
-    assert (mean - target).abs() < (model.posterior(x).mean - target).abs()
-    # More steps fit it more closely.
-    closer = model.condition_on_observations(x, target, max_steps=150).posterior(x).mean
-    assert (closer - target).abs() < (mean - target).abs()
+    test_X = points(5)
+    torch.testing.assert_close(fantasy.posterior(test_X).mean, conditioned.posterior(test_X).mean)
+    noiseless = ensemble.fantasize(X, IIDNormalSampler(torch.Size([4]), seed=0), False)
+    assert noiseless.batch_shape == (4, 3)
 
 
 def test_batched_conditioning_equals_conditioning_each_alone(ensemble) -> None:
     X = points(3, 2)
-    Y = torch.randn(3, 2, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    Y = torch.randn(3, 2, 1, generator=torch.Generator().manual_seed(0), **F64)
     batched = ensemble.condition_on_observations(X, Y)
     assert isinstance(batched, FantasyModel) and batched.batch_shape == (3,)
+    test_X = points(4)
+    means = batched.posterior(test_X).mean
     for i in range(3):
-        alone = ensemble.condition_on_observations(X[i], Y[i])
-        for a, b in zip(batched.models[i].parameters(), alone.parameters(), strict=True):
-            torch.testing.assert_close(a, b)
+        alone = ensemble.condition_on_observations(X[i], Y[i]).posterior(test_X).mean
+        torch.testing.assert_close(means[i], alone)
     # Y broadcasts over X's batch (the same observations everywhere) and vice versa.
     assert ensemble.condition_on_observations(X, Y[0]).batch_shape == (3,)
     assert ensemble.condition_on_observations(X[0], Y).batch_shape == (3,)
 
 
-def test_conditioning_is_reproducible_under_a_seed() -> None:
-    model = fitted(MCDropout)
-    X, Y = points(1), torch.tensor([[2.0]], dtype=torch.float64)
-    test_X = points(4, 1)
-    torch.manual_seed(0)
-    expected = torch.rand(3)
-    torch.manual_seed(0)
-    first = model.condition_on_observations(X, Y).posterior(test_X)
-    assert torch.equal(torch.rand(3), expected)  # the global RNG is untouched
-    torch.manual_seed(1)
-    second = model.condition_on_observations(X, Y, seed=model.fit_seed).posterior(test_X)
-    other = model.condition_on_observations(X, Y, seed=123).posterior(test_X)
-    assert torch.equal(first.mean, second.mean) and torch.equal(first.variance, second.variance)
-    assert not torch.equal(first.mean, other.mean)
-    sampler = SobolQMCNormalSampler(torch.Size([2]), seed=4)
-    fantasies = [model.fantasize(points(2, 1), sampler).posterior(points(3)) for _ in range(2)]
-    assert torch.equal(fantasies[0].mean, fantasies[1].mean)
+@pytest.mark.parametrize("model_class", [DeepEnsemble, MCDropout, NEON, NOMU])
+def test_an_observed_point_is_updated_as_a_gp_would_be(model_class: type) -> None:
+    r"""At an observed point, the mean moves by the gain ``sigma^2 / (sigma^2 + N)`` of a
+    GP with the model's variance and noise, and the variance shrinks to
+    ``sigma^2 N / (sigma^2 + N)``."""
+    model = fitted(model_class)
+    x = points(1)
+    latent = model.posterior(x)
+    noisy = model.posterior(x, observation_noise=True)
+    variance, noise = latent.variance, (noisy.variance - latent.variance)
+    y = latent.mean + 2.0 * noisy.variance.sqrt()
+    after = model.condition_on_observations(x, y).posterior(x)
+    # The jitter added to the noise, relative to the variance.
+    noise = noise + 1e-6 * variance
+    gain = variance / (variance + noise)
+    # Up to rounding in the correlation of a point with itself.
+    close = {"rtol": 1e-5, "atol": 1e-8}
+    torch.testing.assert_close(after.mean, latent.mean + gain * (y - latent.mean), **close)
+    torch.testing.assert_close(after.variance, variance * noise / (variance + noise), **close)
 
 
-def test_samplers_of_the_posterior_family_are_used_as_given(ensemble) -> None:
-    X = points(2, 1)
-    posterior = ensemble.posterior(X, observation_noise=True)
-    family_sampler = get_sampler(posterior, torch.Size([3]), seed=9)
-    fantasy = ensemble.fantasize(X, family_sampler)
-    expected = family_sampler(posterior)
-    for f in range(3):
-        alone = ensemble.condition_on_observations(X[1], expected[f, 1])
-        torch.testing.assert_close(
-            fantasy.posterior(points(2)).mean[f, 1], alone.posterior(points(2)).mean
-        )
-    # Noiseless fantasies, and explicit noise (transformed units) that broadcasts.
-    assert ensemble.fantasize(X, family_sampler, observation_noise=False).batch_shape == (3, 2)
-    noise = torch.full((1, 1), 0.1, dtype=torch.float64)
-    assert ensemble.fantasize(X, IIDNormalSampler(torch.Size([2])), noise).batch_shape == (2, 2)
-    with pytest.raises(ValueError, match="does not broadcast"):
-        ensemble.fantasize(X, family_sampler, observation_noise=torch.ones(3, 1, 1))
+def test_conditioning_again_is_conditioning_on_everything_at_once(ensemble) -> None:
+    X1, X2 = points(2, 1), points(2, 2, seed=2)
+    Y1 = torch.tensor([[[0.5]], [[-1.0]]], **F64)
+    Y2 = torch.tensor([[[1.0], [0.0]], [[2.0], [-2.0]]], **F64)
+    stepwise = ensemble.condition_on_observations(X1, Y1).condition_on_observations(X2, Y2)
+    at_once = ensemble.condition_on_observations(torch.cat([X1, X2], -2), torch.cat([Y1, Y2], -2))
+    test_X = points(6)
+    torch.testing.assert_close(stepwise.posterior(test_X).mean, at_once.posterior(test_X).mean)
+    sampler = SobolQMCNormalSampler(torch.Size([3]), seed=0)
+    two_step = stepwise.fantasize(points(2, 1, seed=3), sampler)
+    assert two_step.batch_shape == (3, 2)
+
+
+def test_conditioning_is_differentiable_and_moves_look_ahead_candidates(ensemble) -> None:
+    X = points(2, 1).requires_grad_(True)
+    sampler = SobolQMCNormalSampler(torch.Size([4]), seed=0)
+    fantasy = ensemble.fantasize(X, sampler)
+    fantasy.posterior(points(5)).mean.sum().backward()
+    assert X.grad.abs().sum() > 0
 
 
 def test_conditioning_on_no_points_is_exact(ensemble) -> None:
     X = points(0)
     assert ensemble.condition_on_observations(X, torch.zeros(0, 1).to(X)) is ensemble
-    fantasy = ensemble.fantasize(points(4, 0), SobolQMCNormalSampler(torch.Size([2])))
-    assert fantasy.batch_shape == (2, 4)
-    test_X = points(3)
-    expected = ensemble.posterior(test_X).mean.expand(2, 4, 3, 1)
-    torch.testing.assert_close(fantasy.posterior(test_X).mean, expected, rtol=0, atol=0)
 
 
 def test_a_subset_model_conditions_its_served_outputs() -> None:
-    model = fitted(num_outputs=2).subset_output([1])
-    conditioned = model.condition_on_observations(points(1), torch.tensor([[3.0]]).double())
-    assert conditioned.num_outputs == 1 and conditioned.transformed_train_Y.shape == (13, 2)
-    fantasy = model.fantasize(points(2, 1), SobolQMCNormalSampler(torch.Size([2])))
+    model = fitted(num_outputs=2)
+    subset = model.subset_output([1])
+    x, test_X = points(1), points(5)
+    y = subset.posterior(x).mean + 1.0
+    conditioned = subset.condition_on_observations(x, y)
+    assert conditioned.num_outputs == 1
+    assert not torch.allclose(conditioned.posterior(test_X).mean, subset.posterior(test_X).mean)
+    # Observing the second output tells nothing about the first.
+    both = model.condition_on_observations(x, torch.cat([model.posterior(x).mean[..., :1], y], -1))
+    torch.testing.assert_close(
+        both.posterior(test_X).mean[..., 1:], conditioned.posterior(test_X).mean
+    )
+    fantasy = subset.fantasize(points(2, 1), SobolQMCNormalSampler(torch.Size([2])))
     assert fantasy.posterior(points(3)).mean.shape == (2, 2, 3, 1)
+
+
+def test_a_refitted_model_refuses_its_old_conditioning() -> None:
+    model = fitted()
+    conditioned = model.condition_on_observations(points(1), torch.zeros(1, 1, **F64))
+    conditioned.posterior(points(2))
+    model.fit(seed=1)
+    with pytest.raises(RuntimeError, match="refitted or changed"):
+        conditioned.posterior(points(2))
+
+
+def test_the_training_precision_is_cached_until_the_model_changes() -> None:
+    model = fitted()
+    first = training_precision(model)
+    assert training_precision(model) is first
+    model.fit(seed=1)
+    assert training_precision(model) is not first
+
+
+def test_perturbations_are_centred_unit_and_free_of_the_functions() -> None:
+    weights = torch.tensor([0.2, 0.3, 0.5], **F64)
+    functions = torch.randn(4, 3, 2, 1, generator=torch.Generator().manual_seed(0), **F64)
+    z = observation_perturbations(weights, functions)
+    w = weights[:, None, None]
+    deviations = functions - (w * functions).sum(-3, keepdim=True)
+    torch.testing.assert_close((w * z).sum(-3), torch.zeros(4, 2, 1, **F64))
+    torch.testing.assert_close((w * z.pow(2)).sum(-3), torch.ones(4, 2, 1, **F64))
+    torch.testing.assert_close((w * z * deviations).sum(-3), torch.zeros(4, 2, 1, **F64))
+    # Two functions leave no free direction: no perturbation.
+    two = observation_perturbations(torch.tensor([0.5, 0.5], **F64), functions[:, :2])
+    assert torch.equal(two, torch.zeros_like(two))
+
+
+def test_fantasies_leave_append_features_to_the_value_function() -> None:
+    X, Y = data()
+    w_set = torch.tensor([[0.2], [0.8]], **F64)
+    model = DeepEnsemble(
+        X, Y[:, :1], input_transform=AppendFeatures(feature_set=w_set), **SETTINGS[DeepEnsemble]
+    ).fit(seed=0)
+    # The fantasy points hold (x, w); the value function's points hold x alone.
+    fantasy = model.fantasize(points(3, 1), SobolQMCNormalSampler(torch.Size([2])))
+    posterior = fantasy.posterior(torch.rand(2, 3, 4, 1, **F64))
+    assert posterior.mean.shape == (2, 3, 8, 1)
+    with pytest.raises(UnsupportedError, match="different number of points"):
+        model.condition_on_observations(torch.rand(2, 1, **F64), torch.zeros(2, 1, **F64))
+
+
+def test_models_that_cannot_be_conditioned_say_why() -> None:
+    neon = fitted(NEON, output_activation="tanh")
+    with pytest.raises(UnsupportedError, match="not linear in the last layer"):
+        neon.condition_on_observations(points(1), torch.zeros(1, 1, **F64))
+    X, _ = data()
+    grid = torch.linspace(0, 1, 3, **F64).unsqueeze(-1)
+    function_valued = NEON(X, (X[:, :1] + grid.T).sin(), output_grid=grid, **SETTINGS[NEON]).fit(
+        seed=0
+    )
+    with pytest.raises(UnsupportedError, match="functions on a grid"):
+        function_valued.condition_on_observations(points(1), torch.zeros(1, 3, **F64))
 
 
 @pytest.mark.parametrize(
@@ -211,9 +246,6 @@ def test_a_subset_model_conditions_its_served_outputs() -> None:
         ({"X": torch.full((2, DIM), float("nan"), **F64)}, ValueError, "NaN"),
         ({"noise": torch.ones(2, 1, **F64)}, UnsupportedError, "known noise"),
         ({"propagate_grads": True}, UnsupportedError, "propagate_grads"),
-        ({"max_steps": 0}, ValueError, "max_steps"),
-        ({"learning_rate": -1.0}, ValueError, "learning_rate"),
-        ({"seed": -1}, ValueError, "seed"),
     ],
 )
 def test_bad_observations_raise_clear_errors(ensemble, arguments, error, message) -> None:
@@ -231,13 +263,14 @@ def test_an_unfitted_model_cannot_be_conditioned() -> None:
         model.fantasize(X[:1], SobolQMCNormalSampler(torch.Size([2])))
 
 
-def test_fantasy_model_checks_its_models(ensemble) -> None:
-    with pytest.raises(ValueError, match="needs 4 models"):
-        FantasyModel([ensemble] * 3, torch.Size([2, 2]))
-    with pytest.raises(ValueError, match="same num_outputs"):
-        FantasyModel([ensemble, fitted(num_outputs=2)], torch.Size([2]))
-    fantasy = FantasyModel([ensemble] * 2, torch.Size([2]))
+def test_fantasy_model_posterior_checks_its_arguments(ensemble) -> None:
+    fantasy = ensemble.condition_on_observations(points(2), torch.zeros(2, 1, **F64))
     with pytest.raises(UnsupportedError, match="unknown"):
         fantasy.posterior(points(3), unknown=1)
     with pytest.raises(ValueError, match="at least two dimensions"):
         fantasy.posterior(points(3)[0])
+    with pytest.raises(TypeError, match="MCSampler"):
+        fantasy.fantasize(points(1), sampler=None)
+    nomu = fitted(NOMU)
+    conditioned = nomu.condition_on_observations(points(2), torch.zeros(2, 1, **F64))
+    assert isinstance(conditioned.posterior(points(3)), GaussianMarginalPosterior)

@@ -29,7 +29,8 @@ def test_posterior_is_the_fixed_bank_of_thinned_networks(dtype: torch.dtype) -> 
     masks = model.masks
     for k in range(10):
         manual = model.network(X, masks=[mask[k : k + 1] for mask in masks])
-        torch.testing.assert_close(posterior.values[:, k], manual[:, 0])
+        expected = model.outcome_transform.untransform(manual[:, 0])[0]
+        torch.testing.assert_close(posterior.values[:, k], expected)
 
 
 def test_uncertainty_grows_away_from_the_data() -> None:
@@ -43,11 +44,13 @@ def test_uncertainty_grows_away_from_the_data() -> None:
 def test_noise_variance_is_estimated_or_taken_from_the_hyperparameter() -> None:
     train_X, train_Y = _one_dimensional_data(n=200, noise=0.1)
     model = MCDropout(train_X, train_Y, epochs=400).fit(seed=0)
-    assert 0.1**2 / 3 < model.noise_variance.item() < 3 * 0.1**2
+    # Estimated in the standardised outcome space.
+    noise_variance = model.noise_variance.item() * model.outcome_transform.stdvs.item() ** 2
+    assert 0.1**2 / 3 < noise_variance < 3 * 0.1**2
     noisy = model.posterior(train_X[:5].unsqueeze(-2), observation_noise=True)
     assert isinstance(noisy, MixtureOfGaussiansPosterior)
     torch.testing.assert_close(
-        noisy.aleatoric_variance, model.noise_variance.expand_as(noisy.aleatoric_variance)
+        noisy.aleatoric_variance, torch.full_like(noisy.aleatoric_variance, noise_variance)
     )
     fixed = MCDropout(train_X, train_Y, epochs=50, noise_variance=0.5).fit(seed=0)
     assert fixed.noise_variance.item() == 0.5

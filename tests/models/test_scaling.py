@@ -1,4 +1,5 @@
-"""Warnings about targets and inputs a network cannot learn from as given."""
+"""BoTorch's input-scaling warnings for the training data, and the warning about test
+inputs far outside the bounds declared to ``Normalize``."""
 
 import warnings
 
@@ -21,28 +22,33 @@ def _bounds(dtype: torch.dtype, high: float = 1.0):
 
 
 @pytest.mark.parametrize("model_class", [DeepEnsemble, NEON])
-def test_huge_untransformed_targets_warn(model_class, dtype: torch.dtype) -> None:
+def test_outcomes_are_standardised_by_default(model_class, dtype: torch.dtype) -> None:
     X, Y = _data(dtype)
-    with pytest.warns(InputDataWarning, match="magnitudes up to 1.*e\\+12.*Standardize"):
-        model_class(X, Y * 1e12)
+    model = model_class(X, Y * 1e12)
+    assert isinstance(model.outcome_transform, Standardize)
+    torch.testing.assert_close(model.transformed_train_Y.mean(), torch.zeros((), dtype=dtype))
+
+
+@pytest.mark.parametrize("model_class", [DeepEnsemble, NEON])
+def test_raw_targets_that_are_not_standardised_warn(model_class, dtype: torch.dtype) -> None:
+    X, Y = _data(dtype)
+    with pytest.warns(InputDataWarning, match="not standardized"):
+        model = model_class(X, Y * 1e12, outcome_transform=None)
+    assert getattr(model, "outcome_transform", None) is None
 
 
 def test_a_transform_that_collapses_the_spread_warns(dtype: torch.dtype) -> None:
     X, Y = _data(dtype)
-    with pytest.warns(InputDataWarning, match="after Standardize.*spread of only"):
+    with pytest.warns(InputDataWarning, match="not standardized"):
         DeepEnsemble(X, Y * 1e-12, outcome_transform=Standardize(1))
 
 
-def test_tiny_untransformed_targets_warn(dtype: torch.dtype) -> None:
+def test_training_inputs_outside_the_unit_cube_warn(dtype: torch.dtype) -> None:
     X, Y = _data(dtype)
-    with pytest.warns(InputDataWarning, match="no outcome transform.*spread of only"):
-        DeepEnsemble(X, Y * 1e-9)
-
-
-def test_training_inputs_outside_declared_bounds_warn(dtype: torch.dtype) -> None:
-    X, Y = _data(dtype)
-    with pytest.warns(InputDataWarning, match=r"training inputs .*dimension\(s\) \[0\]"):
+    with pytest.warns(InputDataWarning, match="unit cube"):
         DeepEnsemble(X, Y, input_transform=Normalize(2, bounds=_bounds(dtype, 0.5)))
+    with pytest.warns(InputDataWarning, match="unit cube"):
+        DeepEnsemble(10 * X, Y)
 
 
 def test_test_inputs_far_outside_declared_bounds_warn(dtype: torch.dtype) -> None:
@@ -67,6 +73,5 @@ def test_ordinary_data_do_not_warn(dtype: torch.dtype) -> None:
         ).fit(seed=0)
         DeepEnsemble(X, 100 * Y)
         DeepEnsemble(X, Y, input_transform=Normalize(2))
-        DeepEnsemble(X, torch.ones_like(Y))
         # Just outside the box, as an optimiser's step may be.
         model.posterior(torch.tensor([[[1.2, -0.2]]], dtype=dtype))

@@ -33,10 +33,14 @@ def test_a_generator_builds_the_network_that_the_seeded_global_rng_builds(init_s
 
 @pytest.mark.parametrize("batch_shape", [(), (4,), (2, 3)])
 def test_output_shapes(batch_shape, tkwargs: dict) -> None:
-    output = _network(tkwargs, learn_noise=True)(_inputs(*batch_shape, 7, 3, tkwargs=tkwargs))
-    for tensor in output:
+    network = _network(tkwargs, learn_noise=True)
+    output = network(_inputs(*batch_shape, 7, 3, tkwargs=tkwargs))
+    for tensor in (output.mean, output.raw_uncertainty, output.noise_std):
         assert tensor.shape == torch.Size([*batch_shape, 7, 2])
-    assert (output.noise_std >= 1e-3).all()
+    assert (output.noise_std >= 1e-3).all() and output.features is None
+    with_features = network(_inputs(*batch_shape, 7, 3, tkwargs=tkwargs), return_features=True)
+    mean_hidden = network.mean_network[:-1](_inputs(*batch_shape, 7, 3, tkwargs=tkwargs))
+    torch.testing.assert_close(with_features.features, mean_hidden)
     assert _network(tkwargs)(_inputs(7, 3, tkwargs=tkwargs)).noise_std is None
 
 

@@ -1,0 +1,97 @@
+"""Input transforms as networks see them, and learnable ones trained with the network
+(botorch_nn_uq.models.input_transforms)."""
+
+import pytest
+import torch
+from botorch.exceptions.errors import UnsupportedError
+from botorch.models.transforms.input import AppendFeatures, ChainedInputTransform, Normalize, Warp
+from torch import nn
+
+from botorch_nn_uq.models import NEON, NOMU, DeepEnsemble, HyperDeepEnsemble, MCDropout
+from botorch_nn_uq.models.input_transforms import (
+    TransformedInputNetwork,
+    apply_training_transforms,
+    learnable_parameter_names,
+)
+from tests.models.conformance import training_interrupted_after
+
+F64 = {"dtype": torch.float64}
+BOUNDS = torch.tensor([[0.0, 0.0], [2.0, 2.0]], **F64)
+
+
+def _data():
+    X = 2 * torch.rand(16, 2, generator=torch.Generator().manual_seed(0), **F64)
+    return X, (X**2).sin().sum(-1, keepdim=True)
+
+
+def test_training_transforms_skip_evaluation_only_ones_and_refit_nothing() -> None:
+    X, _ = _data()
+    normalize = Normalize(2)
+    normalize(X)  # learns the bounds of X in train mode
+    chained = ChainedInputTransform(
+        normalize=normalize, append=AppendFeatures(feature_set=torch.zeros(3, 1, **F64))
+    )
+    coefficient, offset = normalize.coefficient.clone(), normalize.offset.clone()
+    mapped = apply_training_transforms(chained, 10 * X)
+    torch.testing.assert_close(mapped, (10 * X - offset) / coefficient)
+    assert torch.equal(normalize.coefficient, coefficient) and normalize.training
+
+
+def test_learnable_parameters_are_named() -> None:
+    warp = Warp(2, indices=[0, 1])
+    assert learnable_parameter_names(warp) == ["concentration0", "concentration1"]
+    assert learnable_parameter_names(Normalize(2)) == []
+    assert learnable_parameter_names(None) == []
+    warp.requires_grad_(False)
+    assert learnable_parameter_names(warp) == []
+
+
+def test_a_transformed_input_network_trains_both_and_keeps_the_transform_in_eval() -> None:
+    module = TransformedInputNetwork(Warp(2, indices=[0, 1]), nn.Linear(2, 1).double())
+    module.train()
+    assert not module.transform.training and module.network.training
+    assert {"transform.concentration0", "network.weight"} <= dict(module.named_parameters()).keys()
+    assert module.in_features == 2  # the network's attributes
+    X = torch.rand(4, 2, **F64)
+    torch.testing.assert_close(module(X), module.network(module.transform.transform(X)))
+
+
+@pytest.mark.parametrize("model_class", [MCDropout, NEON])
+def test_a_learnable_warp_trains_with_the_network(model_class) -> None:
+    X, Y = _data()
+    warp = Warp(2, indices=[0, 1], bounds=BOUNDS)
+    model = model_class(X, Y, input_transform=warp, epochs=60).fit(seed=0)
+    learned = model.input_transform
+    assert learned is not warp  # the model's own copy, trained
+    assert not torch.equal(learned.concentration0, warp.concentration0)
+    assert torch.equal(warp.concentration0, torch.ones_like(warp.concentration0))
+    # The posterior maps inputs through the learned warp.
+    X_test = torch.rand(5, 1, 2, **F64)
+    if model_class is MCDropout:
+        functions = model.network(learned(X_test), masks=model.masks)
+        expected = model.outcome_transform.untransform(functions)[0]
+        torch.testing.assert_close(model.posterior(X_test).values, expected)
+    again = model_class(X, Y, input_transform=Warp(2, indices=[0, 1], bounds=BOUNDS), epochs=60)
+    again.fit(seed=0)
+    torch.testing.assert_close(again.input_transform.concentration1, learned.concentration1)
+
+
+def test_a_failed_fit_leaves_the_learnable_transform_as_it_was() -> None:
+    X, Y = _data()
+    model = MCDropout(X, Y, input_transform=Warp(2, indices=[0, 1], bounds=BOUNDS), epochs=20)
+    model.fit(seed=0)
+    transform = model.input_transform
+    before = [parameter.detach().clone() for parameter in transform.parameters()]
+    with training_interrupted_after(3, KeyboardInterrupt()), pytest.raises(KeyboardInterrupt):
+        model.fit(seed=1)
+    assert model.input_transform is transform
+    assert all(torch.equal(a, b) for a, b in zip(before, transform.parameters(), strict=True))
+
+
+@pytest.mark.parametrize("model_class", [DeepEnsemble, HyperDeepEnsemble, NOMU])
+def test_models_that_cannot_learn_a_transform_refuse_it(model_class) -> None:
+    X, Y = _data()
+    with pytest.raises(UnsupportedError, match=r"cannot learn the parameters \['concentration0'"):
+        model_class(X, Y, input_transform=Warp(2, indices=[0, 1], bounds=BOUNDS))
+    fixed = Warp(2, indices=[0, 1], bounds=BOUNDS).requires_grad_(False)
+    model_class(X, Y, input_transform=fixed)
