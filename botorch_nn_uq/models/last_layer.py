@@ -97,7 +97,7 @@ class PredictionWithFeatures(NamedTuple):
 
 
 def append_bias(features: Tensor) -> Tensor:
-    r"""``features`` (``... x h``) with a column of ones appended (``... x (h + 1)``)."""
+    r"""``features`` (``batch x h``) with a column of ones appended (``batch x (h + 1)``)."""
     return torch.cat([features, torch.ones_like(features[..., :1])], dim=-1)
 
 
@@ -163,8 +163,8 @@ def state_key(model: NeuralSurrogateModel) -> tuple[tuple[int, int, int], ...]:
 
 
 def feature_similarity(features: Tensor, covariance: Tensor) -> Tensor:
-    r"""``phi(x)^T G^{-1} phi(x)`` for ``... x q x H`` features and ``G^{-1}`` (``H x H``):
-    ``... x q``, floored at the dtype's minimum variance."""
+    r"""``phi(x)^T G^{-1} phi(x)`` for ``batch x q x H`` features and ``G^{-1}``
+    (``H x H``), a ``batch x q`` tensor floored at the dtype's minimum variance."""
     similarity = ((features @ covariance) * features).sum(-1)
     return similarity.clamp_min(min_variance(features.dtype))
 
@@ -177,7 +177,8 @@ def feature_correlation(
     other_similarity: Tensor | None = None,
 ) -> Tensor:
     r"""The last layer's correlation ``rho(x, x')`` between the points of ``features``
-    (``... x q x H``) and of ``other_features`` (``... x n x H``): ``... x q x n``.
+    (``batch x q x H``) and of ``other_features`` (``batch x n x H``), a ``batch x q x n``
+    tensor.
 
     Args:
         features: Features of the first points.
