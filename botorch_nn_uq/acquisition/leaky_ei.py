@@ -26,7 +26,7 @@ from botorch.sampling.base import MCSampler
 from botorch.utils.transforms import average_over_ensemble_models, t_batch_mode_transform
 from torch import Tensor
 
-from botorch_nn_uq.acquisition.validation import validate_best_f
+from botorch_nn_uq.acquisition.validation import check_candidates, validate_best_f
 from botorch_nn_uq.checks import Interval, check_boolean, check_real_number
 from botorch_nn_uq.compat import log_ei_helper, scaled_improvement
 
@@ -168,6 +168,12 @@ class qLeakyExpectedImprovement(SampleReducingMCAcquisitionFunction):  # noqa: N
         )
         self.negative_slope = _validate_negative_slope(negative_slope)
         self.register_buffer("best_f", validate_best_f(best_f, model))
+
+    def forward(self, X: Tensor) -> Tensor:
+        r"""The acquisition value of every t-batch of ``X`` (``batch_shape x q x d``,
+        ``q >= 1``, or ``q x d``); an empty q-batch is refused with a clear error."""
+        check_candidates(X, self.X_pending)
+        return super().forward(X)
 
     def _sample_forward(self, obj: Tensor) -> Tensor:
         r"""Weighted improvements ``w_i·I_i`` per sample and batch point.

@@ -21,6 +21,8 @@ the default everywhere.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from botorch.utils.probability.utils import log_prob_normal_in, ndtr, phi
 from torch import Tensor
@@ -61,11 +63,19 @@ def _standardised_interval(
     return lower, upper, nonempty
 
 
+#: Standardised intervals narrower than this take the midpoint rule in
+#: :func:`log_squared_gaussian_cdf`.
+NARROW_INTERVAL_WIDTH = 1e-4
+
+
 def log_squared_gaussian_cdf(threshold: Tensor, offset: Tensor, std: Tensor) -> Tensor:
     r"""Logarithm of ``P(Z² ≤ threshold)`` for ``Z ~ N(offset, std²)``.
 
     Equals ``log F_{1,λ}(threshold / std²)`` with ``λ = offset² / std²``, accurate far
-    into the tails (via ``botorch.utils.probability.utils.log_prob_normal_in``).
+    into the tails (via ``botorch.utils.probability.utils.log_prob_normal_in``) and for
+    intervals narrower than :data:`NARROW_INTERVAL_WIDTH` standard deviations (a tiny
+    threshold or a huge ``std``), whose mass is the width times the normal density at
+    their midpoint.
 
     Args:
         threshold: Tensor of thresholds ``c`` (any real value; ``c ≤ 0`` gives ``-inf``).
@@ -76,9 +86,25 @@ def log_squared_gaussian_cdf(threshold: Tensor, offset: Tensor, std: Tensor) -> 
         The log-probabilities, with the broadcast shape of the arguments. Entries with
         ``threshold ≤ 0`` are ``-inf`` and have zero gradient.
     """
+    threshold, offset, std = torch.broadcast_tensors(threshold, offset, std)
+    positive = threshold > torch.finfo(threshold.dtype).tiny ** 0.5
+    radius = torch.where(positive, threshold, torch.ones_like(threshold)).sqrt()
+    # The interval's width and midpoint in standard units, each without cancellation: a
+    # narrow interval (a tiny threshold, or a huge standard deviation) has a mass that
+    # differences of normal CDFs round to zero, while its logarithm is finite.
+    width = 2 * radius / std
+    midpoint = -offset.abs() / std
     lower, upper, nonempty = _standardised_interval(threshold, offset, std)
-    log_mass = log_prob_normal_in(lower, upper)
-    return torch.where(nonempty, log_mass, torch.full_like(log_mass, -float("inf")))
+    wide = nonempty & (width >= NARROW_INTERVAL_WIDTH)
+    log_wide = log_prob_normal_in(
+        torch.where(wide, lower, -torch.ones_like(lower)),
+        torch.where(wide, upper, torch.ones_like(upper)),
+    )
+    # The midpoint rule: relative error about width^2 |midpoint^2 - 1| / 24.
+    safe_width = torch.where(positive, width, torch.ones_like(width))
+    log_narrow = safe_width.log() - 0.5 * midpoint.square() - 0.5 * math.log(2 * math.pi)
+    log_mass = torch.where(wide, log_wide, log_narrow)
+    return torch.where(positive, log_mass, torch.full_like(log_mass, -float("inf")))
 
 
 def squared_gaussian_cdf(threshold: Tensor, offset: Tensor, std: Tensor) -> Tensor:
@@ -141,6 +167,28 @@ def _excess_mass(standardised_root: Tensor, ratio: Tensor, quantile: Tensor) -> 
     return ndtr(standardised_root) - ndtr(-standardised_root - 2 * ratio) - quantile
 
 
+def check_resolvable_quantile(quantile: Tensor) -> None:
+    r"""Refuse quantiles outside ``(0, 1)`` and those too close to 0 or 1 for their dtype:
+    the quantile of ``Z²`` needs the finite normal quantiles ``Φ⁻¹(q)`` and
+    ``Φ⁻¹((1 + q)/2)``.
+
+    Args:
+        quantile: The probability levels, a tensor in the computation's dtype.
+
+    Raises:
+        ValueError: If a level lies outside ``(0, 1)`` or its normal quantiles are not
+            finite in the dtype.
+    """
+    if ((quantile <= 0) | (quantile >= 1)).any():
+        raise ValueError(f"quantile must lie in the open interval (0, 1), got {quantile}.")
+    bounds = torch.stack([torch.special.ndtri(quantile), torch.special.ndtri((1 + quantile) / 2)])
+    if not bounds.isfinite().all():
+        raise ValueError(
+            f"quantile {quantile} is too close to 0 or 1 to be resolved in {quantile.dtype}: "
+            "its normal quantiles are infinite."
+        )
+
+
 def squared_gaussian_quantile(quantile: float | Tensor, offset: Tensor, std: Tensor) -> Tensor:
     r"""The ``quantile``-quantile of ``Z²`` for ``Z ~ N(offset, std²)``.
 
@@ -164,8 +212,7 @@ def squared_gaussian_quantile(quantile: float | Tensor, offset: Tensor, std: Ten
     """
     offset, std = torch.broadcast_tensors(offset, std)
     quantile = torch.as_tensor(quantile, dtype=offset.dtype, device=offset.device)
-    if ((quantile <= 0) | (quantile >= 1)).any():
-        raise ValueError(f"quantile must lie in the open interval (0, 1), got {quantile}.")
+    check_resolvable_quantile(quantile)
     distance = offset.abs()
     ratio = distance / std
     with torch.no_grad():
@@ -272,8 +319,7 @@ def sankaran_squared_gaussian_quantile(
     """
     offset, std = torch.broadcast_tensors(offset, std)
     quantile = torch.as_tensor(quantile, dtype=offset.dtype, device=offset.device)
-    if ((quantile <= 0) | (quantile >= 1)).any():
-        raise ValueError(f"quantile must lie in the open interval (0, 1), got {quantile}.")
+    check_resolvable_quantile(quantile)
     exponent, mean, spread = _sankaran_parameters(1, (offset / std).square())
     transformed = mean + spread * torch.special.ndtri(quantile)
     positive = transformed > 0

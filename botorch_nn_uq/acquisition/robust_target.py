@@ -45,6 +45,7 @@ from botorch.utils.transforms import (
 from torch import Tensor
 
 from botorch_nn_uq.acquisition.noncentral_chi2 import (
+    check_resolvable_quantile,
     log_squared_gaussian_cdf,
     sankaran_squared_gaussian_cdf,
     sankaran_squared_gaussian_expected_improvement,
@@ -53,7 +54,7 @@ from botorch_nn_uq.acquisition.noncentral_chi2 import (
     squared_gaussian_expected_improvement,
     squared_gaussian_quantile,
 )
-from botorch_nn_uq.acquisition.validation import validate_best_f
+from botorch_nn_uq.acquisition.validation import check_candidates, validate_best_f
 from botorch_nn_uq.checks import (
     NON_NEGATIVE,
     OPEN_UNIT_INTERVAL,
@@ -101,6 +102,9 @@ def compute_e_min(
         tensor(0.0200)
     """
     Y_mean = check_finite_tensor("Y_mean", Y_mean)
+    if not Y_mean.is_floating_point():
+        # Integer observations: the squared errors and variances are real numbers.
+        Y_mean = Y_mean.to(torch.float64)
     if Y_mean.dim() == 1:
         Y_mean = Y_mean.unsqueeze(-1)
     if Y_mean.dim() == 0 or Y_mean.shape[-1] != 1:
@@ -536,6 +540,7 @@ class RobustTargetLowerConfidenceBound(_AnalyticRobustTargetAcquisitionFunction)
             posterior_transform=posterior_transform,
         )
         check_real_number("quantile", quantile, interval=OPEN_UNIT_INTERVAL)
+        check_resolvable_quantile(torch.tensor(float(quantile), dtype=torch.float64))
         self.quantile = float(quantile)
 
     @t_batch_mode_transform(expected_q=1)
@@ -629,6 +634,12 @@ class qRobustTargetExpectedImprovement(  # noqa: N801
         samples, obj = super()._get_samples_and_objectives(X)
         squared_error = (obj - self.target.to(obj)).square() + self._aleatoric_variance_at(X)
         return samples, -squared_error
+
+    def forward(self, X: Tensor) -> Tensor:
+        r"""The acquisition value of every t-batch of ``X`` (``batch_shape x q x d``,
+        ``q >= 1``, or ``q x d``); an empty q-batch is refused with a clear error."""
+        check_candidates(X, self.X_pending)
+        return super().forward(X)
 
     def _sample_forward(self, obj: Tensor) -> Tensor:
         r"""Improvements ``(E_min − Ê)₊`` per sample and batch point.

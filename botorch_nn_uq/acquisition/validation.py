@@ -39,3 +39,21 @@ def validate_best_f(best_f: float | Tensor, model: Model, interval: Interval = R
         # A model that does not state its batch shape: any shape broadcasts at evaluation.
         batch_shape = tensor.shape
     return check_batch_broadcastable("best_f", tensor, batch_shape)
+
+
+def check_candidates(X: Tensor, X_pending: Tensor | None) -> None:
+    r"""Refuse an empty q-batch (``batch_shape x 0 x d``) without pending points: a
+    q-batch acquisition value needs at least one point.
+
+    Args:
+        X: A ``batch_shape x q x d`` tensor of candidates.
+        X_pending: The acquisition's pending points, if any.
+
+    Raises:
+        ValueError: If ``X`` has no point and there are no pending points.
+    """
+    if X.ndim >= 2 and X.shape[-2] == 0 and (X_pending is None or X_pending.shape[-2] == 0):
+        raise ValueError(
+            f"X holds no candidate point (shape {tuple(X.shape)}): a q-batch acquisition "
+            "needs q >= 1 points per batch."
+        )

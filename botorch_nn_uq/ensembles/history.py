@@ -185,6 +185,9 @@ class SearchHistory:
 
     @classmethod
     def _from_payload(cls, data: dict[str, Any]) -> SearchHistory:
+        for item in data["candidates"]:
+            if item["error"] is None:
+                _check_finite_state(item["spec"], item["state"])
         candidates = [
             TrainedCandidate(
                 spec=CandidateSpec.from_dict(item["spec"]),
@@ -208,9 +211,43 @@ class SearchHistory:
         )
 
 
+def _check_finite_state(spec: dict[str, Any], state: Any) -> None:
+    r"""Refuse a trained candidate whose weights are not all finite: a resumed search
+    would serve them."""
+    tensors = state.values() if isinstance(state, dict) else ()
+    if not isinstance(state, dict) or not all(isinstance(value, Tensor) for value in tensors):
+        raise ValueError(f"candidate {spec.get('candidate_id')} has no state of tensors")
+    bad = [
+        name
+        for name, value in state.items()
+        if value.is_complex() or (value.is_floating_point() and not value.isfinite().all())
+    ]
+    if bad:
+        raise ValueError(
+            f"candidate {spec.get('candidate_id')} has non-finite or complex weights {bad}"
+        )
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    r"""Delete temporary files that an earlier save of ``path`` left behind when its
+    process was killed (their process no longer runs)."""
+    for temporary in path.parent.glob(f".{path.name}.*.tmp"):
+        pid_text = temporary.name[len(path.name) + 2 :].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            temporary.unlink(missing_ok=True)
+        except PermissionError:
+            continue
+
+
 def _replace_atomically(path: Path, content: bytes) -> None:
     r"""Write ``content`` to ``path`` through a synced temporary file in its folder and
-    a rename, so ``path`` always holds either its old or its new content."""
+    a rename, so ``path`` always holds either its old or its new content. Temporary
+    files of earlier saves killed midway are removed first."""
+    _remove_stale_temporaries(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     # os.open with mode 0o666 gives the file the permissions the umask allows, as a
     # plain open would.

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import threading
+import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import torch
@@ -60,6 +62,13 @@ def build_hyperparameters(hyperparameter_class: type, values: dict[str, Any], ba
         return hyperparameter_class(**values)
     return dataclasses.replace(base, **values)
 
+
+#: The most memory a resampled bank of functions (masks, epistemic indices) may take.
+MAX_FUNCTION_BANK_BYTES = 2**30
+
+#: One lock per model (see :meth:`NeuralSurrogateModel.serving_lock`), kept outside the
+#: model so that models stay copyable and picklable.
+_SERVING_LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: How far (in box widths) test inputs may lie outside declared ``Normalize`` bounds before
 #: a warning: mild extrapolation is common (optimisers step just outside a box, plots
@@ -125,6 +134,9 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
     #: Attributes a fit sets, besides ``training_result``, that record how it went and
     #: that the posterior does not need; a checkpoint does not hold them.
     fit_records: ClassVar[tuple[str, ...]] = ()
+    #: The buffers a fit may register (see :meth:`_register_fitted_buffer`); a checkpoint
+    #: may carry these and no others.
+    fitted_buffer_names: ClassVar[tuple[str, ...]] = ("noise_variance",)
     #: The network outputs the posterior serves, set by :meth:`subset_output`; ``None``
     #: serves all of them.
     _output_selection: list[int] | None = None
@@ -188,6 +200,8 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         self.network: nn.Module | None = None
         self.training_result: TrainingResult | None = None
         self.fit_seed: int | None = None
+        #: Whether the last fit started from another model's weights (``warm_start``).
+        self.warm_started = False
         self.to(train_X)
 
     @classmethod
@@ -318,32 +332,57 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         Returns:
             The model itself, fitted (in ``eval`` mode).
 
-        The fit is transactional: if it raises (a diverging loss, bad overrides,
-        ``KeyboardInterrupt``), the model is left exactly as it was before the call,
-        still serving its previous fit, or unfitted if it had none.
+        The fit is transactional: it trains a private copy of the model and puts the
+        result in place only when it has succeeded. If it raises (a diverging loss, bad
+        overrides, ``KeyboardInterrupt``), the model is left exactly as it was before
+        the call, still serving its previous fit, or unfitted if it had none; while it
+        runs, other threads' predictions are served by the previous fit (see
+        :meth:`serving_lock`).
         """
-        snapshot = self._snapshot()
-        try:
-            return self._fit_from_seed(seed, progress, warm_start, overrides)
-        except BaseException:
-            self._restore(snapshot)
-            raise
+        candidate = self._private_copy()
+        candidate._fit_from_seed(seed, progress, warm_start, overrides)
+        self._adopt(candidate)
+        return self
 
-    def _snapshot(self) -> dict[str, Any]:
-        r"""The model's attributes, with shallow copies of the containers of modules,
-        parameters and buffers: a fit replaces these entries (it builds a new network
-        and registers new buffers) rather than mutating the tensors they hold, so the
-        snapshot keeps the previous fit intact."""
-        return {
-            name: value.copy() if isinstance(value, (dict, set)) else value
-            for name, value in self.__dict__.items()
-        }
+    def _private_copy(self, share_transforms: bool = True) -> Self:
+        r"""A copy of the model to fit or load into while this one keeps serving: it has
+        its own network, buffers and fit records, and shares what a fit does not change
+        (the training data, the hyperparameters and, unless ``share_transforms`` is
+        false, the transforms, which a load replaces)."""
+        shared = [self.hyperparameters, self.train_X, self.transformed_train_Y]
+        if share_transforms:
+            shared += [
+                getattr(self, name, None) for name in ("input_transform", "outcome_transform")
+            ]
+        memo = {id(value): value for value in shared if value is not None}
+        return copy.deepcopy(self, memo)
 
-    def _restore(self, snapshot: dict[str, Any]) -> None:
-        r"""Put back the attributes of :meth:`_snapshot` and their train/eval modes."""
-        self.__dict__.clear()
-        self.__dict__.update(snapshot)
-        self.train(snapshot["training"])
+    def _adopt(self, candidate: NeuralSurrogateModel) -> None:
+        r"""Take over the state of ``candidate`` (a fitted or loaded private copy) at once:
+        a prediction running in another thread sees either the old state or the new one
+        (see :meth:`serving_lock`)."""
+        with self.serving_lock():
+            stale = self.__dict__.keys() - candidate.__dict__.keys()
+            self.__dict__.update(candidate.__dict__)
+            for name in stale:
+                del self.__dict__[name]
+
+    def serving_lock(self) -> threading.RLock:
+        r"""The lock that a prediction (:meth:`posterior`, ``model(X)``) holds while it
+        reads the fitted state, and that a fit or a load holds while it puts the new
+        state in place.
+
+        Thread safety: a fit or a ``load_state_dict`` trains or loads a private copy of
+        the model and swaps its state in when it has succeeded, so predictions from other
+        threads keep being served by the previous fit while it runs and never see a
+        half-trained or half-loaded network. Two fits of the same model at once are not
+        supported (the later swap wins), nor is changing the model's attributes by hand
+        while another thread uses it.
+        """
+        lock = _SERVING_LOCKS.get(self)
+        if lock is None:
+            lock = _SERVING_LOCKS.setdefault(self, threading.RLock())
+        return lock
 
     def _fit_from_seed(
         self,
@@ -390,6 +429,7 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
                 ) from error
         if learned_transform is not None:
             network = TransformedInputNetwork(learned_transform, network)
+        self.warm_started = warm_start is not None
         self.network = network
         self.training_result = self._fit(train_X, train_Y, generator, progress=progress)
         if learned_transform is not None:
@@ -417,6 +457,11 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             noise_variance = residuals.pow(2).mean(dim=0).clamp_min(1e-6)
         self._register_fitted_buffer("noise_variance", noise_variance)
 
+    def is_fitted_buffer_name(self, name: str) -> bool:
+        r"""Whether a fit of this model may register a buffer called ``name`` (one of
+        :attr:`fitted_buffer_names`); a checkpoint naming any other is refused."""
+        return name in self.fitted_buffer_names
+
     def _register_fitted_buffer(self, name: str, tensor: Tensor) -> None:
         r"""Register a buffer that a fit computes and the posterior reads, so that a
         checkpoint carries it and loading recreates it (a fresh model lacks it)."""
@@ -431,6 +476,33 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
     def set_extra_state(self, state: Tensor) -> None:
         r"""Restore the fit's non-tensor attributes from a checkpoint header."""
         checkpoint.restore_fit_attributes(self, state)
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> Any:
+        r"""Load a checkpoint (see :mod:`botorch_nn_uq.models.checkpoint`), all or nothing.
+
+        The checkpoint is checked (its header against this model's class and
+        configuration and against the shapes of its tensors; every tensor real and
+        finite; only the buffers the class declares) and loaded into a private copy of
+        the model, whose predictions are then checked too; the copy's state is put in
+        place only if everything succeeded (with ``refit_on_load``, after the refit). On
+        any error the model is left exactly as it was.
+
+        Args:
+            state_dict: A ``state_dict`` of a model of this class and configuration.
+            strict: As for ``torch.nn.Module.load_state_dict``.
+            assign: As for ``torch.nn.Module.load_state_dict``.
+
+        Returns:
+            PyTorch's missing and unexpected keys (empty when ``strict``).
+        """
+        candidate = self._private_copy(share_transforms=False)
+        result = nn.Module.load_state_dict(candidate, state_dict, strict=strict, assign=assign)
+        if candidate.is_fitted:
+            checkpoint.check_loaded_predictions(candidate)
+        self._adopt(candidate)
+        return result
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
         # Before PyTorch copies the tensors: a fresh model has neither the network nor
@@ -505,12 +577,13 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             covariance, moment-matched; for NOMU, whose marginals are independent,
             diagonal.
         """
-        self._check_posterior_inputs(X)
-        transformed_X = self._transformed_test_inputs(X)
-        posterior = self._predict(transformed_X, observation_noise=False)
-        if self._output_selection is not None:
-            posterior = posterior.subset_outputs(self._output_selection)
-        return posterior.output_batched_distribution()
+        with self.serving_lock():
+            self._check_posterior_inputs(X)
+            transformed_X = self._transformed_test_inputs(X)
+            posterior = self._predict(transformed_X, observation_noise=False)
+            if self._output_selection is not None:
+                posterior = posterior.subset_outputs(self._output_selection)
+            return posterior.output_batched_distribution()
 
     def _check_posterior_inputs(self, X: Tensor) -> None:
         r"""Refuse an unfitted model and malformed ``X``; put the model in ``eval`` mode."""
@@ -569,9 +642,10 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             A posterior over ``batch_shape x q x m'`` outputs (``m'`` the number of
             selected outputs; 1 after a scalarising transform).
         """
-        return self._posterior(
-            X, output_indices, observation_noise, posterior_transform, kwargs, self._predict
-        )
+        with self.serving_lock():
+            return self._posterior(
+                X, output_indices, observation_noise, posterior_transform, kwargs, self._predict
+            )
 
     def _posterior(
         self,
@@ -692,6 +766,14 @@ class ResizableFunctionBank(ABC):
         self._check_fitted()
         check_integer("size", size, minimum=self.min_function_bank_size)
         check_seed("seed", seed)
+        bank = [getattr(self, name) for name in self._function_bank_buffers()]
+        size_in_bytes = size * sum(tensor[0].numel() * tensor.element_size() for tensor in bank)
+        if size_in_bytes > MAX_FUNCTION_BANK_BYTES:
+            raise ValueError(
+                f"A bank of {size} functions would take {size_in_bytes / 2**30:.1f} GiB; "
+                f"at most {MAX_FUNCTION_BANK_BYTES / 2**30:.0f} GiB "
+                f"({MAX_FUNCTION_BANK_BYTES * size // size_in_bytes} functions) are allowed."
+            )
         self._set_function_bank(size, torch.Generator().manual_seed(seed))
         return self
 

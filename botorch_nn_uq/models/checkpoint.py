@@ -11,9 +11,17 @@ Besides the weights, the ``state_dict`` holds a header under ``"_extra_state"`` 
 text in a tensor, see :func:`encode_header`): the model's class, its dimensions, the
 hyperparameters that shape the fitted network (``checkpoint_hyperparameters``), the
 architectures of ensemble members (a search chooses them, so no hyperparameter does),
-and the names of the buffers the fit registered. Loading checks the header against the
-model before anything is changed, builds the network skeleton, and lets PyTorch copy the
-tensors into it.
+and the names of the buffers the fit registered.
+
+Loading is all or nothing, and safe for files from elsewhere:
+:meth:`~botorch_nn_uq.models.base.NeuralSurrogateModel.load_state_dict` loads into a
+private copy of the model and puts it in place only if everything succeeds. Before
+anything is built, the header is checked for its layout (keys and types), against the
+model (class, configuration) and against the shapes of the tensors it comes with (an
+ensemble's member architectures), so that a crafted header cannot make loading allocate
+more than the tensors it describes; only the buffers the model's class declares are
+accepted; and every tensor must be real and finite. After loading, the model must predict
+finite values of the right shapes.
 """
 
 from __future__ import annotations
@@ -48,14 +56,64 @@ def encode_header(header: dict[str, Any]) -> Tensor:
     return torch.frombuffer(bytearray(text), dtype=torch.uint8).clone()
 
 
+#: The keys of a fitted model's header and the JSON types of their values.
+HEADER_FIELDS: dict[str, tuple[type, ...]] = {
+    "format": (int,),
+    "model_class": (str,),
+    "fitted": (bool,),
+    "input_dim": (int,),
+    "network_input_dim": (int,),
+    "num_outputs": (int,),
+    "output_selection": (list, type(None)),
+    "input_transform": (str, type(None)),
+    "outcome_transform": (str, type(None)),
+    "hyperparameters": (dict,),
+    "network": (list, type(None)),
+    "fitted_buffers": (list,),
+    "fit_seed": (int,),
+}
+#: The keys of an ensemble member group's description and the JSON types of their values.
+GROUP_FIELDS: dict[str, tuple[type, ...]] = {
+    "input_dim": (int,),
+    "output_dim": (int,),
+    "hidden_widths": (list,),
+    "member_seeds": (list,),
+    "activation": (list,),
+    "gaussian_head": (bool,),
+    "dropout": (list,),
+    "min_std": (int, float),
+    "skip_connections": (list,),
+}
+
+
+class CheckpointError(RuntimeError):
+    r"""A ``state_dict`` that cannot be loaded into a model, with the reason."""
+
+
 def decode_header(state: Any) -> dict[str, Any]:
-    r"""The header dict of a tensor written by :func:`encode_header`."""
+    r"""The header dict of a tensor written by :func:`encode_header`.
+
+    Raises:
+        CheckpointError: If ``state`` is not such a tensor, its text is not JSON, or the
+            JSON is not an object.
+    """
     if not isinstance(state, Tensor) or state.dtype != torch.uint8 or state.ndim != 1:
-        raise RuntimeError(
-            f"The state_dict's {HEADER_KEY!r} entry is not the header of a checkpoint of "
-            "this package (a 1-D uint8 tensor)."
+        raise CheckpointError(
+            f"Cannot load the state_dict: its {HEADER_KEY!r} entry is not the header of a "
+            "checkpoint of this package (a 1-D uint8 tensor)."
         )
-    return json.loads(bytes(state.tolist()).decode())
+    try:
+        header = json.loads(bytes(state.tolist()).decode())
+    except (UnicodeDecodeError, ValueError) as error:
+        raise CheckpointError(
+            f"Cannot load the state_dict: its header is not valid JSON ({error})."
+        ) from error
+    if not isinstance(header, dict):
+        raise CheckpointError(
+            f"Cannot load the state_dict: its header is a JSON {type(header).__name__}, "
+            "not an object."
+        )
+    return header
 
 
 def model_header(model: NeuralSurrogateModel) -> dict[str, Any]:
@@ -99,8 +157,20 @@ def prepare_to_load(model: NeuralSurrogateModel, state_dict: dict[str, Any], pre
     if prefix + HEADER_KEY not in state_dict:
         return
     header = decode_header(state_dict[prefix + HEADER_KEY])
+    _check_layout(model, header)
     _check_header(model, header)
-    network = _network_skeleton(model, header).to(model.train_X)
+    _check_tensors(model, state_dict, prefix)
+    unknown = [name for name in header["fitted_buffers"] if not model.is_fitted_buffer_name(name)]
+    if unknown:
+        raise _mismatch(
+            model, f"the checkpoint names buffers that a fit of this model never has: {unknown}."
+        )
+    if header["network"] is not None:
+        _check_ensemble(model, header["network"], state_dict, prefix + "network.")
+    try:
+        network = _network_skeleton(model, header).to(model.train_X)
+    except (ValueError, TypeError) as error:
+        raise _mismatch(model, f"its network cannot be built ({error}).") from error
     _check_network_state(model, network, state_dict, prefix + "network.")
     missing = [name for name in header["fitted_buffers"] if prefix + name not in state_dict]
     if missing:
@@ -129,6 +199,7 @@ def restore_fit_attributes(model: NeuralSurrogateModel, state: Tensor) -> None:
     header = decode_header(state)
     model.fit_seed = header["fit_seed"]
     model.training_result = None
+    model.warm_started = False
     for name in model.fit_records:
         model.__dict__.pop(name, None)
 
@@ -137,8 +208,143 @@ def _qualified_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _mismatch(model: NeuralSurrogateModel, reason: str) -> RuntimeError:
-    return RuntimeError(f"Cannot load the state_dict into this {type(model).__name__}: {reason}")
+def _mismatch(model: NeuralSurrogateModel, reason: str) -> CheckpointError:
+    return CheckpointError(f"Cannot load the state_dict into this {type(model).__name__}: {reason}")
+
+
+def _check_layout(model: NeuralSurrogateModel, header: dict[str, Any]) -> None:
+    r"""Refuse a header without the keys of its format, or with values of other types."""
+    fields = (
+        HEADER_FIELDS
+        if header.get("fitted") is True
+        else {name: HEADER_FIELDS[name] for name in ("format", "model_class", "fitted")}
+    )
+    problems = [
+        f"{name} is missing" if name not in header else f"{name} is a {type(header[name]).__name__}"
+        for name, types in fields.items()
+        if name not in header
+        or not isinstance(header[name], types)
+        or (isinstance(header[name], bool) and bool not in types)
+    ]
+    if not problems and fields is HEADER_FIELDS:
+        buffers = header["fitted_buffers"]
+        if not all(isinstance(name, str) for name in buffers):
+            problems.append("fitted_buffers holds names that are not strings")
+        if header["fit_seed"] < 0:
+            problems.append("fit_seed is negative")
+    if problems:
+        raise _mismatch(model, "its header is malformed: " + "; ".join(problems) + ".")
+
+
+def _check_tensors(model: NeuralSurrogateModel, state_dict: dict[str, Any], prefix: str) -> None:
+    r"""Refuse complex, non-finite or non-tensor entries (the header aside)."""
+    problems = []
+    for name, value in state_dict.items():
+        if not name.startswith(prefix) or name == prefix + HEADER_KEY:
+            continue
+        if not isinstance(value, Tensor):
+            problems.append(f"{name} is a {type(value).__name__}, not a tensor")
+        elif value.is_complex():
+            problems.append(f"{name} is complex")
+        elif value.is_floating_point() and not value.isfinite().all():
+            problems.append(f"{name} holds NaN or infinite values")
+    if problems:
+        raise _mismatch(model, "; ".join(problems) + ".")
+
+
+def _check_ensemble(
+    model: NeuralSurrogateModel, groups: list[Any], state_dict: dict[str, Any], prefix: str
+) -> None:
+    r"""Check the header's member groups for their layout and against the shapes of the
+    checkpoint's network tensors, before any network is built: a group is built with
+    exactly the parameters the checkpoint holds."""
+    problems = []
+    if not groups:
+        problems.append("the header describes an ensemble without member groups")
+    for index, group in enumerate(groups):
+        where = f"member group {index}"
+        if not isinstance(group, dict):
+            problems.append(f"{where} is a {type(group).__name__}")
+            continue
+        wrong = [
+            name
+            for name, types in GROUP_FIELDS.items()
+            if not isinstance(group.get(name), types)
+            or isinstance(group.get(name), bool)
+            and bool not in types
+        ]
+        if wrong:
+            problems.append(f"{where} lacks or mistypes {wrong}")
+            continue
+        integers = [*group["hidden_widths"], *group["member_seeds"]]
+        if not all(isinstance(value, int) and not isinstance(value, bool) for value in integers):
+            problems.append(f"{where} has widths or seeds that are not integers")
+            continue
+        expected = _group_parameter_shapes(group)
+        if expected is None:
+            problems.append(f"{where} has an invalid architecture")
+            continue
+        for name, shape in expected.items():
+            saved = state_dict.get(f"{prefix}groups.{index}.{name}")
+            if not isinstance(saved, Tensor) or tuple(saved.shape) != shape:
+                found = "missing" if saved is None else f"of shape {tuple(saved.shape)}"
+                problems.append(
+                    f"{prefix}groups.{index}.{name} is {found}, the header says {shape}"
+                )
+        if group["input_dim"] != _network_inputs(model).shape[-1]:
+            problems.append(f"{where} takes {group['input_dim']} inputs")
+        if group["output_dim"] != model._num_outputs:
+            problems.append(f"{where} has {group['output_dim']} outputs")
+    if problems:
+        raise _mismatch(
+            model, "its ensemble does not match its tensors: " + "; ".join(problems) + "."
+        )
+
+
+def _group_parameter_shapes(group: dict[str, Any]) -> dict[str, tuple[int, ...]] | None:
+    r"""The parameter shapes of the member group ``group`` describes (``BatchedMLP``'s
+    layout), or ``None`` if the description is not a valid architecture."""
+    hidden, members = group["hidden_widths"], len(group["member_seeds"])
+    skips = group["skip_connections"]
+    if members < 1 or any(width < 1 for width in hidden) or group["output_dim"] < 1:
+        return None
+    if group["input_dim"] < 1 or len(skips) != len(hidden):
+        return None
+    head = group["output_dim"] * (2 if group["gaussian_head"] else 1)
+    widths = [group["input_dim"], *hidden, head]
+    shapes = {}
+    for layer, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        shapes[f"weights.{layer}"] = (members, fan_in, fan_out)
+        shapes[f"biases.{layer}"] = (members, 1, fan_out)
+    position = 0
+    for layer, sources in enumerate(skips):
+        if not isinstance(sources, list):
+            return None
+        for source in sources:
+            if not isinstance(source, int) or not -1 <= source < layer:
+                return None
+            shapes[f"projections.{position}"] = (members, widths[source + 1], widths[layer + 1])
+            position += 1
+    return shapes
+
+
+def check_loaded_predictions(model: NeuralSurrogateModel) -> None:
+    r"""Refuse a loaded model that does not predict finite values of the right shapes at
+    its first training input (with and without observation noise): the sign of fitted
+    buffers of the wrong sizes."""
+    X = model.train_X[:1].unsqueeze(0)
+    expected = (1, 1, model.num_outputs)
+    try:
+        with torch.no_grad():
+            for observation_noise in (False, True):
+                posterior = model.posterior(X, observation_noise=observation_noise)
+                moments = (posterior.mean, posterior.variance)
+                if any(tuple(m.shape) != expected or not m.isfinite().all() for m in moments):
+                    raise ValueError("non-finite values or values of the wrong shape")
+    except (RuntimeError, ValueError, IndexError) as error:
+        raise _mismatch(
+            model, f"the loaded model does not predict ({error}); its tensors do not fit together."
+        ) from error
 
 
 def _configuration(model: NeuralSurrogateModel) -> dict[str, Any]:

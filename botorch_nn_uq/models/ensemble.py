@@ -33,6 +33,10 @@ from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.training.config import NonFiniteLossError, TrainedWithLoop, TrainingResult
 from botorch_nn_uq.training.members import fit_members
 
+#: How far above its starting loss a warm-started member may end, relative to that loss,
+#: and still count as converged rather than diverged when it never improved.
+WARM_START_TOLERANCE = 0.1
+
 
 @dataclass(frozen=True)
 class FixedArchitectureHyperparameters(MemberEnsembleHyperparameters, TrainedWithLoop):
@@ -239,16 +243,22 @@ class DeepEnsemble(MemberEnsemble):
         )
         # A diverged member would be served at the weights of its best loss before it
         # diverged, often its initialisation: an untrained network presented as trained.
-        # Without validation rows the first epoch's loss is that of the initial weights,
-        # so a member whose best loss stayed there over several epochs never trained.
+        # Without validation rows the first epoch's loss is that of the initial weights.
+        # From a random initialisation a member whose best loss stayed there over several
+        # epochs never trained; from a warm start it may simply have started at its
+        # optimum, and it failed only if it ended clearly above its starting loss.
         failed = result.diverged.clone()
         if validation_masks is None and result.epochs_run > 1:
-            failed |= result.best_epoch == 0
+            never_improved = result.best_epoch == 0
+            if self.warm_started:
+                first, last = result.loss_history[0], result.loss_history[-1]
+                never_improved &= last > first + WARM_START_TOLERANCE * first.abs()
+            failed |= never_improved
         if failed.any():
             raise NonFiniteLossError(
                 f"The training of ensemble member(s) {failed.nonzero().squeeze(-1).tolist()} "
                 "diverged (non-finite loss, or a loss that never fell below its initial "
-                "value). Lower the learning rate, check the data scaling, or enable gradient "
+                "value; from a warm start, one that ended clearly above it). Lower the learning rate, check the data scaling, or enable gradient "
                 "clipping."
             )
         self._serve_members(self.network, torch.ones(members.num_members), train_X, train_Y)

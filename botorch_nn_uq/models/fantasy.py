@@ -218,14 +218,15 @@ class FantasyModel(Model):
                 f"The batch shape {tuple(X.shape[:-2])} of X does not broadcast with the "
                 f"model's batch shape {tuple(self.batch_shape)}."
             ) from error
-        return model._posterior(
-            X,
-            output_indices=output_indices,
-            observation_noise=observation_noise,
-            posterior_transform=posterior_transform,
-            extra_arguments=kwargs,
-            predict=self._conditioning.posterior,
-        )
+        with model.serving_lock():
+            return model._posterior(
+                X,
+                output_indices=output_indices,
+                observation_noise=observation_noise,
+                posterior_transform=posterior_transform,
+                extra_arguments=kwargs,
+                predict=self._conditioning.posterior,
+            )
 
     def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> FantasyModel:
         r"""The fitted model conditioned on this model's observations and ``(X, Y)``

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -145,12 +146,28 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
 
     def _set_function_bank(self, size: int, generator: torch.Generator) -> None:
         # Buffers (not a plain list) so that the bank follows the model in .to(...).
-        for layer, mask in enumerate(self.network.sample_masks(size, generator)):
+        masks = self.network.sample_masks(size, generator)
+        for layer, mask in enumerate(masks):
             self._register_fitted_buffer(f"dropout_mask_{layer}", mask.detach())
+        if all(bool((mask == mask[:1]).all()) for mask in masks):
+            warnings.warn(
+                f"All {size} dropout masks of {type(self).__name__} are equal (dropout "
+                f"{self.hyperparameters.dropout}), so its posterior without observation noise "
+                "has zero variance everywhere (no epistemic uncertainty). Raise dropout or "
+                "num_masks.",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def _function_bank_buffers(self) -> tuple[str, ...]:
         # `dropout_mask_{layer}`: `num_masks x width_layer`, one mask row per function.
         return tuple(f"dropout_mask_{layer}" for layer in range(len(self.network.hidden_layers)))
+
+    def is_fitted_buffer_name(self, name: str) -> bool:
+        r"""The noise variance and one ``dropout_mask_{layer}`` per hidden layer."""
+        layers = len(self.hyperparameters.hidden_widths)
+        masks = {f"dropout_mask_{layer}" for layer in range(layers)}
+        return name == "noise_variance" or name in masks
 
     @property
     def masks(self) -> list[Tensor]:

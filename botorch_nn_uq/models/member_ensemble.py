@@ -137,6 +137,7 @@ class MemberEnsemble(NeuralSurrogateModel):
     #: What every ensemble's checkpoint must agree on; subclasses add the hyperparameters
     #: that fix their architecture.
     checkpoint_hyperparameters = ("likelihood", "min_std")
+    fitted_buffer_names = ("member_weights", "noise_variance")
     input_transform_limit = (
         "its members train as independent networks (one batched computation, member by "
         "member), and a transform's parameters would be shared by all of them."

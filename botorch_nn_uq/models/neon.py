@@ -223,6 +223,7 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
     )
     min_function_bank_size = 2
     trains_input_transform = True
+    fitted_buffer_names = ("epistemic_indices", "noise_variance")
 
     def __init__(
         self,

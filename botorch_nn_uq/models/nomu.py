@@ -258,6 +258,7 @@ class NOMU(NeuralSurrogateModel):
     """
 
     hyperparameter_class = NOMUHyperparameters
+    fitted_buffer_names = ("fitted_artificial_input_box",)
     input_transform_limit = (
         "its two branches train on separate objectives, with artificial inputs drawn in "
         "the transformed input box, which a learned transform would move."
@@ -454,6 +455,10 @@ class NOMU(NeuralSurrogateModel):
             A ``MultivariateNormal`` over the ``q`` points with batch shape
             ``batch_shape`` for one output and ``batch_shape x m`` for several.
         """
+        with self.serving_lock():
+            return self._correlated_latent_distribution(X)
+
+    def _correlated_latent_distribution(self, X: Tensor) -> MultivariateNormal:
         self._check_posterior_inputs(X)
         transformed_X = self._transformed_test_inputs(X)
         prediction = self._predict(transformed_X, observation_noise=False, return_features=True)

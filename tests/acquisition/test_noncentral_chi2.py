@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 from scipy.stats import ncx2
 
 from botorch_nn_uq.acquisition.noncentral_chi2 import (
+    check_resolvable_quantile,
     log_squared_gaussian_cdf,
     sankaran_noncentral_chi2_cdf,
     sankaran_squared_gaussian_cdf,
@@ -218,3 +221,35 @@ def test_quantile_outside_unit_interval_raises(quantile, dtype):
         squared_gaussian_quantile(quantile, offset, std)
     with pytest.raises(ValueError, match="quantile must lie in the open interval"):
         sankaran_squared_gaussian_quantile(quantile, offset, std)
+
+
+def test_the_log_cdf_of_a_narrow_interval_is_finite_and_accurate() -> None:
+    f64 = {"dtype": torch.float64}
+    # P(Z^2 <= c) for a tiny c: about 2 sqrt(c) phi(offset) / std.
+    threshold, offset, std = (
+        torch.tensor(1e-36, **f64),
+        torch.tensor(0.5, **f64),
+        torch.tensor(1.0, **f64),
+    )
+    expected = math.log(2e-18) - 0.125 - 0.5 * math.log(2 * math.pi)
+    assert log_squared_gaussian_cdf(threshold, offset, std).item() == pytest.approx(
+        expected, rel=1e-9
+    )
+    # A huge standard deviation (variance 1e100): the interval is 2e-50 standard units wide.
+    huge = log_squared_gaussian_cdf(
+        torch.tensor(1.0, **f64), torch.tensor(0.0, **f64), torch.tensor(1e50, **f64)
+    )
+    assert huge.item() == pytest.approx(math.log(2e-50) - 0.5 * math.log(2 * math.pi), rel=1e-9)
+    # Continuous across the switch to the midpoint rule.
+    std = torch.tensor([0.99e4, 1.01e4], **f64)
+    values = log_squared_gaussian_cdf(torch.tensor(0.25, **f64), torch.tensor(0.1, **f64), std)
+    exact = torch.log(2 * 0.5 / std) - 0.5 * (0.1 / std) ** 2 - 0.5 * math.log(2 * math.pi)
+    torch.testing.assert_close(values, exact, rtol=1e-7, atol=0)
+
+
+def test_quantiles_too_close_to_one_are_refused() -> None:
+    with pytest.raises(ValueError, match="too close to 0 or 1"):
+        check_resolvable_quantile(torch.tensor(1 - 2**-53, dtype=torch.float64))
+    with pytest.raises(ValueError, match="too close to 0 or 1"):
+        squared_gaussian_quantile(0.99999994, torch.zeros(2), torch.ones(2))
+    check_resolvable_quantile(torch.tensor(1 - 1e-9, dtype=torch.float64))

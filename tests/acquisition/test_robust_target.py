@@ -400,3 +400,16 @@ def test_float32(candidates):
     ):
         values = acqf(X)
         assert values.dtype == torch.float32 and values.isfinite().all()
+
+
+def test_integer_observations_give_a_real_incumbent() -> None:
+    e_min = compute_e_min(torch.tensor([[1], [3]]), target=2.5, aleatoric_variance=0.3)
+    assert e_min.is_floating_point() and e_min.item() == pytest.approx(0.55)
+
+
+def test_a_lower_confidence_bound_at_an_unresolvable_quantile_is_refused() -> None:
+    model = make_gp()
+    with pytest.raises(ValueError, match="too close to 0 or 1"):
+        RobustTargetLowerConfidenceBound(
+            model, target=0.0, aleatoric_variance=0.1, quantile=1 - 2**-53
+        )

@@ -156,3 +156,24 @@ def test_a_nan_observation_does_not_become_a_nan_incumbent(gp, acquisition, extr
     with pytest.raises(ValueError, match=message):
         inputs = get_acqf_input_constructor(acquisition)(model=gp, training_data=dataset, **extra)
         acquisition(**inputs)
+
+
+def test_an_empty_q_batch_is_refused_by_the_q_acquisitions() -> None:
+    from botorch_nn_uq.acquisition import (
+        qLeakyExpectedImprovement,
+        qRobustTargetExpectedImprovement,
+    )
+    from botorch_nn_uq.models import MCDropout
+
+    X = torch.rand(10, 2, dtype=torch.float64)
+    model = MCDropout(X, X.sum(-1, keepdim=True), epochs=5).fit(seed=0)
+    empty = torch.rand(3, 0, 2, dtype=torch.float64)
+    acquisitions = [
+        qLeakyExpectedImprovement(model, best_f=1.0),
+        qRobustTargetExpectedImprovement(model, target=1.0, best_f=0.5, aleatoric_variance=0.1),
+    ]
+    for acquisition in acquisitions:
+        with pytest.raises(ValueError, match="no candidate point"):
+            acquisition(empty)
+        acquisition.set_X_pending(X[:2])
+        assert acquisition(empty).shape == (3,)

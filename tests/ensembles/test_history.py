@@ -643,3 +643,32 @@ def test_a_search_killed_with_sigkill_keeps_its_finished_candidates(tmp_path) ->
     resumed = NESRandomSearch(X, Y, resume_from=checkpoint, **_LONG_SEARCH).fit(seed=0)
     uninterrupted = NESRandomSearch(X, Y, **_LONG_SEARCH).fit(seed=0)
     _assert_same_model(resumed, uninterrupted)
+
+
+def test_a_re_signed_history_with_non_finite_weights_is_refused(tmp_path) -> None:
+    path = tmp_path / "history.pt"
+    history = _history_with_weights()
+    trained = next(c for c in history.candidates if c.state is not None and c.error is None)
+    trained.state["weights.1"][0, 0, 0] = float("nan")
+    # Written with a valid checksum, as a tampering tool that re-signs the file would.
+    history.save(path)
+    with pytest.raises(ValueError, match="non-finite or complex weights") as error:
+        SearchHistory.load(path)
+    assert str(path) in str(error.value)
+
+
+def test_a_save_removes_the_temporary_file_of_a_killed_save(tmp_path) -> None:
+    path = tmp_path / "history.pt"
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True
+    )
+    dead_pid = int(dead.stdout)
+    stale = tmp_path / f".history.pt.{dead_pid}-0a1b2c3d.tmp"
+    stale.write_bytes(b"x" * 1000)
+    alive = tmp_path / f".history.pt.{os.getppid()}-0a1b2c3d.tmp"
+    alive.write_bytes(b"y")
+    _history().save(path)
+    assert not stale.exists()
+    # A save of another process that is still running keeps its temporary file.
+    assert alive.exists()
+    SearchHistory.load(path)

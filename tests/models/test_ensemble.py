@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from botorch.models.transforms import Standardize
+from botorch.models.transforms import Normalize, Standardize
 
 from botorch_nn_uq.ensembles.holdout import holdout_size
 from botorch_nn_uq.models import (
@@ -18,6 +18,7 @@ from botorch_nn_uq.models import (
 from botorch_nn_uq.models.ensemble import member_validation_masks, resampling_row_weights
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
+from botorch_nn_uq.training import NonFiniteLossError
 from botorch_nn_uq.training.members import fit_members
 
 DTYPE = torch.float64
@@ -456,3 +457,31 @@ def test_a_diverging_refit_leaves_the_previous_fit_in_service() -> None:
         model.fit(seed=0, learning_rate=1e8)
     assert model.is_fitted and model.hyperparameters.learning_rate != 1e8
     assert torch.equal(model.posterior(X[:3, None]).mean, before)
+
+
+def _converged_and_more_data():
+    generator = torch.Generator().manual_seed(0)
+    X = torch.rand(400, 20, generator=generator, dtype=DTYPE)
+    Y = -((X - 0.3) ** 2).sum(-1, keepdim=True)
+    settings = {"hidden_widths": (16,), "ensemble_size": 3}
+
+    def model(rows: int, **options) -> DeepEnsemble:
+        transforms = {"input_transform": Normalize(20), "outcome_transform": Standardize(1)}
+        return DeepEnsemble(X[:rows], Y[:rows], **transforms, **settings, **options)
+
+    return model(380, max_steps=400).fit(seed=0), model
+
+
+def test_a_warm_start_at_its_optimum_is_not_taken_for_a_divergence() -> None:
+    converged, model = _converged_and_more_data()
+    warm = model(400, max_steps=20).fit(seed=1, warm_start=converged)
+    result = warm.training_result
+    # A member that started at its optimum never improved, and yet is served.
+    assert (result.best_epoch == 0).any() and warm.warm_started
+    assert not result.diverged.any()
+
+
+def test_a_warm_start_that_ends_clearly_worse_is_refused() -> None:
+    converged, model = _converged_and_more_data()
+    with pytest.raises(NonFiniteLossError, match="ended clearly above"):
+        model(400, max_steps=20, learning_rate=3.0).fit(seed=1, warm_start=converged)

@@ -78,3 +78,18 @@ def test_mini_batch_training_runs(dtype: torch.dtype) -> None:
     train_X, train_Y = _one_dimensional_data(n=20, dtype=dtype)
     model = MCDropout(train_X, train_Y, epochs=5, batch_size=8).fit(seed=0)
     assert model.training_result.epochs_run == 5
+
+
+def test_a_bank_of_equal_masks_warns_of_zero_variance() -> None:
+    train_X, train_Y = _one_dimensional_data()
+    with pytest.warns(UserWarning, match="zero variance everywhere"):
+        model = MCDropout(train_X, train_Y, hidden_widths=(2,), dropout=1e-9, epochs=5).fit(seed=0)
+    assert (model.posterior(train_X.unsqueeze(-2)).variance == 0).all()
+
+
+def test_a_huge_function_bank_is_refused_before_any_allocation() -> None:
+    train_X, train_Y = _one_dimensional_data()
+    model = MCDropout(train_X, train_Y, epochs=5).fit(seed=0)
+    with pytest.raises(ValueError, match="GiB"):
+        model.resample_function_bank(10**9, seed=0)
+    assert model.function_bank_size == 64
