@@ -258,8 +258,8 @@ class DeepEnsemble(MemberEnsemble):
             raise NonFiniteLossError(
                 f"The training of ensemble member(s) {failed.nonzero().squeeze(-1).tolist()} "
                 "diverged (non-finite loss, or a loss that never fell below its initial "
-                "value; from a warm start, one that ended clearly above it). Lower the learning rate, check the data scaling, or enable gradient "
-                "clipping."
+                "value; from a warm start, one that ended clearly above it). Lower the "
+                "learning rate, check the data scaling, or enable gradient clipping."
             )
         self._serve_members(self.network, torch.ones(members.num_members), train_X, train_Y)
         return result
