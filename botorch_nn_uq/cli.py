@@ -28,10 +28,20 @@ from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.loop import BOIterationRecord, BOResult, run_bo
 from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES
 from botorch_nn_uq.checks import NON_NEGATIVE, OPEN_UNIT_INTERVAL, REALS, Interval
-from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
+from botorch_nn_uq.problems import BO_PROBLEM_NAMES, BOProblem, get_bo_problem
 
 #: Seeds are 64-bit signed integers for torch's generators.
 _MAX_SEED = 2**63 - 1
+#: Upper bounds of the size options: far beyond what a run on one machine can do, and
+#: low enough that a typo (``--dim 1000000000``) is refused before any work instead of
+#: failing on an allocation.
+MAX_DIM = 10_000
+MAX_POINTS = 1_000_000
+MAX_RESTARTS = 10_000
+MAX_ITERATIONS = 1_000_000
+MAX_THREADS = 1024
+#: The largest target value: squared distances to it stay finite in float64.
+MAX_TARGET = 1e150
 
 #: A run shorter than this is not worth a hint about its speed (seconds).
 _SLOW_RUN_SECONDS = 10.0
@@ -143,7 +153,10 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help=f"test problem ({', '.join(BO_PROBLEM_NAMES)})",
     )
     optimize.add_argument(
-        "--dim", type=integer_argument(2), default=5, help="input dimension of the problem"
+        "--dim",
+        type=integer_argument(2, MAX_DIM),
+        default=5,
+        help="input dimension of the problem",
     )
     optimize.add_argument(
         "--problem-seed",
@@ -166,20 +179,29 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         + "; ".join(f"{name} = {spec.description}" for name, spec in ACQUISITIONS.items()),
     )
     optimize.add_argument(
-        "--iterations", type=integer_argument(0, _MAX_SEED), default=30, help="BO iterations"
+        "--iterations",
+        type=integer_argument(0, MAX_ITERATIONS),
+        default=30,
+        help="BO iterations",
     )
     optimize.add_argument(
-        "--n-initial", type=integer_argument(2), default=8, help="initial random points"
+        "--n-initial",
+        type=integer_argument(2, MAX_POINTS),
+        default=8,
+        help="initial random points",
     )
     optimize.add_argument(
         "--seed", type=integer_argument(0, _MAX_SEED), default=0, help="seed of the whole run"
     )
     optimize.add_argument(
-        "--num-restarts", type=integer_argument(1), default=10, help="optimize_acqf restarts"
+        "--num-restarts",
+        type=integer_argument(1, MAX_RESTARTS),
+        default=10,
+        help="optimize_acqf restarts",
     )
     optimize.add_argument(
         "--raw-samples",
-        type=integer_argument(1),
+        type=integer_argument(1, MAX_POINTS),
         default=512,
         help="optimize_acqf raw samples (at least --num-restarts)",
     )
@@ -194,7 +216,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     optimize.add_argument(
         "--target",
-        type=_real(),
+        type=_real(Interval(-MAX_TARGET, MAX_TARGET)),
         help="target value of the objective: hit it instead of minimising (target-value "
         "optimisation; needs a robust-* or q-robust-ei acquisition)",
     )
@@ -212,7 +234,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     optimize.add_argument(
         "--batch-size",
-        type=integer_argument(1),
+        type=integer_argument(1, MAX_POINTS),
         default=1,
         help="evaluations per iteration (q); with ts the batch comes from Thompson sampling, "
         "with a q-acquisition (qlogei, ...) from optimize_acqf",
@@ -224,7 +246,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     optimize.add_argument(
         "--num-candidates",
-        type=integer_argument(1),
+        type=integer_argument(1, MAX_POINTS),
         default=4096,
         help="candidates scored by every function of the bank for ts",
     )
@@ -237,13 +259,13 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     optimize.add_argument(
         "--warm-start-steps",
-        type=integer_argument(1),
+        type=integer_argument(1, MAX_ITERATIONS),
         default=100,
         help="optimizer steps of a warm-started refit (with --continual)",
     )
     optimize.add_argument(
         "--cold-refit-every",
-        type=integer_argument(1),
+        type=integer_argument(1, MAX_ITERATIONS),
         default=10,
         help="a refit from scratch every this many iterations (with --continual)",
     )
@@ -261,6 +283,11 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "and timings after its batch",
     )
     optimize.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --csv file (without it, an existing file is refused)",
+    )
+    optimize.add_argument(
         "--plot", type=Path, help="save a best-so-far plot (needs matplotlib) to this file"
     )
     optimize.add_argument(
@@ -268,7 +295,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     optimize.add_argument(
         "--threads",
-        type=integer_argument(1),
+        type=integer_argument(1, MAX_THREADS),
         help="torch intra-op threads for this run (torch.set_num_threads, for this process "
         "only; default: torch's own, OMP_NUM_THREADS or one per core); on a busy machine "
         "--threads 1 avoids oversubscription and is much faster (network training, GP fits "
@@ -350,47 +377,70 @@ class _EvaluationWriter:
                 *step_columns,
             ],
         )
-        self.writer.writeheader()
-        handle.flush()
         self.rows = 0
+        #: Whether a write to the file failed.
+        self.failed = False
+        self._write(self.writer.writeheader)
+
+    def _write(self, write: Callable[[], Any]) -> None:
+        r"""Run ``write`` and flush, recording a failure (the error propagates)."""
+        try:
+            write()
+            self.handle.flush()
+        except OSError:
+            self.failed = True
+            raise
 
     def __call__(self, X: Tensor, values: Tensor, record: BOIterationRecord) -> None:
         r"""Append the rows of one evaluated batch and flush them to the file."""
         step = asdict(record)
         first = record.num_evaluations - values.numel() + 1
         del step["num_evaluations"], step["value"]
-        for offset, (x, value) in enumerate(zip(X.tolist(), values.tolist(), strict=True)):
-            self.writer.writerow(
-                {
-                    **self.identity,
-                    **step,
-                    "phase": "initial" if record.iteration == 0 else "bo",
-                    "evaluation": first + offset,
-                    **{f"x{i}": coordinate for i, coordinate in enumerate(x)},
-                    "value": value,
-                }
-            )
-        self.handle.flush()
+        rows = [
+            {
+                **self.identity,
+                **step,
+                "phase": "initial" if record.iteration == 0 else "bo",
+                "evaluation": first + offset,
+                **{f"x{i}": coordinate for i, coordinate in enumerate(x)},
+                "value": value,
+            }
+            for offset, (x, value) in enumerate(zip(X.tolist(), values.tolist(), strict=True))
+        ]
+        self._write(lambda: self.writer.writerows(rows))
         self.rows += values.numel()
 
 
-def _optimize(args: argparse.Namespace, csv_file: TextIO | None) -> int:
+def _csv_writer(
+    args: argparse.Namespace, csv_file: TextIO, optimize: argparse.ArgumentParser
+) -> _EvaluationWriter:
+    r"""The CSV's writer, its header written and flushed now: a file that cannot be
+    written (a full disk, ``/dev/full``) fails before any work."""
+    identity = {
+        "problem": f"{args.problem}-{args.dim}d",
+        "model": args.model,
+        "acquisition": "" if args.model == RANDOM_SEARCH else args.acquisition,
+        "seed": args.seed,
+    }
+    try:
+        return _EvaluationWriter(csv_file, identity, args.dim)
+    except OSError as error:
+        # Closing flushes what is left in the buffer, which fails the same way.
+        with contextlib.suppress(OSError):
+            csv_file.close()
+        optimize.error(f"argument --csv: cannot write {str(args.csv)!r}: {error.strerror or error}")
+
+
+def _optimize(
+    args: argparse.Namespace,
+    problem: BOProblem,
+    writer: _EvaluationWriter | None,
+    start: float,
+    load_at_start: float | None,
+) -> int:
     # L-BFGS-B often stops "abnormally" on the piecewise-linear acquisition surfaces of
     # ReLU networks; optimize_acqf then retries by itself, so the warning is only noise here.
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
-    # The total covers everything the command does: the problem's set-up, the initial
-    # design and the BO steps.
-    start, load_at_start = _clock(), _load_average()
-    problem = get_bo_problem(args.problem, args.dim, problem_seed=args.problem_seed)
-    writer = None
-    if csv_file is not None:
-        identity = {
-            "problem": f"{problem.name}-{problem.dim}d",
-            "model": args.model,
-            "acquisition": "" if args.model == RANDOM_SEARCH else args.acquisition,
-            "seed": args.seed,
-        }
-        writer = _EvaluationWriter(csv_file, identity, problem.dim)
     goal = "minimise" if args.target is None else f"target {args.target:g}"
     print(
         f"{problem.name}-{problem.dim}d ({goal}) | model {args.model} | acquisition "
@@ -434,6 +484,16 @@ def _optimize(args: argparse.Namespace, csv_file: TextIO | None) -> int:
         kept = "" if writer is None else f"; {args.csv} holds its {writer.rows} evaluations"
         print(f"interrupted{kept}", file=sys.stderr, flush=True)
         return 130
+    except OSError as error:
+        if writer is None or not writer.failed:
+            raise
+        print(
+            f"error: cannot write {str(args.csv)!r} ({error.strerror or error}); it holds "
+            f"the run's first {writer.rows} evaluations",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
     total = _clock() - start
     threads, cores = torch.get_num_threads(), _cpu_count()
     print(
@@ -536,9 +596,19 @@ def _check_optimize(args: argparse.Namespace, optimize: argparse.ArgumentParser)
     ):
         warm = ", ".join(name for name, spec in SURROGATES.items() if spec.supports_warm_start)
         optimize.error(f"argument --continual: needs a warm-startable model ({warm})")
+    if args.csv is not None and args.plot is not None and _same_file(args.csv, args.plot):
+        optimize.error("argument --plot: is the --csv file; give them different paths")
+    if args.csv is not None and args.csv.exists() and not args.overwrite:
+        optimize.error(f"argument --csv: {str(args.csv)!r} exists; pass --overwrite to replace it")
     if args.model == RANDOM_SEARCH:
         return
     spec = ACQUISITIONS[args.acquisition]
+    if args.batch_size > 1 and not spec.proposes_batches:
+        batched = [name for name, other in ACQUISITIONS.items() if other.proposes_batches]
+        optimize.error(
+            f"argument --batch-size: {args.acquisition} is an analytic acquisition, which "
+            f"proposes one point per step; for batches use one of {', '.join(batched)}"
+        )
     if spec.requires_target and args.target is None:
         optimize.error(f"argument --acquisition: {args.acquisition} needs --target")
     if args.target is not None and not spec.requires_target:
@@ -552,6 +622,13 @@ def _check_optimize(args: argparse.Namespace, optimize: argparse.ArgumentParser)
             f"argument --raw-samples: must be at least --num-restarts ({args.num_restarts}); "
             f"got {args.raw_samples}"
         )
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    r"""Whether two paths name the same file (existing or not)."""
+    if first.exists() and second.exists():
+        return first.samefile(second)
+    return first.absolute().resolve() == second.absolute().resolve()
 
 
 def _check_plot_path(path: Path, optimize: argparse.ArgumentParser) -> None:
@@ -568,7 +645,8 @@ def _check_plot_path(path: Path, optimize: argparse.ArgumentParser) -> None:
 
 
 def _open_csv(path: Path, optimize: argparse.ArgumentParser) -> TextIO:
-    r"""Open the CSV for writing now, so an unwritable path fails before any work."""
+    r"""Open the CSV for writing now, so an unwritable path fails before any work (an
+    existing file was refused before, unless ``--overwrite``)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path.open("w", newline="")
@@ -608,13 +686,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     with (
         contextlib.nullcontext() if args.csv is None else _open_csv(args.csv, optimize)
     ) as csv_file:
+        writer = None if csv_file is None else _csv_writer(args, csv_file, optimize)
+        # The total covers everything the command does: the problem's set-up, the initial
+        # design and the BO steps.
+        start, load_at_start = _clock(), _load_average()
+        problem = get_bo_problem(args.problem, args.dim, problem_seed=args.problem_seed)
         # --threads applies to this run only: main() called in a process (e.g. a test)
         # gives the process its own setting back.
         previous_threads = torch.get_num_threads()
         if args.threads is not None:
             torch.set_num_threads(args.threads)
         try:
-            return _optimize(args, csv_file)
+            return _optimize(args, problem, writer, start, load_at_start)
         finally:
             if args.threads is not None:
                 torch.set_num_threads(previous_threads)

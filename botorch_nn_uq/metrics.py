@@ -204,6 +204,10 @@ class BatchDiversity(NamedTuple):
     duplicates: int
 
 
+#: Distances :func:`batch_diversity` computes at once.
+DIVERSITY_CHUNK_ENTRIES = 2**22
+
+
 def batch_diversity(X: Tensor, bounds: Tensor, tolerance: float = 1e-6) -> BatchDiversity:
     r"""The smallest pairwise distance and the number of duplicates of a batch.
 
@@ -228,8 +232,24 @@ def batch_diversity(X: Tensor, bounds: Tensor, tolerance: float = 1e-6) -> Batch
     if X.shape[0] < 2:
         return BatchDiversity(math.inf, 0)
     unit = (X - bounds[0]) / (bounds[1] - bounds[0])
-    distances = torch.cdist(unit, unit)
-    earlier = torch.ones_like(distances, dtype=torch.bool).tril(diagonal=-1)
-    pairwise = distances[earlier]
-    duplicates = ((distances <= tolerance) & earlier).any(dim=-1).sum()
-    return BatchDiversity(float(pairwise.min()), int(duplicates))
+    num_points = unit.shape[0]
+    # Rows in chunks, each against the points before it: memory stays at about
+    # DIVERSITY_CHUNK_ENTRIES distances whatever q (a full q x q matrix at q = 16,000
+    # takes 2 GB).
+    chunk = max(1, DIVERSITY_CHUNK_ENTRIES // num_points)
+    min_distance, duplicates = math.inf, 0
+    for start in range(1, num_points, chunk):
+        stop = min(num_points, start + chunk)
+        # Exact differences, not the matrix-product shortcut, which puts a duplicate
+        # about 1e-8 away from itself.
+        distances = torch.cdist(
+            unit[start:stop], unit[:stop], compute_mode="donot_use_mm_for_euclid_dist"
+        )
+        earlier = torch.arange(stop, device=unit.device) < torch.arange(
+            start, stop, device=unit.device
+        ).unsqueeze(-1)
+        distances = distances.masked_fill(~earlier, math.inf)
+        nearest = distances.min(dim=-1).values
+        min_distance = min(min_distance, float(nearest.min()))
+        duplicates += int((nearest <= tolerance).sum())
+    return BatchDiversity(min_distance, duplicates)

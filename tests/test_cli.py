@@ -4,6 +4,7 @@ import itertools
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -210,6 +211,21 @@ def no_work(monkeypatch):
         (["--warm-start-steps", "0"], "argument --warm-start-steps: must be at least 1"),
         (["--cold-refit-every", "0"], "argument --cold-refit-every: must be at least 1"),
         (["--problem", "nn-draw", "--problem-seed", "-1"], "argument --problem-seed: must be"),
+        (["--dim", "1000000000"], "argument --dim: must be at most 10000"),
+        (["--n-initial", "10000000000"], "argument --n-initial: must be at most 1000000"),
+        (["--raw-samples", "1000000000000"], "argument --raw-samples: must be at most 1000000"),
+        (["--batch-size", "10000000", "--acquisition", "ts"], "argument --batch-size: must be at"),
+        (["--iterations", "10000000"], "argument --iterations: must be at most 1000000"),
+        (["--threads", "100000"], "argument --threads: must be at most 1024"),
+        (
+            ["--acquisition", "robust-ei", "--target", "1e308"],
+            "argument --target: must be a real number in [-1e+150, 1e+150]",
+        ),
+        (["--batch-size", "2"], "argument --batch-size: logei is an analytic acquisition"),
+        (
+            ["--batch-size", "2", "--acquisition", "ucb", "--sequential"],
+            "argument --batch-size: ucb is an analytic acquisition",
+        ),
     ],
 )
 def test_every_option_is_checked_before_any_work(arguments, message, capsys, no_work) -> None:
@@ -220,10 +236,29 @@ def test_an_unwritable_csv_or_plot_fails_before_any_work(tmp_path, capsys, no_wo
     not_a_folder = tmp_path / "file.txt"
     not_a_folder.write_text("")
     for path in (not_a_folder / "run.csv", tmp_path):
-        message = _rejected(["optimize", "--csv", str(path)], capsys)
+        message = _rejected(["optimize", "--csv", str(path), "--overwrite"], capsys)
         assert f"argument --csv: cannot write '{path}'" in message
     message = _rejected(["optimize", "--plot", str(tmp_path)], capsys)
     assert f"argument --plot: cannot write '{tmp_path}'" in message
+
+
+def test_an_existing_csv_is_kept_unless_overwrite_is_given(tmp_path, capsys, no_work) -> None:
+    path = tmp_path / "run.csv"
+    path.write_text("earlier rows\n")
+    message = _rejected(["optimize", "--csv", str(path)], capsys)
+    assert f"argument --csv: '{path}' exists; pass --overwrite" in message
+    assert path.read_text() == "earlier rows\n"
+    message = _rejected(
+        ["optimize", "--csv", str(path), "--plot", str(path), "--overwrite"], capsys
+    )
+    assert "argument --plot: is the --csv file" in message
+    assert path.read_text() == "earlier rows\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_a_full_disk_fails_before_any_evaluation(capsys, no_work) -> None:
+    message = _rejected(["optimize", "--csv", "/dev/full", "--overwrite"], capsys)
+    assert "argument --csv: cannot write '/dev/full': No space left on device" in message
 
 
 def test_a_valid_command_passes_the_checks(tmp_path, no_work) -> None:

@@ -203,3 +203,26 @@ def test_batch_diversity_measures_in_the_unit_cube_and_counts_duplicates(tkwargs
     assert batch_diversity(X[:1], bounds) == (float("inf"), 0)
     with pytest.raises(ValueError, match="X must be q x d"):
         batch_diversity(X, bounds[:, :1])
+
+
+def test_batch_diversity_of_a_large_batch_works_in_bounded_chunks(monkeypatch) -> None:
+    from botorch_nn_uq import metrics
+
+    generator = torch.Generator().manual_seed(0)
+    X = torch.rand(500, 3, generator=generator, dtype=torch.float64)
+    X[400] = X[17]
+    bounds = torch.tensor([[0.0] * 3, [1.0] * 3], dtype=torch.float64)
+    full = torch.cdist(X, X, compute_mode="donot_use_mm_for_euclid_dist")
+    expected = float((full + torch.eye(500, dtype=torch.float64) * 10).min())
+    monkeypatch.setattr(metrics, "DIVERSITY_CHUNK_ENTRIES", 1000)  # two rows at a time
+    calls = []
+    original = torch.cdist
+
+    def counted(a, b, **options):
+        calls.append(a.shape[0] * b.shape[0])
+        return original(a, b, **options)
+
+    monkeypatch.setattr(torch, "cdist", counted)
+    diversity = metrics.batch_diversity(X, bounds)
+    assert diversity.min_distance == pytest.approx(expected) and diversity.duplicates == 1
+    assert max(calls) <= 1000

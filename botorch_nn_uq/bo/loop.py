@@ -43,7 +43,8 @@ class BOIterationRecord:
             target-value mode the ``f`` closest to the target).
         regret: The problem's normalised regret of ``best_value``.
         seconds: Wall-clock seconds of the step that proposed this point (fit +
-            acquisition optimisation); 0 for the initial design.
+            acquisition optimisation and the batch-diversity metric); 0 for the initial
+            design.
         fit_seconds: The part of ``seconds`` spent fitting the surrogate.
         warm_start: Whether the step's fit continued from the previous model's weights.
         batch_min_distance: The smallest distance between two points of the step's
@@ -365,12 +366,12 @@ def run_bo(
                 sequential=sequential,
             )
             previous_model = fitted
+        diversity = batch_diversity(candidates, bounds)
         seconds = time.perf_counter() - start
         value = problem.evaluate(candidates)
         result.X = torch.cat([result.X, candidates])
         result.values = torch.cat([result.values, value])
         new_X = candidates
-        diversity = batch_diversity(candidates, bounds)
         record(
             step,
             candidates,

@@ -31,6 +31,7 @@ from botorch.acquisition import (
     qLogNoisyExpectedImprovement,
     qUpperConfidenceBound,
 )
+from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 from botorch.acquisition.input_constructors import get_acqf_input_constructor
 from botorch.models import SingleTaskGP
 from botorch.models.model import Model
@@ -164,6 +165,14 @@ class AcquisitionSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     requires_target: bool = False
     propose: Callable[[Model, AcquisitionContext, int], Tensor] | None = None
+
+    @property
+    def proposes_batches(self) -> bool:
+        r"""Whether it proposes a batch of several points per step: a strategy or an MC
+        acquisition (an analytic acquisition function scores one point, ``q = 1``)."""
+        return self.propose is not None or not issubclass(
+            self.acqf_class, AnalyticAcquisitionFunction
+        )
 
     def __post_init__(self) -> None:
         if (self.acqf_class is None) == (self.propose is None):
