@@ -325,3 +325,19 @@ def test_gaussian_moments_model_serves_the_moments_of_the_model() -> None:
         torch.testing.assert_close(posterior.mean, expected.mean)
         torch.testing.assert_close(posterior.variance, expected.variance)
         assert not isinstance(expected, type(posterior))
+
+
+@allow_single_member_warning
+@pytest.mark.parametrize("model_class", list(MODEL_OPTIONS), ids=lambda cls: cls.__name__)
+def test_a_json_snapshot_saves_loads_and_runs_more_trials(model_class, tmp_path) -> None:
+    config = ModelConfig(botorch_model_class=model_class, model_options=MODEL_OPTIONS[model_class])
+    client = _client(config, num_sobol=4)  # the searched ensembles need four points
+    _run(client, 5)
+    path = tmp_path / "snapshot.json"
+    client.save_to_json_file(str(path))
+    loaded = Client.load_from_json_file(str(path))
+    _run(loaded, 1)
+    assert len(loaded.summarize()) == 6
+    # A second snapshot over the first replaces it.
+    loaded.save_to_json_file(str(path))
+    assert len(Client.load_from_json_file(str(path)).summarize()) == 6
