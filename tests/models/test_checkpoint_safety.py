@@ -205,7 +205,22 @@ def test_a_tampered_checkpoint_loads_completely_or_changes_nothing(
         header[sorted(header)[position % len(header)]] = "tampered"
     elif tampering == "buffer-name":
         header["fitted_buffers"] = [*header["fitted_buffers"], f"buffer_{position}"]
-    state = _with_header(state, header) if tampering.startswith(("header", "buffer")) else state
+    elif tampering == "sizes":
+        # Widths (or, for networks built from the hyperparameters, the hyperparameters)
+        # far larger than the tensors: refused before anything is allocated.
+        if header["network"] is not None:
+            header["network"][0]["hidden_widths"] = [20000 + position % 7, 20000]
+        else:
+            widths = [name for name in header["hyperparameters"] if name.endswith("widths")]
+            header["hyperparameters"][widths[position % len(widths)]] = [20000, 20000]
+    elif tampering == "json":
+        text = bytes(state[HEADER_KEY].tolist())
+        cut = position % len(text)
+        state[HEADER_KEY] = torch.tensor(
+            list(text[:cut] + b"\x00{" + text[cut:]), dtype=torch.uint8
+        )
+    if tampering.startswith(("header", "buffer", "sizes")):
+        state = _with_header(state, header)
     victim = _model(family, 1)
     if fitted_victim:
         victim = victim.fit(seed=1)
@@ -242,6 +257,41 @@ def test_a_refit_never_serves_a_half_trained_network_to_other_threads(family) ->
     # The readers' predictions (which put the model in eval mode) did not switch dropout
     # off in the network being trained: the fit equals one without readers.
     assert _same(_predictions(model), new)
+
+
+@settings(max_examples=8)
+@given(
+    family=st.sampled_from(list(FAMILIES)),
+    seed=st.integers(0, 3),
+    fails_after=st.one_of(st.none(), st.integers(1, 30)),
+)
+def test_readers_during_any_fit_see_a_whole_fit(family, seed, fails_after) -> None:
+    model = _fitted(family, 0)
+    old = _predictions(model)
+    reads, stop = [], threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            reads.append(_predictions(model))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        if fails_after is None:
+            model.fit(seed=seed + 1)
+        else:
+            failure = training_interrupted_after(fails_after, RuntimeError("boom"))
+            with failure, pytest.raises(RuntimeError):
+                model.fit(seed=seed + 1)
+    finally:
+        stop.set()
+        thread.join()
+    new = _predictions(model)
+    assert reads and all(_same(read, old) or _same(read, new) for read in reads)
+    if fails_after is not None:
+        assert _same(new, old)
+    # The shared fixture serves its original fit again for the other examples.
+    _FITTED.pop((family, 0))
 
 
 def test_readers_during_a_refit_that_raises_see_the_previous_fit() -> None:
