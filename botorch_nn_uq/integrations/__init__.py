@@ -2,8 +2,12 @@
 
 Importing ``botorch_nn_uq`` calls :func:`register_integrations`, which registers the
 package's models with Ax (:mod:`botorch_nn_uq.integrations.ax`) as soon as Ax's modular
-BoTorch generator is imported, or at once if it already is. Ax stays an optional
-dependency, and importing ``botorch_nn_uq`` does not import it (which takes seconds).
+BoTorch generator is imported, and with Ax's storage
+(:mod:`botorch_nn_uq.integrations.ax_storage`) as soon as Ax's JSON registry is imported,
+or at once where they already are. Each waits for its own Ax module: importing Ax's
+storage while Ax's generator is still being imported would be circular. Ax stays an
+optional dependency, and importing ``botorch_nn_uq`` does not import it (which takes
+seconds).
 """
 
 from __future__ import annotations
@@ -21,17 +25,28 @@ from types import ModuleType
 #: dispatchers that :mod:`botorch_nn_uq.integrations.ax` extends.
 AX_TRIGGER_MODULE = "ax.generators.torch.botorch_modular.surrogate"
 AX_INTEGRATION_MODULE = "botorch_nn_uq.integrations.ax"
+#: The Ax module whose import registers the package's classes with Ax's storage: it
+#: holds the JSON decoder's registry (and imports the registry of model classes).
+AX_STORAGE_TRIGGER_MODULE = "ax.storage.json_store.registry"
+AX_STORAGE_INTEGRATION_MODULE = "botorch_nn_uq.integrations.ax_storage"
+#: ``(trigger, integration)``: import ``integration`` once ``trigger`` is imported.
+INTEGRATIONS = (
+    (AX_TRIGGER_MODULE, AX_INTEGRATION_MODULE),
+    (AX_STORAGE_TRIGGER_MODULE, AX_STORAGE_INTEGRATION_MODULE),
+)
 
 
 def register_integrations() -> None:
-    r"""Register the package's models with Ax if Ax is installed: now, if Ax's modular
-    BoTorch generator is already imported, else right after it is imported."""
-    if AX_TRIGGER_MODULE in sys.modules:
-        _import_integration(AX_INTEGRATION_MODULE)
-    elif importlib.util.find_spec("ax") is not None and not any(
-        isinstance(finder, _ImportTrigger) for finder in sys.meta_path
-    ):
-        sys.meta_path.insert(0, _ImportTrigger(AX_TRIGGER_MODULE, AX_INTEGRATION_MODULE))
+    r"""Register the package with Ax if Ax is installed (see the module docstring): each
+    integration now, if its Ax module is already imported, else right after it is."""
+    if importlib.util.find_spec("ax") is None:
+        return
+    waiting = {finder.trigger for finder in sys.meta_path if isinstance(finder, _ImportTrigger)}
+    for trigger, integration in INTEGRATIONS:
+        if trigger in sys.modules:
+            _import_integration(integration)
+        elif trigger not in waiting:
+            sys.meta_path.insert(0, _ImportTrigger(trigger, integration))
 
 
 def _import_integration(name: str) -> None:

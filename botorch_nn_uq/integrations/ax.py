@@ -18,10 +18,9 @@ modular BoTorch generator is imported), every model of the package works as
 - Ax's model selection (several ``model_configs``, chosen by leave-one-out
   cross-validation) scores the package's models on their posterior mean and variance,
   as it scores GPs and Gaussian mixtures (see :class:`GaussianMomentsModel`);
-- every model class is registered with Ax's storage (:func:`register_with_ax_storage`),
-  so ``Client.save_to_json_file`` and ``Client.load_from_json_file`` save and restore
-  an experiment whose generation strategy uses them (Ax gives tuple-valued
-  ``model_options`` back as lists, which the models accept).
+- with :mod:`botorch_nn_uq.integrations.ax_storage`, ``Client.save_to_json_file`` and
+  ``Client.load_from_json_file`` save and restore an experiment whose generation strategy
+  uses the models.
 
 Example:
     >>> from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
@@ -37,7 +36,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -45,15 +43,12 @@ import torch
 from ax.core.search_space import SearchSpaceDigest
 from ax.generators.torch.botorch_modular.surrogate import Surrogate, submodel_input_constructor
 from ax.generators.torch.botorch_modular.utils import ModelConfig, fit_botorch_model
-from ax.storage.botorch_modular_registry import register_model
-from ax.storage.json_store.registry import CORE_DECODER_REGISTRY
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import Model
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
-from botorch_nn_uq.ensembles import ArchitectureSpace, HyperparameterSpace
 from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.models.nomu import NOMU
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
@@ -200,34 +195,3 @@ def _select_on_gaussian_moments(
 # is executed).
 if not getattr(Surrogate.cross_validate, "wraps_ax_cross_validate", False):
     Surrogate.cross_validate = _select_on_gaussian_moments(Surrogate.cross_validate)
-
-
-def neural_model_classes() -> list[type[NeuralSurrogateModel]]:
-    r"""Every concrete model class of the package (subclasses included)."""
-    found, pending = [], list(NeuralSurrogateModel.__subclasses__())
-    while pending:
-        model_class = pending.pop()
-        pending.extend(model_class.__subclasses__())
-        if not inspect.isabstract(model_class) and model_class not in found:
-            found.append(model_class)
-    return sorted(found, key=lambda model_class: model_class.__name__)
-
-
-#: The package's classes that ``model_options`` may hold (the searches' spaces), which
-#: Ax's JSON storage encodes as dataclasses and must know by name to decode.
-OPTION_CLASSES = (ArchitectureSpace, HyperparameterSpace)
-
-
-def register_with_ax_storage() -> None:
-    r"""Register every model class of the package with Ax's storage registry, under its
-    class name, and the classes that ``model_options`` may hold with Ax's JSON decoder,
-    so that Ax's JSON (and SQL) storage can save and load generation strategies that use
-    them. Called when this module is imported; idempotent (call it again for model
-    classes defined later)."""
-    for model_class in neural_model_classes():
-        register_model(model_class)
-    for option_class in OPTION_CLASSES:
-        CORE_DECODER_REGISTRY[option_class.__name__] = option_class
-
-
-register_with_ax_storage()

@@ -196,7 +196,7 @@ TINY = {
         "num_candidates": 2,
         "num_folds": 2,
     },
-    MCDropout: {"hidden_widths": (4,), "epochs": 3, "num_masks": 2},
+    MCDropout: {"hidden_widths": (4,), "epochs": 3, "num_masks": 2, "dropout": 0.5},
     NEON: {
         "encoder_widths": (4,),
         "latent_dim": 4,
