@@ -28,6 +28,7 @@ from botorch_nn_uq.posteriors.member_indices import (
 )
 from botorch_nn_uq.posteriors.mixture import (
     MixtureOfGaussiansPosterior,
+    MomentMatchedGaussianMixin,
     moment_matched_gaussian,
     output_batched_gaussian,
 )
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from gpytorch.distributions import MultivariateNormal
 
 
-class FunctionEnsemblePosterior(EnsemblePosterior):
+class FunctionEnsemblePosterior(MomentMatchedGaussianMixin, EnsemblePosterior):
     r"""Posterior given by a weighted finite set of functions.
 
     A subclass of BoTorch's ``EnsemblePosterior`` (so everything that accepts one
@@ -138,16 +139,6 @@ class FunctionEnsemblePosterior(EnsemblePosterior):
         the ``q`` points and ``m`` outputs (see
         :func:`~botorch_nn_uq.posteriors.mixture.moment_matched_gaussian`)."""
         return moment_matched_gaussian(self.values, self.weights)
-
-    @property
-    def distribution(self) -> MultivariateNormal:
-        r"""The moment-matched Gaussian (see :meth:`moment_matched_posterior`)."""
-        return self.moment_matched_posterior().distribution
-
-    @property
-    def mvn(self) -> MultivariateNormal:
-        r"""Alias of :attr:`distribution`, as ``GPyTorchPosterior`` has."""
-        return self.distribution
 
     def output_batched_distribution(self) -> MultivariateNormal:
         r"""The moment-matched Gaussian with the outputs as a batch dimension, as a GP's

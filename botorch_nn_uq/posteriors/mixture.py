@@ -103,7 +103,27 @@ def output_batched_gaussian(component_means: Tensor, weights: Tensor) -> Multiva
     return MultivariateNormal(mean, covariance)
 
 
-class MixtureOfGaussiansPosterior(Posterior):
+class MomentMatchedGaussianMixin:
+    r"""``distribution`` and ``mvn`` of a posterior through its moment-matched Gaussian
+    (``moment_matched_posterior()``), for code that reads a Gaussian from any posterior
+    (qMaxValueEntropy's noisy observations, custom acquisitions)."""
+
+    def moment_matched_posterior(self) -> GPyTorchPosterior:
+        r"""The Gaussian with the posterior's mean and covariance."""
+        raise NotImplementedError
+
+    @property
+    def distribution(self) -> MultivariateNormal:
+        r"""The moment-matched Gaussian (see :meth:`moment_matched_posterior`)."""
+        return self.moment_matched_posterior().distribution
+
+    @property
+    def mvn(self) -> MultivariateNormal:
+        r"""Alias of :attr:`distribution`, as ``GPyTorchPosterior`` has."""
+        return self.distribution
+
+
+class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
     r"""A weighted mixture of Gaussians, one per ensemble member, over ``q`` points.
 
     A sample picks one member (the same for all ``q`` points and outputs: samples are
@@ -227,16 +247,6 @@ class MixtureOfGaussiansPosterior(Posterior):
     def _moment_matched_posterior(self) -> GPyTorchPosterior:
         # Cached: qMaxValueEntropy reads the covariance, log-density and entropy in turn.
         return moment_matched_gaussian(self.component_means, self.weights, self.component_variances)
-
-    @property
-    def distribution(self) -> MultivariateNormal:
-        r"""The moment-matched Gaussian (see :meth:`moment_matched_posterior`)."""
-        return self.moment_matched_posterior().distribution
-
-    @property
-    def mvn(self) -> MultivariateNormal:
-        r"""Alias of :attr:`distribution`, as ``GPyTorchPosterior`` has."""
-        return self.distribution
 
     @property
     def base_sample_shape(self) -> torch.Size:

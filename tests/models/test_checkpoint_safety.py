@@ -4,6 +4,7 @@ it was; crafted headers cannot make loading allocate what the tensors do not hol
 replace the training data; non-finite tensors are refused. A fit trains a private copy,
 so predictions from other threads never see a half-trained network."""
 
+import contextlib
 import json
 import threading
 
@@ -235,11 +236,10 @@ def test_a_tampered_checkpoint_loads_completely_or_changes_nothing(
         assert _same(_predictions(victim), _predictions(source))
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
-def test_a_refit_never_serves_a_half_trained_network_to_other_threads(family) -> None:
-    model = _model(family, 0).fit(seed=0)
-    old = _predictions(model)
-    new = _predictions(_model(family, 0).fit(seed=1, epochs=60))
+@contextlib.contextmanager
+def _reading(model):
+    r"""Inside the block, another thread keeps predicting with ``model``; yields the list
+    of its predictions (complete once the block has ended)."""
     reads, stop = [], threading.Event()
 
     def reader() -> None:
@@ -249,10 +249,19 @@ def test_a_refit_never_serves_a_half_trained_network_to_other_threads(family) ->
     thread = threading.Thread(target=reader)
     thread.start()
     try:
-        model.fit(seed=1, epochs=60)
+        yield reads
     finally:
         stop.set()
         thread.join()
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_refit_never_serves_a_half_trained_network_to_other_threads(family) -> None:
+    model = _model(family, 0).fit(seed=0)
+    old = _predictions(model)
+    new = _predictions(_model(family, 0).fit(seed=1, epochs=60))
+    with _reading(model) as reads:
+        model.fit(seed=1, epochs=60)
     assert reads and all(_same(read, old) or _same(read, new) for read in reads)
     # The readers' predictions (which put the model in eval mode) did not switch dropout
     # off in the network being trained: the fit equals one without readers.
@@ -268,48 +277,16 @@ def test_a_refit_never_serves_a_half_trained_network_to_other_threads(family) ->
 def test_readers_during_any_fit_see_a_whole_fit(family, seed, fails_after) -> None:
     model = _fitted(family, 0)
     old = _predictions(model)
-    reads, stop = [], threading.Event()
-
-    def reader() -> None:
-        while not stop.is_set():
-            reads.append(_predictions(model))
-
-    thread = threading.Thread(target=reader)
-    thread.start()
-    try:
+    with _reading(model) as reads:
         if fails_after is None:
             model.fit(seed=seed + 1)
         else:
             failure = training_interrupted_after(fails_after, RuntimeError("boom"))
             with failure, pytest.raises(RuntimeError):
                 model.fit(seed=seed + 1)
-    finally:
-        stop.set()
-        thread.join()
     new = _predictions(model)
     assert reads and all(_same(read, old) or _same(read, new) for read in reads)
     if fails_after is not None:
         assert _same(new, old)
     # The shared fixture serves its original fit again for the other examples.
     _FITTED.pop((family, 0))
-
-
-def test_readers_during_a_refit_that_raises_see_the_previous_fit() -> None:
-    model = _model("mc-dropout", 0).fit(seed=0)
-    old = _predictions(model)
-    reads, stop = [], threading.Event()
-
-    def reader() -> None:
-        while not stop.is_set():
-            reads.append(_predictions(model))
-
-    thread = threading.Thread(target=reader)
-    thread.start()
-    try:
-        with training_interrupted_after(20, RuntimeError("boom")), pytest.raises(RuntimeError):
-            model.fit(seed=1)
-    finally:
-        stop.set()
-        thread.join()
-    assert reads and all(_same(read, old) for read in reads)
-    assert model.fit_seed == 0 and _same(_predictions(model), old)
