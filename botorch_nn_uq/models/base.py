@@ -554,6 +554,12 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         :mod:`botorch_nn_uq.models.last_layer`)."""
         return GaussianConditioning(self, X, Y, observed)
 
+    def _fantasy_posterior(self, X: Tensor, observation_noise: bool | Tensor) -> Posterior:
+        r"""The distribution that :meth:`fantasize` draws observations at ``X`` from: the
+        posterior (a model whose posterior has independent marginals overrides it with
+        one correlated as its conditioning is)."""
+        return self.posterior(X, observation_noise=observation_noise)
+
     def _fitted_state_key(self) -> tuple[tuple[int, int, int], ...]:
         r"""A key that changes whenever a parameter or buffer of the model changes (see
         :func:`~botorch_nn_uq.models.last_layer.state_key`)."""

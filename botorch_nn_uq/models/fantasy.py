@@ -283,7 +283,10 @@ def _fantasize(
                 f"broadcast to `batch_shape x n' x m` = {tuple(target)}."
             ) from error
     with fantasize_flag():
-        posterior = model.posterior(X, observation_noise=observation_noise)
+        if isinstance(model, FantasyModel):
+            posterior = model.posterior(X, observation_noise=observation_noise)
+        else:
+            posterior = model._fantasy_posterior(X, observation_noise)
         Y = sampler(posterior)
         return model.condition_on_observations(X, Y)
 

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 from botorch.exceptions.errors import UnsupportedError
 from botorch.posteriors import Posterior
+from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior, min_variance
@@ -140,7 +141,7 @@ def training_precision(model: NeuralSurrogateModel) -> LastLayerPrecision:
         ridge = ridge.clamp_min(min_variance(gram.dtype))
         identity = torch.eye(size, dtype=gram.dtype, device=gram.device)
         precision = gram + ridge[..., None, None] * identity
-        covariance = torch.cholesky_inverse(torch.linalg.cholesky(precision))
+        covariance = torch.cholesky_inverse(psd_safe_cholesky(precision))
     result = LastLayerPrecision(precision, covariance)
     # Keyed after the computation (transforming the training inputs may refresh learned
     # transform coefficients); the cache keeps the key's tensors alive, so their ids
@@ -349,7 +350,9 @@ class GaussianConditioning:
             min_variance(X.dtype)
         )
         covariance = self._scale.unsqueeze(-1) * kernel.unsqueeze(-3)
-        self._factor = torch.linalg.cholesky(
+        # With little noise (NOMU is noiseless) and nearly collinear features the matrix is
+        # singular up to rounding, in float32 especially: jitter is added where needed.
+        self._factor = psd_safe_cholesky(
             covariance + torch.diag_embed(noise.transpose(-2, -1).unsqueeze(-3))
         )  # batch_X x s' x M x n' x n'
         targets = Y.unsqueeze(-3)

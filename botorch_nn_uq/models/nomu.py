@@ -11,8 +11,9 @@ from typing import Any
 import torch
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.posteriors import GPyTorchPosterior, Posterior
 from botorch.utils.types import DEFAULT, _DefaultType
-from gpytorch.distributions import MultivariateNormal
+from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 from torch import Tensor, nn
 
 from botorch_nn_uq.calibration import mean_width_calibration_factor, nll_calibration_factor
@@ -444,9 +445,8 @@ class NOMU(NeuralSurrogateModel):
         r"""The latent posterior at ``X`` as a GP's ``model(X)`` gives it (see
         :meth:`NeuralSurrogateModel.forward`): NOMU's means and variances in the
         transformed outcome space, correlated across the points by the last layer's
-        features, ``cov(x, x') = sigma(x) sigma(x') rho(x, x')``, the covariance that its
-        conditioning uses (:class:`~botorch_nn_uq.models.last_layer.GaussianConditioning`).
-        The posterior's MC samples stay independent across points.
+        features, ``cov(x, x') = sigma(x) sigma(x') rho(x, x')``, as its fantasies are
+        drawn. The posterior's MC samples stay independent across points.
 
         Args:
             X: A ``batch_shape x q x d`` tensor of inputs (original units).
@@ -460,21 +460,66 @@ class NOMU(NeuralSurrogateModel):
 
     def _correlated_latent_distribution(self, X: Tensor) -> MultivariateNormal:
         self._check_posterior_inputs(X)
-        transformed_X = self._transformed_test_inputs(X)
-        prediction = self._predict(transformed_X, observation_noise=False, return_features=True)
-        posterior = prediction.posterior
+        mean, covariance, _ = self._joint_moments(self._transformed_test_inputs(X), False)
+        if mean.shape[-2] == 1:
+            mean, covariance = mean.squeeze(-2), covariance.squeeze(-3)
+        return MultivariateNormal(mean, covariance)
+
+    def _joint_moments(
+        self, transformed_X: Tensor, observation_noise: bool
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        r"""NOMU's mean and latent covariance across the points of ``transformed_X``
+        (``batch x q x d'``), ``cov(x, x') = sigma(x) sigma(x') rho(x, x')``, and the
+        observation-noise variance, per served output: ``batch x m x q``,
+        ``batch x m x q x q`` (diagonal floored at the minimum variance) and
+        ``batch x m x q``, in the transformed outcome space."""
+        prediction = self._predict(transformed_X, observation_noise, return_features=True)
+        posterior, noise = prediction.posterior, prediction.noise_variance
         if self._output_selection is not None:
             posterior = posterior.subset_outputs(self._output_selection)
+            noise = noise[..., self._output_selection]
         features = prediction.features[..., 0, :, 0, :]
         covariance = training_precision(self).covariance[0]
         correlation = feature_correlation(features, features, covariance)
-        std = posterior.variance.sqrt().transpose(-2, -1)  # batch x m x q
+        latent = (posterior.variance - noise).clamp_min(min_variance(noise.dtype))
+        std = latent.sqrt().transpose(-2, -1)  # batch x m x q
         joint = std.unsqueeze(-1) * std.unsqueeze(-2) * correlation.unsqueeze(-3)
         joint = joint + torch.diag_embed(torch.full_like(std, min_variance(std.dtype)))
-        mean = posterior.mean.transpose(-2, -1)
-        if mean.shape[-2] == 1:
-            mean, joint = mean.squeeze(-2), joint.squeeze(-3)
-        return MultivariateNormal(mean, joint)
+        return posterior.mean.transpose(-2, -1), joint, noise.transpose(-2, -1)
+
+    def _fantasy_posterior(self, X: Tensor, observation_noise: bool | Tensor) -> Posterior:
+        r"""The distribution fantasies at ``X`` are drawn from: NOMU's Gaussian with the
+        correlation across the points that its conditioning uses, in original outcome
+        units. Independent marginals would give nearby fantasy points conflicting
+        observations, which the conditioning would then have to interpolate.
+
+        Args:
+            X: A ``batch_shape x q x d`` tensor of inputs.
+            observation_noise: As for :meth:`posterior`.
+
+        Returns:
+            A ``GPyTorchPosterior`` over ``batch_shape x q x m``.
+        """
+        with self.serving_lock():
+            self._check_posterior_inputs(X)
+            transformed_X = self._transformed_test_inputs(X)
+            mean, covariance, noise = self._joint_moments(transformed_X, observation_noise is True)
+            if isinstance(observation_noise, Tensor):
+                shape = transformed_X.shape[:-1] + mean.shape[-2:-1]  # batch x q x m
+                noise = observation_noise.to(mean).expand(shape).transpose(-2, -1)
+            distribution = MultivariateNormal(mean, covariance + torch.diag_embed(noise))
+            if mean.shape[-2] == 1:
+                posterior = GPyTorchPosterior(
+                    MultivariateNormal(mean.squeeze(-2), distribution.covariance_matrix.squeeze(-3))
+                )
+            else:
+                posterior = GPyTorchPosterior(
+                    MultitaskMultivariateNormal.from_batch_mvn(distribution, task_dim=-1)
+                )
+            outcome_transform = getattr(self, "outcome_transform", None)
+            if outcome_transform is not None:
+                posterior = outcome_transform.untransform_posterior(posterior, X=transformed_X)
+            return posterior
 
     def calibrate_nll(self, X: Tensor, Y: Tensor, observation_noise: bool = False) -> Tensor:
         r"""Set ``c`` to minimise the Gaussian NLL of validation data (closed form

@@ -274,3 +274,22 @@ def test_fantasy_model_posterior_checks_its_arguments(ensemble) -> None:
     nomu = fitted(NOMU)
     conditioned = nomu.condition_on_observations(points(2), torch.zeros(2, 1, **F64))
     assert isinstance(conditioned.posterior(points(3)), GaussianMarginalPosterior)
+
+
+def test_nomu_draws_fantasies_correlated_as_it_conditions() -> None:
+    model = fitted(NOMU)
+    x = points(1)
+    near = torch.cat([x, x + 1e-4], dim=-2)  # two nearly equal points
+    posterior = model._fantasy_posterior(near, observation_noise=True)
+    covariance = posterior.distribution.covariance_matrix
+    correlation = covariance[0, 1] / (covariance[0, 0] * covariance[1, 1]).sqrt()
+    assert correlation > 0.99
+    torch.testing.assert_close(posterior.mean, model.posterior(near).mean)
+    torch.testing.assert_close(
+        posterior.variance, model.posterior(near, observation_noise=True).variance
+    )
+    # Nearly equal fantasy points then get nearly equal fantasies: a bounded update.
+    fantasy = model.fantasize(near.unsqueeze(0), SobolQMCNormalSampler(torch.Size([8]), seed=0))
+    assert fantasy.posterior(points(5)).mean.abs().max() < 10
+    noisy = model._fantasy_posterior(near, observation_noise=torch.full((2, 1), 0.5, **F64))
+    assert (noisy.variance > posterior.variance).all()
