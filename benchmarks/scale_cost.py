@@ -88,7 +88,8 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int, thr
     from botorch.optim import optimize_acqf
     from botorch.utils.sampling import manual_seed
 
-    from botorch_nn_uq.bo.registry import AcquisitionContext, get_acquisition, get_surrogate
+    from botorch_nn_uq.bo.registry import AcquisitionContext, get_acquisition
+    from botorch_nn_uq.bo.surrogates import get_surrogate
     from botorch_nn_uq.problems import get_bo_problem
 
     use_threads(threads)

@@ -68,7 +68,8 @@ from common import (
 
 from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.loop import BOResult, run_bo, write_rows_csv
-from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES
+from botorch_nn_uq.bo.registry import ACQUISITIONS
+from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SURROGATES
 from botorch_nn_uq.problems import get_bo_problem
 
 

@@ -19,6 +19,7 @@ every other method:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import torch
 from botorch.models.model import Model
@@ -28,13 +29,11 @@ from torch import Tensor
 
 from botorch_nn_uq.bo.registry import (
     ACQUISITIONS,
-    SURROGATES,
     AcquisitionContext,
     AcquisitionSpec,
-    SurrogateSpec,
     register_acquisition,
-    register_surrogate,
 )
+from botorch_nn_uq.bo.surrogates import SURROGATES, SurrogateSpec, register_surrogate
 from botorch_nn_uq.training.seeding import seeded
 
 VBLL_TRAINING_STEPS = 2000
@@ -81,6 +80,15 @@ def fit_vbll(
     return model
 
 
+def restore_vbll(
+    train_X: Tensor, train_Y: Tensor, bounds: Tensor, state: Mapping[str, Tensor]
+) -> VBLLModel:
+    r"""A ``VBLLModel`` fitted by :func:`fit_vbll`, rebuilt from its ``state_dict``."""
+    model = VBLLModel(in_features=train_X.shape[-1], device=torch.device("cpu")).to(train_X)
+    model.load_state_dict(state)
+    return model.eval()
+
+
 def propose_vbll_thompson(model: Model, context: AcquisitionContext, q: int) -> Tensor:
     r"""``q`` proposals of ``BLLMaxPosteriorSampling``, in problem units.
 
@@ -110,6 +118,7 @@ def register() -> None:
                 "BoTorch community VBLLModel (variational Bayesian last layer; unit-cube inputs)",
                 fit_vbll,
                 supports_warm_start=True,
+                restore=restore_vbll,
             )
         )
     if "vbll-ts" not in ACQUISITIONS:

@@ -26,7 +26,8 @@ from torch import Tensor
 from botorch_nn_uq import __version__
 from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.loop import BOIterationRecord, BOResult, run_bo
-from botorch_nn_uq.bo.registry import ACQUISITIONS, RANDOM_SEARCH, SURROGATES
+from botorch_nn_uq.bo.registry import ACQUISITIONS
+from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SURROGATES
 from botorch_nn_uq.checks import NON_NEGATIVE, OPEN_UNIT_INTERVAL, REALS, Interval
 from botorch_nn_uq.problems import BO_PROBLEM_NAMES, BOProblem, get_bo_problem
 

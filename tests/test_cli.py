@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from botorch_nn_uq import cli
-from botorch_nn_uq.bo import loop, registry
+from botorch_nn_uq.bo import loop, registry, surrogates
 from botorch_nn_uq.bo.loop import initial_design
 from botorch_nn_uq.cli import main
 from botorch_nn_uq.problems import get_bo_problem
@@ -91,7 +91,7 @@ def test_list_columns_fit_the_longest_name(capsys) -> None:
     lines = capsys.readouterr().out.splitlines()
     rows = [line for line in lines if line.startswith("  ")]
     names = [line.split()[0] for line in rows]
-    assert names == [*registry.SURROGATES, registry.RANDOM_SEARCH, *registry.ACQUISITIONS]
+    assert names == [*surrogates.SURROGATES, surrogates.RANDOM_SEARCH, *registry.ACQUISITIONS]
     # Every description starts in one column, at least two spaces after the longest name.
     longest = max(map(len, names))
     starts = {len(line) - len(line[2:].split(maxsplit=1)[1]) for line in rows}
@@ -269,7 +269,7 @@ def test_a_valid_command_passes_the_checks(tmp_path, no_work) -> None:
 
 def test_an_interrupted_run_keeps_every_evaluation_in_the_csv(tmp_path, capsys, monkeypatch):
     csv_path = tmp_path / "run.csv"
-    spec = registry.SURROGATES["gp"]
+    spec = surrogates.SURROGATES["gp"]
     rows_at_fit: list[int] = []
 
     def build(*args, **kwargs):
@@ -279,7 +279,7 @@ def test_an_interrupted_run_keeps_every_evaluation_in_the_csv(tmp_path, capsys, 
             raise KeyboardInterrupt
         return spec.build(*args, **kwargs)
 
-    monkeypatch.setitem(registry.SURROGATES, "gp", dataclasses.replace(spec, build=build))
+    monkeypatch.setitem(surrogates.SURROGATES, "gp", dataclasses.replace(spec, build=build))
     code = main(
         [
             "optimize", "--problem", "levy", "--dim", "2", "--model", "gp", "--acquisition",
@@ -335,9 +335,9 @@ def _fake_machine(monkeypatch, *, seconds: float, load: float, cores: int = 2) -
 def _fake_bo(monkeypatch, proposal) -> None:
     r"""A surrogate that costs nothing and a proposing strategy ``ts`` that proposes
     ``proposal(context)`` (a ``d``-vector), so a run's values are known in advance."""
-    spec = registry.SURROGATES["mc-dropout"]
+    spec = surrogates.SURROGATES["mc-dropout"]
     monkeypatch.setitem(
-        registry.SURROGATES, "mc-dropout", dataclasses.replace(spec, build=lambda *a, **k: None)
+        surrogates.SURROGATES, "mc-dropout", dataclasses.replace(spec, build=lambda *a, **k: None)
     )
     monkeypatch.setitem(
         registry.ACQUISITIONS,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from botorch_nn_uq.bo.registry import RANDOM_SEARCH, SURROGATES
+from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SURROGATES
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -18,14 +18,8 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from botorch_nn_uq.bo.continual import ContinualTraining, ContinualTrainingState
-from botorch_nn_uq.bo.registry import (
-    RANDOM_SEARCH,
-    SURROGATES,
-    AcquisitionContext,
-    AcquisitionSpec,
-    get_acquisition,
-    get_surrogate,
-)
+from botorch_nn_uq.bo.registry import AcquisitionContext, AcquisitionSpec, get_acquisition
+from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SURROGATES, get_surrogate
 from botorch_nn_uq.bo.trust_region import TrustRegion
 from botorch_nn_uq.metrics import batch_diversity
 from botorch_nn_uq.problems import BOProblem

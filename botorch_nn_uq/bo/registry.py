@@ -1,16 +1,14 @@
-r"""Registries of surrogates and acquisition functions, by the names the CLI and the
-benchmarks use.
+r"""The registry of acquisition functions, by the names the CLI and the benchmarks use.
 
-Every surrogate and acquisition of the package is registered centrally, below in this
-module. To add a surrogate, register a :class:`SurrogateSpec` whose ``build`` fits
-it. To add an acquisition function, register an :class:`AcquisitionSpec` naming its
-class and the options it reads; the class needs a BoTorch input constructor
+Every acquisition of the package is registered centrally, below in this module (the
+surrogates are in :mod:`botorch_nn_uq.bo.surrogates`). To add an acquisition function,
+register an :class:`AcquisitionSpec` naming its class and the options it reads; the
+class needs a BoTorch input constructor
 (``botorch.acquisition.input_constructors.acqf_input_constructor``, as
 :mod:`botorch_nn_uq.acquisition.input_constructors` does for the package's classes),
 through which every acquisition is built. A strategy that proposes a batch itself
 (batch Thompson sampling) registers a ``propose`` function instead. Code outside the
-package (e.g. a benchmark's peer model) adds entries with the same
-:func:`register_surrogate` and :func:`register_acquisition`.
+package adds entries with :func:`register_acquisition`.
 """
 
 from __future__ import annotations
@@ -33,9 +31,7 @@ from botorch.acquisition import (
 )
 from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 from botorch.acquisition.input_constructors import get_acqf_input_constructor
-from botorch.models import SingleTaskGP
 from botorch.models.model import Model
-from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling.base import MCSampler
 from botorch.sampling.get_sampler import get_sampler
 from botorch.utils.datasets import SupervisedDataset
@@ -50,43 +46,8 @@ from botorch_nn_uq.acquisition import (
     qLeakyExpectedImprovement,
     qRobustTargetExpectedImprovement,
 )
-from botorch_nn_uq.fit import fit_model
 from botorch_nn_uq.generation import batch_thompson_sampling
-from botorch_nn_uq.models import (
-    NEON,
-    NOMU,
-    AutoDEUQ,
-    DeepEnsemble,
-    HyperDeepEnsemble,
-    MCDropout,
-    NESRandomSearch,
-    NESRegularizedEvolution,
-)
 from botorch_nn_uq.models.base import ResizableFunctionBank
-
-
-@dataclass(frozen=True)
-class SurrogateSpec:
-    r"""A named way to build and fit a surrogate on BO data.
-
-    Args:
-        name: The registry key (e.g. ``"mc-dropout"``).
-        description: One line for ``--help`` and listings.
-        build: ``build(train_X, train_Y, bounds, seed, warm_start=None, **overrides) ->
-            fitted Model`` with ``train_X`` ``n x d`` in problem units, ``train_Y``
-            ``n x 1`` (to maximise), ``bounds`` ``2 x d``; the model is expected to
-            normalise inputs to the bounds and standardise outcomes. ``warm_start`` (a
-            fitted model this builder returned before) initialises the fit from its
-            weights, and ``overrides`` are hyperparameters for this fit (e.g. a short
-            ``max_steps`` for a warm-started refit).
-        supports_warm_start: Whether ``build`` accepts ``warm_start`` and a ``max_steps``
-            override (the BO loop's continual training needs both).
-    """
-
-    name: str
-    description: str
-    build: Callable[..., Model]
-    supports_warm_start: bool = False
 
 
 @dataclass(frozen=True)
@@ -214,18 +175,7 @@ class AcquisitionSpec:
         )
 
 
-SURROGATES: dict[str, SurrogateSpec] = {}
 ACQUISITIONS: dict[str, AcquisitionSpec] = {}
-#: The name of the strategy that evaluates uniformly random points (no surrogate).
-RANDOM_SEARCH = "random"
-
-
-def register_surrogate(spec: SurrogateSpec) -> SurrogateSpec:
-    r"""Add ``spec`` to ``SURROGATES`` (a name may be registered once)."""
-    if spec.name in SURROGATES or spec.name == RANDOM_SEARCH:
-        raise ValueError(f"A surrogate named {spec.name!r} is already registered.")
-    SURROGATES[spec.name] = spec
-    return spec
 
 
 def register_acquisition(spec: AcquisitionSpec) -> AcquisitionSpec:
@@ -236,159 +186,13 @@ def register_acquisition(spec: AcquisitionSpec) -> AcquisitionSpec:
     return spec
 
 
-def _lookup(registry: Mapping[str, Any], name: str, kind: str, extra: tuple[str, ...] = ()):
-    if name not in registry:
-        valid = ", ".join(sorted([*registry, *extra]))
-        raise ValueError(f"Unknown {kind} {name!r}; valid {kind}s: {valid}.")
-    return registry[name]
-
-
-def get_surrogate(name: str) -> SurrogateSpec:
-    r"""The registered surrogate ``name``; a clear error lists the valid names."""
-    return _lookup(SURROGATES, name, "model", extra=(RANDOM_SEARCH,))
-
-
 def get_acquisition(name: str) -> AcquisitionSpec:
     r"""The registered acquisition ``name``; a clear error lists the valid names."""
-    return _lookup(ACQUISITIONS, name, "acquisition")
+    if name not in ACQUISITIONS:
+        valid = ", ".join(sorted(ACQUISITIONS))
+        raise ValueError(f"Unknown acquisition {name!r}; valid acquisitions: {valid}.")
+    return ACQUISITIONS[name]
 
-
-def _transforms(bounds: Tensor) -> dict[str, Any]:
-    return {
-        "input_transform": Normalize(bounds.shape[-1], bounds=bounds),
-        "outcome_transform": Standardize(1),
-    }
-
-
-def _fitter(model_class: type, **options: Any) -> Callable[..., Model]:
-    r"""A builder fitting ``model_class(train_X, train_Y, **options)`` with the standard
-    transforms (see :class:`SurrogateSpec` for its arguments)."""
-
-    def build(
-        train_X: Tensor,
-        train_Y: Tensor,
-        bounds: Tensor,
-        seed: int,
-        warm_start: Model | None = None,
-        **overrides: Any,
-    ) -> Model:
-        model = model_class(train_X, train_Y, **options, **_transforms(bounds))
-        if warm_start is not None:
-            return model.fit(seed=seed, warm_start=warm_start, **overrides)
-        return fit_model(model, seed=seed, **overrides)
-
-    return build
-
-
-# Registered networks train on mini-batches of at most this many rows for a budget of
-# optimizer steps, so a fit costs the same at n = 500 and n = 10,000. Up to 256 points
-# a mini-batch is the whole data set and the fit is exactly the full-batch fit of the
-# class defaults (500 epochs = 500 steps), as in every protocol-1 result.
-_SCALABLE_BATCH = {"batch_size": 256}
-
-
-def _fit_nomu(
-    train_X: Tensor,
-    train_Y: Tensor,
-    bounds: Tensor,
-    seed: int,
-    warm_start: Model | None = None,
-    **overrides: Any,
-) -> Model:
-    options = {"max_steps": 1024, **_SCALABLE_BATCH, **overrides}
-    model = NOMU(train_X, train_Y, bounds=bounds, **_transforms(bounds))
-    model.fit(seed=seed, warm_start=warm_start, **options)
-    # MW scaling to the paper's narrow target (0.05 for outputs in [-1, 1], i.e. a tenth
-    # of the data's standard deviation); builders are stateless, so c is set at every fit.
-    # With LogEI on the protocol-1 suite the wide target (one standard deviation) explored
-    # at random and a third of the narrow one exploited too early (benchmarks/README.md,
-    # "NOMU under LogEI: the width of the MW scaling").
-    model.calibrate_mean_width(target_width=0.1 * train_Y.std())
-    return model
-
-
-register_surrogate(
-    SurrogateSpec(
-        "gp", "BoTorch SingleTaskGP (Normalize + Standardize, MLL fit)", _fitter(SingleTaskGP)
-    )
-)
-register_surrogate(
-    SurrogateSpec(
-        "mc-dropout",
-        "MC dropout network with a fixed bank of masks (500 steps on batches of 256)",
-        _fitter(MCDropout, max_steps=500, **_SCALABLE_BATCH),
-        supports_warm_start=True,
-    )
-)
-register_surrogate(
-    SurrogateSpec(
-        "deep-ensemble",
-        "deep ensemble of 5 Gaussian-head networks trained as one batched computation "
-        "(500 steps on batches of 256)",
-        _fitter(DeepEnsemble, max_steps=500, **_SCALABLE_BATCH),
-        supports_warm_start=True,
-    )
-)
-register_surrogate(
-    SurrogateSpec(
-        "hyper-deep-ensemble",
-        "hyper-deep ensemble (20 random L2/dropout/learning-rate configurations, 3-fold "
-        "out-of-fold greedy selection, stratification, 300 steps on batches of 256, "
-        "single-precision training)",
-        # A search at every BO step: 3 folds, 300 epochs and float32 training keep a step to
-        # seconds (benchmarks/README.md, "Hyper-deep search in single precision").
-        _fitter(
-            HyperDeepEnsemble,
-            num_folds=3,
-            epochs=300,
-            max_steps=300,
-            training_dtype=torch.float32,
-            **_SCALABLE_BATCH,
-        ),
-    )
-)
-# The searched ensembles keep their own mini-batches (NES: 32 rows; AutoDEUQ searches
-# 16 to 256) and get step budgets that equal 300 epochs up to 80 points (two batches of
-# 32, or four of 16, per epoch), so small-data searches are unchanged.
-for _name, _class, _max_steps, _description in (
-    (
-        "nes-rs",
-        NESRandomSearch,
-        600,
-        "Neural Ensemble Search, random search over 20 architectures (at most 600 steps)",
-    ),
-    (
-        "nes-re",
-        NESRegularizedEvolution,
-        600,
-        "Neural Ensemble Search, regularised evolution (at most 600 steps)",
-    ),
-    (
-        "autodeuq",
-        AutoDEUQ,
-        1200,
-        "AutoDEUQ: joint architecture and hyperparameter search (at most 1200 steps)",
-    ),
-):
-    register_surrogate(SurrogateSpec(_name, _description, _fitter(_class, max_steps=_max_steps)))
-register_surrogate(
-    SurrogateSpec(
-        "neon",
-        "NEON epistemic neural network (MLP backbone + EpiNet, 128 fixed indices; 2000 steps "
-        "on batches of 256)",
-        _fitter(NEON, max_steps=2000, **_SCALABLE_BATCH),
-        supports_warm_start=True,
-    )
-)
-register_surrogate(
-    SurrogateSpec(
-        "nomu",
-        "NOMU network (fast default, MW-scaled to a tenth of the data std; 1024 steps on "
-        "batches of 256)",
-        _fit_nomu,
-        supports_warm_start=True,
-    )
-)
 
 register_acquisition(
     AcquisitionSpec("logei", "analytic LogExpectedImprovement", LogExpectedImprovement)

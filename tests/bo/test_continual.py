@@ -10,7 +10,7 @@ from botorch_nn_uq.bo.continual import (
     held_out_error,
 )
 from botorch_nn_uq.bo.loop import run_bo
-from botorch_nn_uq.bo.registry import get_surrogate
+from botorch_nn_uq.bo.surrogates import get_surrogate
 from botorch_nn_uq.problems import get_bo_problem
 
 

@@ -28,13 +28,15 @@ from botorch_nn_uq.acquisition import (
 )
 from botorch_nn_uq.bo.registry import (
     ACQUISITIONS,
-    SURROGATES,
     AcquisitionContext,
     AcquisitionSpec,
-    SurrogateSpec,
     get_acquisition,
-    get_surrogate,
     register_acquisition,
+)
+from botorch_nn_uq.bo.surrogates import (
+    SURROGATES,
+    SurrogateSpec,
+    get_surrogate,
     register_surrogate,
 )
 from tests.testing import allow_single_member_warning
