@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from botorch_nn_uq import cli
-from botorch_nn_uq.bo import loop, registry, surrogates
-from botorch_nn_uq.bo.loop import initial_design
+from botorch_nn_uq.bo import initial_design, loop, registry, surrogates
 from botorch_nn_uq.cli import main
 from botorch_nn_uq.problems import get_bo_problem
 
@@ -299,7 +298,7 @@ def test_an_interrupted_run_keeps_every_evaluation_in_the_csv(tmp_path, capsys, 
     assert {(row["problem"], row["model"], row["seed"]) for row in rows} == {("levy-2d", "gp", "4")}
     problem = get_bo_problem("levy", 2)
     X = torch.tensor([[float(row["x0"]), float(row["x1"])] for row in rows], dtype=torch.float64)
-    assert torch.equal(X[:3], initial_design(problem, 3, seed=4))
+    assert torch.equal(X[:3], initial_design(problem.bounds, 3, seed=4))
     assert [float(row["value"]) for row in rows] == problem.evaluate(X).tolist()
     assert float(rows[-1]["best_value"]) == min(float(row["value"]) for row in rows)
 
@@ -465,7 +464,7 @@ def test_a_run_whose_proposals_never_improve_says_so(monkeypatch, capsys) -> Non
 
 def test_the_note_suggests_what_fits_the_model() -> None:
     problem = get_bo_problem("levy", 2)
-    X = initial_design(problem, 4, seed=0)
+    X = initial_design(problem.bounds, 4, seed=0)
     values = problem.evaluate(X)
     first = loop.BOIterationRecord(0, 4, float(values.min()), float(values.min()), 0.1, 0.0)
     replace = dataclasses.replace

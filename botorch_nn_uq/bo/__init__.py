@@ -1,8 +1,38 @@
-"""Bayesian optimisation with the package's strategies: the registries of surrogates and
-acquisitions, and the BO loop."""
+"""Bayesian optimisation with the package's strategies, for any objective.
+
+The core is :class:`BayesianOptimizer` (ask, tell, best, save/load, run); its parts are
+the objectives and problems (:mod:`~botorch_nn_uq.bo.problems`), the surrogates
+(:mod:`~botorch_nn_uq.bo.surrogates`), the fit policies (:mod:`~botorch_nn_uq.bo.fitting`),
+the proposers (:mod:`~botorch_nn_uq.bo.proposers`) and the run state with its seeding
+rule (:mod:`~botorch_nn_uq.bo.state`). :func:`run_bo` runs the core on a registered test
+problem, configured by keyword arguments.
+"""
 
 from botorch_nn_uq.bo.continual import ContinualTraining
-from botorch_nn_uq.bo.loop import BOIterationRecord, BOResult, initial_design, run_bo
+from botorch_nn_uq.bo.fitting import ColdFit, ContinualFit, FitPolicy
+from botorch_nn_uq.bo.loop import BOIterationRecord, BOResult, run_bo
+from botorch_nn_uq.bo.optimizer import BayesianOptimizer, BestPoint, initial_design
+from botorch_nn_uq.bo.problems import (
+    Composite,
+    FunctionProblem,
+    HitTarget,
+    Maximize,
+    Minimize,
+    Objective,
+    Problem,
+    composite_problem,
+    registered_problem,
+)
+from botorch_nn_uq.bo.proposers import (
+    AcquisitionProposer,
+    CandidateSetProposer,
+    DynamicCalibrationProposer,
+    Proposal,
+    Proposer,
+    RandomProposer,
+    ScreenedProposer,
+    TrustRegionProposer,
+)
 from botorch_nn_uq.bo.registry import (
     ACQUISITIONS,
     AcquisitionContext,
@@ -10,6 +40,7 @@ from botorch_nn_uq.bo.registry import (
     get_acquisition,
     register_acquisition,
 )
+from botorch_nn_uq.bo.state import StateFileError, StepRecord, step_seed
 from botorch_nn_uq.bo.surrogates import (
     RANDOM_SEARCH,
     SURROGATES,
@@ -22,18 +53,43 @@ from botorch_nn_uq.bo.trust_region import TrustRegion
 __all__ = [
     "ACQUISITIONS",
     "AcquisitionContext",
+    "AcquisitionProposer",
     "AcquisitionSpec",
     "BOIterationRecord",
     "BOResult",
+    "BayesianOptimizer",
+    "BestPoint",
+    "CandidateSetProposer",
+    "ColdFit",
+    "Composite",
+    "ContinualFit",
     "ContinualTraining",
+    "DynamicCalibrationProposer",
+    "FitPolicy",
+    "FunctionProblem",
+    "HitTarget",
+    "Maximize",
+    "Minimize",
+    "Objective",
+    "Problem",
+    "Proposal",
+    "Proposer",
     "RANDOM_SEARCH",
+    "RandomProposer",
     "SURROGATES",
+    "ScreenedProposer",
+    "StateFileError",
+    "StepRecord",
     "SurrogateSpec",
     "TrustRegion",
+    "TrustRegionProposer",
+    "composite_problem",
     "get_acquisition",
     "get_surrogate",
     "initial_design",
     "register_acquisition",
     "register_surrogate",
+    "registered_problem",
     "run_bo",
+    "step_seed",
 ]

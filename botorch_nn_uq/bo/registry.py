@@ -31,6 +31,7 @@ from botorch.acquisition import (
 )
 from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 from botorch.acquisition.input_constructors import get_acqf_input_constructor
+from botorch.acquisition.objective import MCAcquisitionObjective
 from botorch.models.model import Model
 from botorch.sampling.base import MCSampler
 from botorch.sampling.get_sampler import get_sampler
@@ -56,13 +57,17 @@ class AcquisitionContext:
 
     Attributes:
         train_X: ``n x d`` inputs evaluated so far (problem units).
-        train_Y: ``n x 1`` observed values (to maximise).
+        train_Y: ``n x k`` model targets (to maximise): ``-f`` (or ``f``) of a scalar
+            objective, the outputs of ``h`` of a composite one.
         bounds: ``2 x d`` search box.
         seed: Seed for MC samplers.
         options: Extra named options from the caller (e.g. a target value).
         search_bounds: The ``2 x d`` box where this step's proposals go (a trust region
             around ``center``); ``None``: the whole ``bounds``.
         center: The ``d``-vector around which a trust region is drawn (the best point).
+        objective: The MC objective of the model's samples (``-g`` of a composite
+            objective), or ``None`` for the model's single output.
+        step: The BO step (1, 2, ...).
     """
 
     train_X: Tensor
@@ -72,6 +77,8 @@ class AcquisitionContext:
     options: Mapping[str, Any] = field(default_factory=dict)
     search_bounds: Tensor | None = None
     center: Tensor | None = None
+    objective: MCAcquisitionObjective | None = None
+    step: int = 1
 
     @property
     def proposal_bounds(self) -> Tensor:
@@ -85,7 +92,11 @@ class AcquisitionContext:
             self.train_X,
             self.train_Y,
             feature_names=[f"x{i}" for i in range(self.train_X.shape[-1])],
-            outcome_names=["y"],
+            outcome_names=(
+                ["y"]
+                if self.train_Y.shape[-1] == 1
+                else [f"y{i}" for i in range(self.train_Y.shape[-1])]
+            ),
         )
 
 
@@ -169,6 +180,14 @@ class AcquisitionSpec:
             inputs["target"] = context.options["target"]
         if issubclass(self.acqf_class, MCAcquisitionFunction):
             inputs["sampler"] = _mc_sampler(model, context)
+            if context.objective is not None:
+                inputs["objective"] = context.objective
+        elif context.objective is not None:
+            raise ValueError(
+                f"Acquisition {self.name!r} is analytic: it scores the model's single output "
+                "and takes no objective of several outputs; use an MC acquisition (e.g. "
+                "qlogei)."
+            )
         construct_inputs = get_acqf_input_constructor(self.acqf_class)
         return self.acqf_class(
             **construct_inputs(model=model, training_data=context.training_data, **inputs)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from botorch_nn_uq.bo import loop as bo_loop
+from botorch_nn_uq.bo import optimizer as bo_optimizer
 from botorch_nn_uq.bo.continual import (
     ContinualTraining,
     ContinualTrainingState,
@@ -49,7 +49,7 @@ def test_a_warm_start_continues_from_the_previous_weights_for_a_short_schedule(
     problem, monkeypatch
 ) -> None:
     fits = []
-    original = bo_loop.get_surrogate
+    original = bo_optimizer.get_surrogate
 
     def recording(name):
         spec = original(name)
@@ -62,7 +62,7 @@ def test_a_warm_start_continues_from_the_previous_weights_for_a_short_schedule(
 
         return type(spec)(spec.name, spec.description, build_and_record, spec.supports_warm_start)
 
-    monkeypatch.setattr(bo_loop, "get_surrogate", recording)
+    monkeypatch.setattr(bo_optimizer, "get_surrogate", recording)
     policy = ContinualTraining(warm_start_steps=7, cold_refit_every=10, degradation_factor=None)
     _run(problem, continual=policy)
     assert fits[0][0] is None and fits[0][1].training_result.steps_run == 500
@@ -107,15 +107,15 @@ def test_batches_of_q_points_are_recorded_per_step(problem) -> None:
 
 
 def test_sobol_designs_and_time_budgets(problem) -> None:
-    from botorch_nn_uq.bo.loop import initial_design
+    from botorch_nn_uq.bo import initial_design
 
-    sobol = initial_design(problem, 16, seed=2, design="sobol")
-    assert torch.equal(sobol, initial_design(problem, 16, seed=2, design="sobol"))
+    sobol = initial_design(problem.bounds, 16, seed=2, design="sobol")
+    assert torch.equal(sobol, initial_design(problem.bounds, 16, seed=2, design="sobol"))
     unit = (sobol - problem.bounds[0]) / (problem.bounds[1] - problem.bounds[0])
     # A Sobol design puts exactly one point in each of the 4 x 4 cells of the square.
     cells = (unit * 4).floor().to(torch.long)
     assert len({tuple(cell) for cell in cells.tolist()}) == 16
     with pytest.raises(ValueError, match="Unknown design 'grid'"):
-        initial_design(problem, 4, seed=0, design="grid")
+        initial_design(problem.bounds, 4, seed=0, design="grid")
     capped = run_bo(problem, "gp", "logei", iterations=50, n_initial=4, time_budget=1e-9)
     assert len(capped.records) == 2

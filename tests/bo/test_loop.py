@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from botorch_nn_uq.bo.loop import initial_design, run_bo, save_atomically
+from botorch_nn_uq.bo import initial_design, run_bo
+from botorch_nn_uq.bo.loop import save_atomically
 from botorch_nn_uq.problems import get_bo_problem
 
 
@@ -11,11 +12,11 @@ def problem():
 
 
 def test_initial_design_is_shared_across_models_and_inside_bounds(problem) -> None:
-    first = initial_design(problem, 6, seed=3)
+    first = initial_design(problem.bounds, 6, seed=3)
     assert first.shape == (6, 2)
     assert ((first >= problem.bounds[0]) & (first <= problem.bounds[1])).all()
-    torch.testing.assert_close(first, initial_design(problem, 6, seed=3))
-    assert not torch.equal(first, initial_design(problem, 6, seed=4))
+    torch.testing.assert_close(first, initial_design(problem.bounds, 6, seed=3))
+    assert not torch.equal(first, initial_design(problem.bounds, 6, seed=4))
     runs = [run_bo(problem, model, iterations=0, n_initial=6, seed=3) for model in ("gp", "random")]
     for run in runs:
         torch.testing.assert_close(run.X, first)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from botorch_nn_uq.bo.loop import initial_design, run_bo
+from botorch_nn_uq.bo import initial_design, run_bo
 from botorch_nn_uq.problems import get_bo_problem
 
 
@@ -30,6 +30,6 @@ def test_on_evaluations_sees_every_batch_before_the_callback(model: str, acquisi
     assert [event[1] for event in events[1::2]] == [batch[3] for batch in batches]
     assert [batch[3] for batch in batches] == result.records
     assert [batch[1].shape for batch in batches] == [(4, 2), (3, 2), (3, 2)]
-    assert torch.equal(batches[0][1], initial_design(problem, 4, seed=1))
+    assert torch.equal(batches[0][1], initial_design(problem.bounds, 4, seed=1))
     assert torch.equal(torch.cat([batch[1] for batch in batches]), result.X)
     assert torch.equal(torch.cat([batch[2] for batch in batches]), result.values)

@@ -1,0 +1,591 @@
+r"""Proposers: how a BO step turns a fitted model into the next batch.
+
+Every proposer takes the step's model, an
+:class:`~botorch_nn_uq.bo.registry.AcquisitionContext` (data, seed, bounds, options) and
+the batch size ``q``, and returns a :class:`Proposal`:
+
+- :class:`AcquisitionProposer`: a registered acquisition (or any acquisition builder)
+  maximised with BoTorch's ``optimize_acqf``, jointly or point by point
+  (``sequential``); or a registered strategy that proposes a batch itself, such as
+  batch Thompson sampling (``"ts"``);
+- :class:`ScreenedProposer`: the acquisition optimised with its raw samples screened by
+  the same acquisition on a sub-bank of the model's functions
+  (:func:`~botorch_nn_uq.generation.optimize_acqf_screened`);
+- :class:`DynamicCalibrationProposer`: NOMU's BO loop, ``c`` fixed after the first fit
+  and doubled while the maximiser is too close to an observed point ("dynamic c");
+- :class:`TrustRegionProposer`: any other proposer, restricted to a TuRBO-style trust
+  region around the best point;
+- :class:`RandomProposer`: uniformly random points (no model);
+- :class:`CandidateSetProposer`: the best of a finite candidate set, never proposing a
+  candidate twice, ties broken at random.
+
+A proposer's state (a trust region, NOMU's fixed ``c``, the candidates used) is saved
+with the run state (:meth:`Proposer.state_dict`). Draws that continue across steps come
+from the run's random stream, passed to :meth:`Proposer.propose`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import torch
+from botorch.acquisition import AcquisitionFunction, UpperConfidenceBound
+from botorch.models.model import Model
+from botorch.optim import optimize_acqf
+from botorch.utils.sampling import manual_seed
+from torch import Tensor
+
+from botorch_nn_uq.bo.problems import Objective
+from botorch_nn_uq.bo.registry import ACQUISITIONS, AcquisitionContext, get_acquisition
+from botorch_nn_uq.bo.trust_region import TrustRegion
+from botorch_nn_uq.calibration import (
+    dynamic_calibration_threshold,
+    optimize_acqf_with_dynamic_calibration,
+)
+from botorch_nn_uq.generation import optimize_acqf_screened
+
+#: ``builder(model, context) -> AcquisitionFunction``.
+AcquisitionBuilder = Callable[[Model, AcquisitionContext], AcquisitionFunction]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    r"""A proposed batch.
+
+    Attributes:
+        X: ``q x d`` points (problem units).
+        details: What the proposer reports of the step (numbers), e.g.
+            ``trust_region_length``.
+    """
+
+    X: Tensor
+    details: dict[str, float] = field(default_factory=dict)
+
+
+class Proposer(ABC):
+    r"""How a BO step proposes a batch."""
+
+    #: Whether the proposer needs a fitted model (random search does not).
+    uses_model: bool = True
+
+    @abstractmethod
+    def propose(
+        self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
+    ) -> Proposal:
+        r"""The step's batch.
+
+        Args:
+            model: The step's fitted model (``None`` if :attr:`uses_model` is false).
+            context: The step's data, seed, bounds and options.
+            q: The batch size.
+            random: The run's random stream (for draws that continue across steps).
+
+        Returns:
+            A :class:`Proposal` of ``q`` points.
+        """
+
+    @property
+    def proposes_batches(self) -> bool:
+        r"""Whether it proposes more than one point per step."""
+        return True
+
+    def check(self, objective: Objective) -> None:
+        r"""Raise a clear error if the proposer cannot serve ``objective``."""
+        return None
+
+    def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
+        r"""Take note of a told batch (``q x d`` inputs, their ``q`` values and ranking
+        scores, smaller is better), the initial design first."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        r"""The proposer's state (JSON values) for the run state."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        r"""Restore a :meth:`state_dict`."""
+        if state:
+            raise ValueError(f"{type(self).__name__} has no state; got {sorted(state)}.")
+
+    def to_config(self) -> dict[str, Any] | None:
+        r"""A JSON description that :func:`proposer_from_config` turns back into the
+        proposer (in its initial state), or ``None`` for one that holds code."""
+        return None
+
+    def describe(self) -> str:
+        r"""A few words for progress output."""
+        return type(self).__name__
+
+
+class AcquisitionProposer(Proposer):
+    r"""A registered acquisition maximised with ``optimize_acqf``, or a registered
+    batch-proposing strategy.
+
+    The acquisition is built as Ax builds one (the registry's
+    :class:`~botorch_nn_uq.bo.registry.AcquisitionSpec`, through BoTorch's input
+    constructors; MC acquisitions get 128 samples seeded with the step's seed), or by a
+    builder given as code. ``optimize_acqf`` runs under the step's seed (its raw samples
+    and its choice of restarts), so a step proposes the same batch whatever the global
+    random state.
+
+    Args:
+        acquisition: A registered acquisition name (e.g. ``"logei"``, ``"qlogei"``,
+            ``"ts"``) or a builder ``builder(model, context) -> AcquisitionFunction``.
+        num_restarts: ``optimize_acqf`` restarts.
+        raw_samples: ``optimize_acqf`` raw samples.
+        sequential: Maximise a q-batch acquisition greedily, point by point, instead of
+            jointly.
+        options: Options the acquisition reads (e.g. ``{"beta": 2.0}``; the objective's
+            options, such as a target, are added).
+        dtype: Optimise in this dtype (a model trained in float32); the batch is cast to
+            the bounds' dtype and clamped to them.
+
+    Example:
+        >>> AcquisitionProposer("qlogei", sequential=True)
+    """
+
+    def __init__(
+        self,
+        acquisition: str | AcquisitionBuilder = "logei",
+        *,
+        num_restarts: int = 10,
+        raw_samples: int = 512,
+        sequential: bool = False,
+        options: Mapping[str, Any] | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        self.spec = get_acquisition(acquisition) if isinstance(acquisition, str) else None
+        if self.spec is None and not callable(acquisition):
+            raise TypeError(
+                f"acquisition must be a registered name or a builder; got {acquisition!r}."
+            )
+        for name, value in (("num_restarts", num_restarts), ("raw_samples", raw_samples)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        if raw_samples < num_restarts and (self.spec is None or self.spec.propose is None):
+            raise ValueError(
+                f"raw_samples must be at least num_restarts ({num_restarts}); got {raw_samples}."
+            )
+        self.acquisition = acquisition
+        self.num_restarts = num_restarts
+        self.raw_samples = raw_samples
+        self.sequential = sequential
+        self.options = dict(options or {})
+        self.dtype = dtype
+
+    @property
+    def proposes_batches(self) -> bool:
+        return self.spec is None or self.spec.proposes_batches
+
+    def check(self, objective: Objective) -> None:
+        if self.spec is None:
+            return
+        if self.spec.requires_target != objective.requires_target:
+            raise ValueError(
+                f"Acquisition {self.spec.name!r} "
+                + (
+                    "needs a target value (a HitTarget objective)."
+                    if self.spec.requires_target
+                    else "does not take a target value; use a target-value acquisition "
+                    f"({', '.join(n for n, s in ACQUISITIONS.items() if s.requires_target)})."
+                )
+            )
+        if objective.mc_objective is not None and (
+            self.spec.propose is not None or not self.spec.proposes_batches
+        ):
+            raise ValueError(
+                f"Acquisition {self.spec.name!r} scores the model's single output; a "
+                "composite objective needs an MC acquisition (e.g. qlogei, q-leaky-ei)."
+            )
+
+    def propose(
+        self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
+    ) -> Proposal:
+        if q > 1 and not self.proposes_batches:
+            raise ValueError(
+                f"Acquisition {self.spec.name!r} is analytic and proposes one point per step; "
+                "for batches use an MC acquisition or ts."
+            )
+        context = replace(context, options={**self.options, **context.options})
+        if self.spec is not None and self.spec.propose is not None:
+            return Proposal(self.spec.propose(model, context, q).detach())
+        acquisition = (
+            self.spec.build(model, context)
+            if self.spec is not None
+            else self.acquisition(model, context)
+        )
+        bounds = context.proposal_bounds
+        # The options' seed fixes the raw samples, but optimize_acqf picks the restarts
+        # among them with torch's global generator (Boltzmann sampling): without a seeded
+        # global state, runs of one seed propose different points.
+        with manual_seed(context.seed):
+            candidates, _ = optimize_acqf(
+                acquisition,
+                bounds if self.dtype is None else bounds.to(self.dtype),
+                q=q,
+                num_restarts=self.num_restarts,
+                raw_samples=self.raw_samples,
+                options={"seed": context.seed},
+                sequential=self.sequential and q > 1,
+            )
+        return Proposal(_in_box(candidates, context.bounds))
+
+    def to_config(self) -> dict[str, Any] | None:
+        if self.spec is None or self.dtype is not None:
+            return None
+        return {
+            "type": "acquisition",
+            "acquisition": self.spec.name,
+            "num_restarts": self.num_restarts,
+            "raw_samples": self.raw_samples,
+            "sequential": self.sequential,
+            "options": self.options,
+        }
+
+    def describe(self) -> str:
+        name = self.spec.name if self.spec is not None else "custom acquisition"
+        return name + (" (sequential)" if self.sequential else "")
+
+
+class ScreenedProposer(Proposer):
+    r"""An acquisition over a model's bank of functions, optimised with its raw samples
+    screened by the same acquisition on the bank's first ``screening_functions``
+    functions (:func:`~botorch_nn_uq.generation.optimize_acqf_screened`).
+
+    Args:
+        acquisition: ``builder(model, context)``; it is called with the model and with
+            ``model.function_bank_subset(screening_functions)``.
+        screening_functions: The size of the screening sub-bank.
+        num_restarts: L-BFGS-B restarts.
+        raw_samples: Raw candidate sets screened.
+        optimize_on: ``"screening"`` (L-BFGS-B on the screening acquisition) or
+            ``"full"``; the proposal is always the best by the full acquisition.
+        dtype: Optimise in this dtype (a model trained in float32); the batch is cast to
+            the bounds' dtype and clamped to them.
+    """
+
+    def __init__(
+        self,
+        acquisition: AcquisitionBuilder,
+        screening_functions: int,
+        *,
+        num_restarts: int = 10,
+        raw_samples: int = 512,
+        optimize_on: str = "screening",
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        if isinstance(screening_functions, bool) or screening_functions < 1:
+            raise ValueError(
+                f"screening_functions must be a positive integer; got {screening_functions!r}."
+            )
+        self.acquisition = acquisition
+        self.screening_functions = screening_functions
+        self.num_restarts = num_restarts
+        self.raw_samples = raw_samples
+        self.optimize_on = optimize_on
+        self.dtype = dtype
+
+    def propose(
+        self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
+    ) -> Proposal:
+        bounds = context.proposal_bounds
+        with manual_seed(context.seed):
+            candidates, _ = optimize_acqf_screened(
+                self.acquisition(model, context),
+                self.acquisition(model.function_bank_subset(self.screening_functions), context),
+                bounds=bounds if self.dtype is None else bounds.to(self.dtype),
+                q=q,
+                num_restarts=self.num_restarts,
+                raw_samples=self.raw_samples,
+                optimize_on=self.optimize_on,
+                seed=context.seed,
+            )
+        return Proposal(_in_box(candidates, context.bounds))
+
+
+def _upper_confidence_bound(model: Model) -> AcquisitionFunction:
+    return UpperConfidenceBound(model, beta=1.0)
+
+
+class DynamicCalibrationProposer(Proposer):
+    r"""NOMU's BO loop (App. B.3 of the NOMU paper): ``c`` set once, then dynamic c.
+
+    At the first step, MW scaling sets NOMU's calibration constant so that the mean
+    width ``2 c mean(sigma)`` over the box is ``mw_factor`` times the standard deviation
+    of the observations; ``c`` is then kept for every later fit. The acquisition (by
+    default the upper bound ``f + c sigma``, BoTorch's ``UpperConfidenceBound`` with
+    ``beta = 1``) is maximised by ``optimize_acqf``; while the maximiser lies closer than
+    ``delta_i`` to an observed point, ``c`` is doubled and the maximisation repeated,
+    ``delta_i`` decaying from 1/32 to 0.005 of the unit cube over ``horizon`` steps
+    (:func:`~botorch_nn_uq.calibration.dynamic_calibration_threshold`). One point per
+    step; the step's ``doublings`` are reported.
+
+    Args:
+        horizon: The number of BO steps the run is planned for (the decay of
+            ``delta_i``).
+        mw_factor: The MW target width in standard deviations of the observations.
+        make_acquisition: ``make_acquisition(model) -> AcquisitionFunction`` (default
+            UCB with ``beta = 1``).
+        num_restarts: ``optimize_acqf`` restarts.
+        raw_samples: ``optimize_acqf`` raw samples.
+    """
+
+    def __init__(
+        self,
+        horizon: int,
+        mw_factor: float = 0.1,
+        make_acquisition: Callable[[Model], AcquisitionFunction] | None = None,
+        *,
+        num_restarts: int = 10,
+        raw_samples: int = 512,
+    ) -> None:
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+            raise ValueError(f"horizon must be a positive integer; got {horizon!r}.")
+        if not mw_factor > 0 or not math.isfinite(mw_factor):
+            raise ValueError(f"mw_factor must be positive; got {mw_factor}.")
+        self.horizon = horizon
+        self.mw_factor = mw_factor
+        self.make_acquisition = make_acquisition or _upper_confidence_bound
+        self.num_restarts = num_restarts
+        self.raw_samples = raw_samples
+        self.calibration_constant: Tensor | None = None
+
+    @property
+    def proposes_batches(self) -> bool:
+        return False
+
+    def propose(
+        self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
+    ) -> Proposal:
+        if q != 1:
+            raise ValueError(f"Dynamic c proposes one point per step; got q = {q}.")
+        if context.step > self.horizon:
+            raise ValueError(
+                f"Step {context.step} is past the horizon ({self.horizon}) of dynamic c."
+            )
+        if self.calibration_constant is None:
+            model.calibrate_mean_width(target_width=self.mw_factor * context.train_Y.std())
+            self.calibration_constant = model.calibration_constant.clone()
+        model.set_calibration_constant(self.calibration_constant)
+        with manual_seed(context.seed):
+            result = optimize_acqf_with_dynamic_calibration(
+                model,
+                self.make_acquisition,
+                context.proposal_bounds,
+                context.train_X,
+                min_distance=dynamic_calibration_threshold(context.step - 1, self.horizon),
+                num_restarts=self.num_restarts,
+                raw_samples=self.raw_samples,
+                options={"seed": context.seed},
+            )
+        return Proposal(
+            result.candidate.detach(),
+            {
+                "doublings": float(result.doublings),
+                "calibration_constant": float(self.calibration_constant[0]),
+            },
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        constant = self.calibration_constant
+        if constant is None:
+            return {"calibration_constant": None}
+        return {
+            "calibration_constant": constant.tolist(),
+            "dtype": str(constant.dtype).removeprefix("torch."),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        values = state.get("calibration_constant")
+        if values is None:
+            self.calibration_constant = None
+            return
+        dtype = {"float32": torch.float32, "float64": torch.float64}[state["dtype"]]
+        self.calibration_constant = torch.tensor(values, dtype=dtype)
+
+    def to_config(self) -> dict[str, Any] | None:
+        if self.make_acquisition is not _upper_confidence_bound:
+            return None
+        return {
+            "type": "dynamic-c",
+            "horizon": self.horizon,
+            "mw_factor": self.mw_factor,
+            "num_restarts": self.num_restarts,
+            "raw_samples": self.raw_samples,
+        }
+
+    def describe(self) -> str:
+        return "UCB with NOMU's dynamic c"
+
+
+class TrustRegionProposer(Proposer):
+    r"""Another proposer, restricted to a TuRBO-style trust region around the best
+    point (:class:`~botorch_nn_uq.bo.trust_region.TrustRegion`), resized after every
+    batch; the surrogate is still fitted on all data.
+
+    Args:
+        inner: The proposer that proposes inside the region.
+        batch_size: The batch size the run uses (it sets the failure tolerance).
+        **region_options: Further :class:`TrustRegion` arguments (``length_init``,
+            ``length_min``, ``success_tolerance``, ...).
+
+    Example:
+        >>> TrustRegionProposer(AcquisitionProposer("ts"), batch_size=100)
+    """
+
+    def __init__(self, inner: Proposer, batch_size: int = 1, **region_options: Any) -> None:
+        if not inner.uses_model:
+            raise ValueError(
+                f"{inner.describe()} proposes in the whole box; it takes no trust region."
+            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
+        self.inner = inner
+        self.batch_size = batch_size
+        self.region_options = region_options
+        self.region: TrustRegion | None = None
+
+    @property
+    def proposes_batches(self) -> bool:
+        return self.inner.proposes_batches
+
+    def check(self, objective: Objective) -> None:
+        self.inner.check(objective)
+
+    def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
+        if self.region is None:
+            self.region = TrustRegion(X.shape[-1], self.batch_size, **self.region_options)
+        self.region.update(-scores)
+        self.inner.observe(X, values, scores)
+
+    def propose(
+        self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
+    ) -> Proposal:
+        region = self.region
+        box = region.box(context.center, context.bounds)
+        proposal = self.inner.propose(model, replace(context, search_bounds=box), q, random)
+        return Proposal(proposal.X, {**proposal.details, "trust_region_length": region.length})
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "region": None if self.region is None else asdict(self.region),
+            "inner": self.inner.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.region = None if state["region"] is None else TrustRegion(**state["region"])
+        self.inner.load_state_dict(state["inner"])
+
+    def to_config(self) -> dict[str, Any] | None:
+        inner = self.inner.to_config()
+        if inner is None:
+            return None
+        return {
+            "type": "trust-region",
+            "inner": inner,
+            "batch_size": self.batch_size,
+            "region": self.region_options,
+        }
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} in a trust region"
+
+
+class RandomProposer(Proposer):
+    r"""Uniformly random points in the box, from the run's random stream (no model)."""
+
+    uses_model = False
+
+    def propose(
+        self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
+    ) -> Proposal:
+        bounds = context.bounds
+        unit = torch.rand(q, bounds.shape[-1], generator=random, dtype=bounds.dtype)
+        return Proposal(bounds[0] + (bounds[1] - bounds[0]) * unit)
+
+    def to_config(self) -> dict[str, Any]:
+        return {"type": "random"}
+
+    def describe(self) -> str:
+        return "random search"
+
+
+class CandidateSetProposer(Proposer):
+    r"""The best point of a finite candidate set by an acquisition, one point per step,
+    never a candidate proposed before; ties (and, without an acquisition, every choice)
+    are broken uniformly at random from the run's random stream.
+
+    Args:
+        candidates: ``N x d`` candidate points (problem units).
+        acquisition: ``builder(model, context)`` scoring ``N' x 1 x d`` candidates, or
+            ``None`` to choose uniformly at random (no model).
+    """
+
+    def __init__(self, candidates: Tensor, acquisition: AcquisitionBuilder | None = None) -> None:
+        if candidates.dim() != 2 or candidates.shape[0] < 1:
+            raise ValueError(f"candidates must be N x d; got shape {tuple(candidates.shape)}.")
+        self.candidates = candidates
+        self.acquisition = acquisition
+        self.uses_model = acquisition is not None
+        self.used = torch.zeros(candidates.shape[0], dtype=torch.bool)
+
+    @property
+    def proposes_batches(self) -> bool:
+        return False
+
+    def propose(
+        self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
+    ) -> Proposal:
+        if q != 1:
+            raise ValueError(f"A candidate set proposes one point per step; got q = {q}.")
+        available = (~self.used).nonzero().squeeze(-1)
+        if available.numel() == 0:
+            raise ValueError("Every candidate has been proposed.")
+        if self.acquisition is None:
+            scores = torch.zeros(available.numel(), dtype=self.candidates.dtype)
+        else:
+            with torch.no_grad():
+                scores = self.acquisition(model, context)(self.candidates[available].unsqueeze(-2))
+        tied = (scores == scores.max()).nonzero().squeeze(-1)
+        index = available[tied[torch.randint(len(tied), (1,), generator=random)]]
+        self.used[index] = True
+        return Proposal(self.candidates[index].reshape(1, -1))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"used": self.used.nonzero().squeeze(-1).tolist()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.used = torch.zeros(self.candidates.shape[0], dtype=torch.bool)
+        self.used[torch.as_tensor(state["used"], dtype=torch.long)] = True
+
+
+def proposer_from_config(config: dict[str, Any]) -> Proposer:
+    r"""The proposer a :meth:`Proposer.to_config` describes (in its initial state)."""
+    options = dict(config)
+    kind = options.pop("type", None)
+    if kind == "acquisition":
+        return AcquisitionProposer(options.pop("acquisition"), **options)
+    if kind == "trust-region":
+        inner = proposer_from_config(options["inner"])
+        return TrustRegionProposer(inner, options["batch_size"], **options["region"])
+    if kind == "random" and not options:
+        return RandomProposer()
+    if kind == "dynamic-c":
+        return DynamicCalibrationProposer(
+            options["horizon"],
+            options["mw_factor"],
+            num_restarts=options["num_restarts"],
+            raw_samples=options["raw_samples"],
+        )
+    raise ValueError(f"Unknown proposer {config!r}.")
+
+
+def _in_box(candidates: Tensor, bounds: Tensor) -> Tensor:
+    r"""Candidates as points of the problem: in the ``2 x d`` ``bounds``' dtype and
+    clamped to them (a bound rounded to float32, e.g. 0.01, can lie just outside the
+    float64 box)."""
+    return candidates.detach().to(bounds).clamp(bounds[0], bounds[1])
