@@ -1,0 +1,119 @@
+"""Proposers of the BO core: candidate sets, NOMU's dynamic c, trust regions, and their
+configurations and states."""
+
+import pytest
+import torch
+
+from botorch_nn_uq.bo import (
+    AcquisitionContext,
+    AcquisitionProposer,
+    BayesianOptimizer,
+    CandidateSetProposer,
+    DynamicCalibrationProposer,
+    FunctionProblem,
+    RandomProposer,
+    TrustRegionProposer,
+)
+from botorch_nn_uq.bo.proposers import proposer_from_config
+from botorch_nn_uq.bo.surrogates import SurrogateSpec
+from botorch_nn_uq.models import NOMU
+
+
+def test_a_candidate_set_is_used_once_per_candidate_with_random_ties() -> None:
+    candidates = torch.linspace(0, 1, 5, dtype=torch.float64).unsqueeze(-1)
+    problem = FunctionProblem(lambda x: float(x), [[0.0], [1.0]])
+    optimizer = BayesianOptimizer.for_problem(
+        problem, proposer=CandidateSetProposer(candidates), n_initial=2, seed=1
+    )
+    optimizer.run(problem, steps=5)
+    assert sorted(optimizer.X[2:, 0].tolist()) == candidates[:, 0].tolist()
+    assert sorted(optimizer.proposer.state_dict()["used"]) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="Every candidate has been proposed"):
+        optimizer.ask()
+
+
+def test_a_candidate_set_takes_the_acquisitions_best() -> None:
+    candidates = torch.tensor([[0.1], [0.7], [0.4]], dtype=torch.float64)
+    proposer = CandidateSetProposer(candidates, lambda model, context: lambda X: -X[..., 0, 0])
+    context = AcquisitionContext(candidates, candidates, candidates[[0, 1]], seed=0)
+    first = proposer.propose(None, context, 1, torch.Generator())
+    second = proposer.propose(None, context, 1, torch.Generator())
+    assert first.X.tolist() == [[0.1]] and second.X.tolist() == [[0.4]]
+
+
+def _nomu_spec() -> SurrogateSpec:
+    def construct(train_X, train_Y, bounds):
+        return NOMU(
+            train_X,
+            train_Y,
+            bounds=bounds,
+            mean_widths=(16,),
+            uncertainty_widths=(8,),
+            epochs=30,
+            num_artificial_points=16,
+        )
+
+    return SurrogateSpec.from_constructor("small-nomu", "a small NOMU", construct)
+
+
+def test_dynamic_c_is_set_once_and_kept() -> None:
+    problem = FunctionProblem(lambda x: float((x - 0.3).square().sum()), [[0.0] * 2, [1.0] * 2])
+    proposer = DynamicCalibrationProposer(horizon=2, num_restarts=2, raw_samples=16)
+    optimizer = BayesianOptimizer.for_problem(
+        problem, surrogate=_nomu_spec(), proposer=proposer, n_initial=4
+    )
+    optimizer.run(problem, steps=2)
+    constants = {record.details["calibration_constant"] for record in optimizer.records[1:]}
+    assert len(constants) == 1 and all("doublings" in r.details for r in optimizer.records[1:])
+    state = proposer.state_dict()
+    restored = DynamicCalibrationProposer(horizon=2)
+    restored.load_state_dict(state)
+    assert torch.equal(restored.calibration_constant, proposer.calibration_constant)
+    with pytest.raises(ValueError, match="past the horizon"):
+        optimizer.ask()
+
+
+def test_a_trust_region_restricts_the_inner_proposers_box() -> None:
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    seen = {}
+
+    class Recording(RandomProposer):
+        uses_model = True
+
+        def propose(self, model, context, q, random):
+            seen["box"] = context.proposal_bounds
+            return super().propose(model, context, q, random)
+
+    proposer = TrustRegionProposer(Recording(), batch_size=1, length_init=0.2, length=0.2)
+    proposer.observe(bounds[:1], torch.ones(1), torch.ones(1))
+    center = torch.tensor([0.5, 0.5], dtype=torch.float64)
+    context = AcquisitionContext(bounds, bounds[:, :1], bounds, seed=0, center=center)
+    proposal = proposer.propose(None, context, 1, torch.Generator())
+    torch.testing.assert_close(seen["box"], torch.tensor([[0.4, 0.4], [0.6, 0.6]]).double())
+    assert proposal.details["trust_region_length"] == 0.2
+    copy = TrustRegionProposer(Recording(), batch_size=1)
+    copy.load_state_dict(proposer.state_dict())
+    assert copy.region == proposer.region
+
+
+@pytest.mark.parametrize(
+    "proposer",
+    [
+        AcquisitionProposer("qucb", sequential=True, options={"beta": 2.0}, raw_samples=32),
+        TrustRegionProposer(AcquisitionProposer("ts"), batch_size=5, length_init=0.4),
+        RandomProposer(),
+        DynamicCalibrationProposer(horizon=10, mw_factor=0.5),
+    ],
+    ids=lambda proposer: type(proposer).__name__,
+)
+def test_named_proposers_are_rebuilt_from_their_configuration(proposer) -> None:
+    assert proposer_from_config(proposer.to_config()).to_config() == proposer.to_config()
+
+
+def test_proposers_given_as_code_have_no_configuration() -> None:
+    assert AcquisitionProposer(lambda model, context: None).to_config() is None
+    assert TrustRegionProposer(AcquisitionProposer(lambda m, c: None)).to_config() is None
+    with pytest.raises(ValueError, match="raw_samples must be at least num_restarts"):
+        AcquisitionProposer("logei", num_restarts=8, raw_samples=4)
+    with pytest.raises(ValueError, match="Unknown proposer"):
+        proposer_from_config({"type": "nope"})
