@@ -1,9 +1,11 @@
 """What the benchmark runners share: their common options, torch's threads, worker
-processes, statistics, stored results and plots.
+processes, statistics, stored results (written atomically), CSV tables and plots.
 
-The runners are scripts, not package modules: ``python benchmarks/<runner>.py`` puts this
-folder on ``sys.path``, so a runner imports this module as ``common``
-(``tests/benchmark_scripts.py`` does the same for the tests).
+``benchmarks`` is a package of the repository, not of the installed library: a runner runs
+as ``python -m benchmarks.<runner>`` from the repository's root and imports this module as
+``benchmarks.common``. The runners use the library through its public API only (the names
+in the ``__all__`` of ``botorch_nn_uq``'s parts, see ``tests/benchmarks/test_public_api.py``);
+what only the benchmarks need (argument types, atomic saves, CSV rows) lives here.
 
 Threads: the package's functions never change torch's process-wide thread setting; the
 caller decides. A runner is a process of its own, so it decides once, first thing in its
@@ -15,6 +17,7 @@ the same setting.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import statistics
@@ -32,14 +35,34 @@ from botorch.models.transforms.input import InputStandardize
 from botorch.models.transforms.outcome import Standardize
 from torch import Tensor
 
-from botorch_nn_uq.bo.loop import save_atomically
-from botorch_nn_uq.cli import integer_argument
-
 Spec = TypeVar("Spec")
 Result = TypeVar("Result")
 
 #: Where log-scale plots floor their values (a regret of exactly zero has no logarithm).
 LOG_PLOT_FLOOR = 1e-12
+
+
+def integer_argument(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    r"""An argparse type: an integer in ``[minimum, maximum]`` (no upper bound for
+    ``None``), with an error that names the problem.
+
+    Example:
+        >>> integer_argument(1)("3")
+        3
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}; got {value}")
+        return value
+
+    return parse
 
 
 def runner_parser(
@@ -113,7 +136,7 @@ def add_jobs_option(parser: argparse.ArgumentParser) -> None:
 
 def add_uci_data_option(parser: argparse.ArgumentParser) -> None:
     r"""Add ``--data-dir``, the folder of the UCI data sets, to ``parser``."""
-    from botorch_nn_uq.data import UCI_DIR_VARIABLE, default_uci_dir
+    from benchmarks.uci import UCI_DIR_VARIABLE, default_uci_dir
 
     parser.add_argument(
         "--data-dir",
@@ -215,8 +238,29 @@ def summary_header(script: str, argv: Sequence[str] | None, threads: int) -> str
         threads: The torch threads of each process.
     """
     arguments = " ".join(sys.argv[1:] if argv is None else argv)
-    command = f"python benchmarks/{Path(script).name} {arguments}".strip()
+    command = f"python -m benchmarks.{Path(script).stem} {arguments}".strip()
     return f"Command: `{command}` (torch threads per process: {threads})"
+
+
+def save_atomically(obj: object, path: str | Path) -> None:
+    r"""``torch.save`` ``obj`` to ``path`` through a temporary file and a rename, so a
+    process killed while saving never leaves a torn file at ``path``; creates the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    torch.save(obj, partial)
+    partial.replace(path)
+
+
+def write_rows_csv(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
+    r"""Write dict rows (all with the keys of the first, in its order) to a CSV file,
+    creating its folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def write_json_atomically(data: Any, path: Path) -> None:

@@ -22,9 +22,9 @@ seconds of one conditioning (with a posterior evaluation), of one full refit, an
 candidates, ``b = 32``).
 
 Examples:
-    python benchmarks/conditioning.py
-    python benchmarks/conditioning.py --models deep-ensemble --replicates 10
-    python benchmarks/conditioning.py --smoke
+    python -m benchmarks.conditioning
+    python -m benchmarks.conditioning --models deep-ensemble --replicates 10
+    python -m benchmarks.conditioning --smoke
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from botorch.acquisition import qKnowledgeGradient
 from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.test_functions import Branin, Hartmann
-from common import runner_parser, use_threads, write_text
 
+from benchmarks.common import runner_parser, use_threads, write_text
 from botorch_nn_uq.models import NEON, NOMU, DeepEnsemble, MCDropout
 
 PROBLEMS: dict[str, Callable[[], object]] = {

@@ -13,9 +13,9 @@ target is at most 1.5 for K = 5) and ``sequential / batched``. The members train
 process's ``--threads`` torch threads; one run per thread count compares thread counts.
 
 Examples:
-    python benchmarks/ensemble_training_cost.py
-    python benchmarks/ensemble_training_cost.py --members 5 10 --threads 2 --repeats 5
-    python benchmarks/ensemble_training_cost.py --smoke
+    python -m benchmarks.ensemble_training_cost
+    python -m benchmarks.ensemble_training_cost --members 5 10 --threads 2 --repeats 5
+    python -m benchmarks.ensemble_training_cost --smoke
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from common import runner_parser, use_threads, write_text
 
-from botorch_nn_uq.nn.batched_mlp import BatchedMLP
-from botorch_nn_uq.training.config import TrainingConfig
-from botorch_nn_uq.training.members import fit_members
+from benchmarks.common import runner_parser, use_threads, write_text
+from botorch_nn_uq.nn import BatchedMLP
+from botorch_nn_uq.training import TrainingConfig, fit_members
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ the median wall-clock and CPU seconds, the ratio float64 / float32 and the ensem
 out-of-fold validation NLL of each (so a speed-up that costs fit quality would show).
 
 Examples:
-    python benchmarks/hyper_deep_search_cost.py
-    python benchmarks/hyper_deep_search_cost.py --points 40 72 --repeats 5
-    python benchmarks/hyper_deep_search_cost.py --smoke
+    python -m benchmarks.hyper_deep_search_cost
+    python -m benchmarks.hyper_deep_search_cost --points 40 72 --repeats 5
+    python -m benchmarks.hyper_deep_search_cost --smoke
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 from botorch.models.transforms import Normalize, Standardize
-from common import runner_parser, use_threads, write_text
 
+from benchmarks.common import runner_parser, use_threads, write_text
 from botorch_nn_uq.models import HyperDeepEnsemble
 
 #: The registered BO surrogate's settings (``botorch_nn_uq.bo.registry``).

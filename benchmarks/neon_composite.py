@@ -35,12 +35,12 @@ and optimises on a GPU (the problems are evaluated there too); the random initia
 and NEON's seeds are drawn on the CPU, so a run proposes from the same data on any device.
 
 Examples:
-    python benchmarks/neon_composite.py --problems pollutants --seeds 10 --jobs 2
-    python benchmarks/neon_composite.py --problems brusselator --seeds 5 --iterations 30
-    python benchmarks/neon_composite.py --problems pollutants --seeds 10 --device cuda --jobs 4
-    python benchmarks/neon_composite.py --problems pollutants --first-seed 5 --seeds 5
-    python benchmarks/neon_composite.py --problems brusselator --screening-indices 0
-    python benchmarks/neon_composite.py --smoke
+    python -m benchmarks.neon_composite --problems pollutants --seeds 10 --jobs 2
+    python -m benchmarks.neon_composite --problems brusselator --seeds 5 --iterations 30
+    python -m benchmarks.neon_composite --problems pollutants --seeds 10 --device cuda --jobs 4
+    python -m benchmarks.neon_composite --problems pollutants --first-seed 5 --seeds 5
+    python -m benchmarks.neon_composite --problems brusselator --screening-indices 0
+    python -m benchmarks.neon_composite --smoke
 """
 
 from __future__ import annotations
@@ -62,7 +62,9 @@ from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
 from botorch.utils.sampling import manual_seed
-from common import (
+from torch import Tensor
+
+from benchmarks.common import (
     add_jobs_option,
     add_seed_options,
     integer_argument,
@@ -70,16 +72,16 @@ from common import (
     plot_best_so_far,
     run_jobs,
     runner_parser,
+    save_atomically,
     seed_range,
     stored_run,
     summary_header,
     use_threads,
+    write_rows_csv,
 )
-from torch import Tensor
-
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
-from botorch_nn_uq.bo.continual import ContinualTraining, ContinualTrainingState
-from botorch_nn_uq.bo.loop import save_atomically, write_rows_csv
+from botorch_nn_uq.bo import ContinualTraining
+from botorch_nn_uq.bo.continual import ContinualTrainingState
 from botorch_nn_uq.fit import fit_model
 from botorch_nn_uq.generation import optimize_acqf_screened
 from botorch_nn_uq.models import NEON

@@ -31,10 +31,10 @@ Writes ``summary.md`` into ``--out``. The Brusselator's solutions are cached in
 ``--out/data.pt`` (the solver takes about 1.5 s per evaluation).
 
 Examples:
-    python benchmarks/neon_profile.py
-    python benchmarks/neon_profile.py --stages posterior fit
-    python benchmarks/neon_profile.py --stages iteration --threads 2
-    python benchmarks/neon_profile.py --smoke
+    python -m benchmarks.neon_profile
+    python -m benchmarks.neon_profile --stages posterior fit
+    python -m benchmarks.neon_profile --stages iteration --threads 2
+    python -m benchmarks.neon_profile --smoke
 """
 
 from __future__ import annotations
@@ -52,10 +52,17 @@ import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.optim import optimize_acqf
 from botorch.utils.sampling import manual_seed
-from common import runner_parser, summary_header, use_threads, write_text
-from neon_composite import NEON_DEFAULTS, RunSpec, build_neon, cold_steps, fit_neon, propose
 from torch import Tensor
 
+from benchmarks.common import runner_parser, summary_header, use_threads, write_text
+from benchmarks.neon_composite import (
+    NEON_DEFAULTS,
+    RunSpec,
+    build_neon,
+    cold_steps,
+    fit_neon,
+    propose,
+)
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
 from botorch_nn_uq.generation import optimize_acqf_screened
 from botorch_nn_uq.models import NEON

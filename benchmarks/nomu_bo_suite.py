@@ -12,10 +12,10 @@ A model may name its own acquisition as ``MODEL:ACQUISITION`` (others use
 ``--acquisition``), so one table can set two acquisitions of one surrogate side by side.
 
 Examples:
-    python benchmarks/nomu_bo_suite.py --models mc-dropout --dims 5 --seeds 5 --jobs 2
-    python benchmarks/nomu_bo_suite.py --models deep-ensemble deep-ensemble:qlogei --dims 5
-    python benchmarks/nomu_bo_suite.py --models hyper-deep-ensemble:qlogei --first-seed 5 --seeds 5
-    python benchmarks/nomu_bo_suite.py --smoke
+    python -m benchmarks.nomu_bo_suite --models mc-dropout --dims 5 --seeds 5 --jobs 2
+    python -m benchmarks.nomu_bo_suite --models deep-ensemble deep-ensemble:qlogei --dims 5
+    python -m benchmarks.nomu_bo_suite --models hyper-deep-ensemble:qlogei --first-seed 5 --seeds 5
+    python -m benchmarks.nomu_bo_suite --smoke
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from common import (
+
+from benchmarks.common import (
     add_jobs_option,
     add_nomu_suite_options,
     add_seed_options,
@@ -43,11 +44,9 @@ from common import (
     stored_run,
     summary_header,
     use_threads,
+    write_rows_csv,
 )
-
-from botorch_nn_uq.bo.loop import BOResult, run_bo, write_rows_csv
-from botorch_nn_uq.bo.registry import ACQUISITIONS
-from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SURROGATES
+from botorch_nn_uq.bo import ACQUISITIONS, RANDOM_SEARCH, SURROGATES, BOResult, run_bo
 from botorch_nn_uq.problems import get_bo_problem
 
 BASELINE = ("gp", "logei")

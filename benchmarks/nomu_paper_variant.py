@@ -15,8 +15,8 @@ Writes ``summary.md`` (final regret per run, mean over seeds, and how often c wa
 into ``--out``; finished runs are stored in ``--out/runs/`` and loaded by a repeated command.
 
 Examples:
-    python benchmarks/nomu_paper_variant.py --problems g-function levy --seeds 2 --jobs 2
-    python benchmarks/nomu_paper_variant.py --smoke
+    python -m benchmarks.nomu_paper_variant --problems g-function levy --seeds 2 --jobs 2
+    python -m benchmarks.nomu_paper_variant --smoke
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ import torch
 from botorch.acquisition import UpperConfidenceBound
 from botorch.models.transforms import Normalize, Standardize
 from botorch.utils.sampling import manual_seed
-from common import (
+from torch import Tensor
+
+from benchmarks.common import (
     add_jobs_option,
     add_nomu_suite_options,
     add_seed_options,
@@ -42,9 +44,7 @@ from common import (
     summary_header,
     use_threads,
 )
-from torch import Tensor
-
-from botorch_nn_uq.bo.loop import initial_design
+from botorch_nn_uq.bo import initial_design
 from botorch_nn_uq.calibration import (
     dynamic_calibration_threshold,
     optimize_acqf_with_dynamic_calibration,

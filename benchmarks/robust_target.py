@@ -32,8 +32,8 @@ Writes ``runs.csv`` (one row per method, repetition and iteration), ``summary.md
 iteration) and ``e_min.png`` into ``--out``.
 
 Examples:
-    python benchmarks/robust_target.py --repetitions 20 --iterations 20
-    python benchmarks/robust_target.py --smoke
+    python -m benchmarks.robust_target --repetitions 20 --iterations 20
+    python -m benchmarks.robust_target --smoke
 """
 
 from __future__ import annotations
@@ -59,19 +59,20 @@ from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms import Normalize, Standardize
 from botorch.posteriors import GPyTorchPosterior
-from common import (
+from gpytorch.distributions import MultivariateNormal
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.utils.warnings import NumericalWarning
+from torch import Tensor
+
+from benchmarks.common import (
     draw_band,
     mean_and_standard_error,
     pyplot,
     runner_parser,
     save_figure,
     use_threads,
+    write_rows_csv,
 )
-from gpytorch.distributions import MultivariateNormal
-from gpytorch.mlls import ExactMarginalLogLikelihood
-from gpytorch.utils.warnings import NumericalWarning
-from torch import Tensor
-
 from botorch_nn_uq.acquisition import (
     AleatoricVariance,
     RobustTargetExpectedImprovement,
@@ -79,7 +80,6 @@ from botorch_nn_uq.acquisition import (
     compute_e_min,
     first_order_input_noise_variance,
 )
-from botorch_nn_uq.bo.loop import write_rows_csv
 
 DTYPE = torch.float64
 TARGET = 0.0

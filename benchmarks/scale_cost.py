@@ -26,11 +26,11 @@ resumes), and ``--out`` receives ``cost.csv``, ``cost.md`` and ``cost.png`` (sec
 against n, log-log).
 
 Examples:
-    python benchmarks/scale_cost.py
-    python benchmarks/scale_cost.py --methods gp deep-ensemble --points 500 5000
-    python benchmarks/scale_cost.py --methods hyper-deep-ensemble nes-rs autodeuq \
+    python -m benchmarks.scale_cost
+    python -m benchmarks.scale_cost --methods gp deep-ensemble --points 500 5000
+    python -m benchmarks.scale_cost --methods hyper-deep-ensemble nes-rs autodeuq \
         --points 500 5000
-    python benchmarks/scale_cost.py --smoke
+    python -m benchmarks.scale_cost --smoke
 """
 
 from __future__ import annotations
@@ -45,16 +45,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from common import (
+
+from benchmarks.common import (
     pyplot,
     runner_parser,
     save_figure,
     summary_header,
     use_threads,
     write_json_atomically,
+    write_rows_csv,
 )
-
-from botorch_nn_uq.bo.loop import write_rows_csv
 
 METHODS = ("gp", "deep-ensemble", "mc-dropout", "neon", "vbll")
 # Searched ensembles: a whole search per fit, measured on request.
@@ -84,12 +84,11 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int, thr
     Returns:
         A dict with the seconds of every phase and the peak-memory growth in MB.
     """
-    import vbll_peer  # noqa: F401  (registers the VBLL peer)
     from botorch.optim import optimize_acqf
     from botorch.utils.sampling import manual_seed
 
-    from botorch_nn_uq.bo.registry import AcquisitionContext, get_acquisition
-    from botorch_nn_uq.bo.surrogates import get_surrogate
+    import benchmarks.vbll_peer  # noqa: F401  (registers the VBLL peer)
+    from botorch_nn_uq.bo import AcquisitionContext, get_acquisition, get_surrogate
     from botorch_nn_uq.problems import get_bo_problem
 
     use_threads(threads)

@@ -33,9 +33,9 @@ against evaluations and against cumulative seconds. Finished runs are stored in
 ``--out/runs/`` and loaded again, so an interrupted benchmark resumes.
 
 Examples:
-    python benchmarks/scale_suite.py --problems rastrigin --seeds 5 --jobs 2
-    python benchmarks/scale_suite.py --problems ackley --methods deep-ensemble:ts gp:qlogei
-    python benchmarks/scale_suite.py --smoke
+    python -m benchmarks.scale_suite --problems rastrigin --seeds 5 --jobs 2
+    python -m benchmarks.scale_suite --problems ackley --methods deep-ensemble:ts gp:qlogei
+    python -m benchmarks.scale_suite --smoke
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ from functools import partial
 from pathlib import Path
 
 import torch
-import vbll_peer  # noqa: F401  (registers the VBLL peer)
-from common import (
+
+import benchmarks.vbll_peer  # noqa: F401  (registers the VBLL peer)
+from benchmarks.common import (
     add_jobs_option,
     add_seed_options,
     mean_and_standard_error,
@@ -64,12 +65,16 @@ from common import (
     stored_run,
     summary_header,
     use_threads,
+    write_rows_csv,
 )
-
-from botorch_nn_uq.bo.continual import ContinualTraining
-from botorch_nn_uq.bo.loop import BOResult, run_bo, write_rows_csv
-from botorch_nn_uq.bo.registry import ACQUISITIONS
-from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SURROGATES
+from botorch_nn_uq.bo import (
+    ACQUISITIONS,
+    RANDOM_SEARCH,
+    SURROGATES,
+    BOResult,
+    ContinualTraining,
+    run_bo,
+)
 from botorch_nn_uq.problems import get_bo_problem
 
 

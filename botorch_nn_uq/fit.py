@@ -17,6 +17,8 @@ from gpytorch.models import ExactGP
 from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.training.seeding import resolve_seed, seeded
 
+__all__ = ["fit_model"]
+
 
 def fit_model(
     model: Model, seed: int | None = None, progress: bool = False, **overrides: Any

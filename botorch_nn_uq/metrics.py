@@ -26,6 +26,15 @@ from torch import Tensor
 
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
 
+__all__ = [
+    "BatchDiversity",
+    "batch_diversity",
+    "gaussian_nll",
+    "mixture_nll",
+    "predictive_nll",
+    "rmse",
+]
+
 #: Variances are floored here so that a zero variance gives a large finite NLL
 #: instead of ``inf`` or ``nan``.
 VARIANCE_FLOOR = 1e-12

@@ -21,7 +21,7 @@ PACKAGE_ROOT = REPO_ROOT / "botorch_nn_uq"
 #: The package's parts (subpackages and top-level modules), lowest layer first; a part
 #: may import from its own layer's part and from any lower layer, never from a higher one.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"checks", "compat", "nn", "data", "features"}),
+    frozenset({"checks", "compat", "nn", "features"}),
     frozenset({"problems", "training", "posteriors", "acquisition", "calibration"}),
     frozenset({"ensembles", "generation", "metrics"}),
     frozenset({"models"}),
@@ -32,7 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = (
 )
 #: Parts that stay free of BoTorch and GPyTorch (plain torch), so they can be reused
 #: and tested without either.
-TORCH_ONLY = ("nn", "training", "data")
+TORCH_ONLY = ("nn", "training")
 #: Acquisition functions work on BoTorch's Model/Posterior interfaces, never on a
 #: concrete model of this package; problems depend on nothing but BoTorch.
 FORBIDDEN = {"acquisition": {"models", "posteriors"}, "problems": {"models", "training"}}

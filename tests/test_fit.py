@@ -13,8 +13,9 @@ from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.pairwise_gp import PairwiseLaplaceMarginalLogLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood, VariationalELBO
 
-from botorch_nn_uq import MCDropout, fit_model
+from botorch_nn_uq import fit_model
 from botorch_nn_uq.fit import marginal_log_likelihood
+from botorch_nn_uq.models import MCDropout
 
 
 def _data():

@@ -3,6 +3,7 @@ index shows (version, bounded requirements, a description without relative links
 
 import importlib.metadata
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -97,6 +98,33 @@ def test_wheel_carries_every_module_and_the_command(wheel) -> None:
     }
     assert modules <= set(wheel.namelist())
     assert "botorch-nn-uq = botorch_nn_uq.cli:main" in dist_info_file(wheel, "entry_points.txt")
+
+
+def test_package_discovery_installs_the_library_alone() -> None:
+    r"""The repository's other packages (``benchmarks``, ``tests``) stay out of the wheel:
+    the package discovery of pyproject.toml finds ``botorch_nn_uq`` and its subpackages
+    only. Setuptools runs in a process of its own: importing it here after the standard
+    library's distutils fails."""
+    if tomllib is None:
+        pytest.skip("reading pyproject.toml needs tomllib (Python 3.11+) or tomli")
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    find = find["packages"]["find"]
+    finder = "find_namespace_packages" if find.get("namespaces", True) else "find_packages"
+    script = (
+        f"import json, sys; from setuptools import {finder} as find; "
+        "where, include, exclude = json.loads(sys.argv[1]); "
+        "print(json.dumps([n for w in where for n in find(w, include=include, exclude=exclude)]))"
+    )
+    config = [find.get("where", ["."]), find.get("include", ["*"]), find.get("exclude", [])]
+    command = [sys.executable, "-W", "ignore", "-c", script, json.dumps(config)]
+    found = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr
+    packages = json.loads(found.stdout)
+    assert (ROOT / "benchmarks" / "__init__.py").exists() and (
+        ROOT / "tests" / "__init__.py"
+    ).exists()
+    assert "botorch_nn_uq" in packages
+    assert {name.split(".")[0] for name in packages} == {"botorch_nn_uq"}, packages
 
 
 def test_version_is_the_package_version(metadata) -> None:

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
+__all__ = ["register_integrations"]
+
 #: The Ax module whose import registers the package's models with Ax: it defines both
 #: dispatchers that :mod:`botorch_nn_uq.integrations.ax` extends.
 AX_TRIGGER_MODULE = "ax.generators.torch.botorch_modular.surrogate"

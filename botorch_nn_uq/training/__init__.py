@@ -1,4 +1,6 @@
-"""The shared training loop, its settings, losses and seeding utilities."""
+"""The shared training loop, its settings, losses and seeding utilities: one network
+(:func:`train_network`) or the ``K`` members of a :class:`~botorch_nn_uq.nn.BatchedMLP` as
+one computation (:func:`fit_members`)."""
 
 from botorch_nn_uq.training.config import (
     OPTIMIZERS,
@@ -8,6 +10,7 @@ from botorch_nn_uq.training.config import (
     TrainingResult,
 )
 from botorch_nn_uq.training.loop import l2_penalty, train_network
+from botorch_nn_uq.training.members import fit_members
 from botorch_nn_uq.training.seeding import draw_seed, resolve_seed, seeded
 
 __all__ = [
@@ -17,6 +20,7 @@ __all__ = [
     "TrainingConfig",
     "TrainingResult",
     "draw_seed",
+    "fit_members",
     "l2_penalty",
     "resolve_seed",
     "seeded",

@@ -3,15 +3,14 @@
 
 import pytest
 
-from tests.benchmark_scripts import load_benchmark
+from benchmarks import hyper_deep_search_cost
 from tests.testing import allow_single_member_warning
 
 
 @allow_single_member_warning
 def test_smoke_run_writes_both_precisions_side_by_side(tmp_path) -> None:
-    module = load_benchmark("hyper_deep_search_cost")
     out = tmp_path / "cost.md"
-    table = module.main(["--smoke", "--out", str(out)])
+    table = hyper_deep_search_cost.main(["--smoke", "--out", str(out)])
     assert out.read_text() == table
     (row,) = [line for line in table.splitlines() if line.startswith("| 12 ")]
     cells = [float(cell) for cell in row.strip("|").split("|")]
@@ -19,7 +18,6 @@ def test_smoke_run_writes_both_precisions_side_by_side(tmp_path) -> None:
 
 
 def test_too_few_points_are_rejected(capsys) -> None:
-    module = load_benchmark("hyper_deep_search_cost")
     with pytest.raises(SystemExit):
-        module.main(["--points", "4"])
+        hyper_deep_search_cost.main(["--points", "4"])
     assert "--points must be at least 6" in capsys.readouterr().err

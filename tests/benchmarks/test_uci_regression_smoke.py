@@ -6,12 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmark_scripts import load_benchmark
-from tests.data import require_uci_dataset, write_fake_uci_dataset
-
-
-def _load():
-    return load_benchmark("uci_regression")
+from benchmarks import uci_regression
+from tests.benchmarks import require_uci_dataset, write_fake_uci_dataset
 
 
 def _table_row(summary: Path, dataset: str, model: str) -> list[str]:
@@ -31,7 +27,7 @@ def _runs(out: Path) -> list[dict[str, str]]:
 
 def test_smoke_run_on_the_shared_yacht_data(tmp_path) -> None:
     data_dir = require_uci_dataset("yacht")
-    summary = _load().main(
+    summary = uci_regression.main(
         [
             "--smoke",
             "--models",
@@ -55,7 +51,6 @@ def test_smoke_run_on_the_shared_yacht_data(tmp_path) -> None:
 
 
 def test_smoke_run_on_a_fake_data_set_resumes_from_stored_jobs(tmp_path, monkeypatch) -> None:
-    module = _load()
     write_fake_uci_dataset(tmp_path / "data", "toy")
     argv = [
         "--smoke",
@@ -69,23 +64,22 @@ def test_smoke_run_on_a_fake_data_set_resumes_from_stored_jobs(tmp_path, monkeyp
         "--out",
         str(tmp_path / "out"),
     ]
-    first = module.main(argv).read_text()
+    first = uci_regression.main(argv).read_text()
     row = _table_row(tmp_path / "out" / "summary.md", "toy", "mc-dropout")
     assert math.isfinite(float(row[3].split("±")[0])) and row[6] == "–"
-    assert "Command: `python benchmarks/uci_regression.py --smoke" in first
+    assert "Command: `python -m benchmarks.uci_regression --smoke" in first
     assert [run["dataset"] for run in _runs(tmp_path / "out")] == ["toy"]
     assert len(list((tmp_path / "out" / "runs").glob("*.json"))) == 1
 
     def fail(*args, **kwargs):
         raise AssertionError("a stored job was run again")
 
-    monkeypatch.setitem(module.MODELS, "mc-dropout", fail)
-    second = module.main(argv).read_text()
+    monkeypatch.setitem(uci_regression.MODELS, "mc-dropout", fail)
+    second = uci_regression.main(argv).read_text()
     assert first.split("| data set")[1] == second.split("| data set")[1]
 
 
 def test_invalid_arguments_are_parser_errors(tmp_path, capsys) -> None:
-    module = _load()
     write_fake_uci_dataset(tmp_path, "toy")
     base = ["--data-dir", str(tmp_path), "--datasets", "toy"]
     for argv, message in [
@@ -95,5 +89,5 @@ def test_invalid_arguments_are_parser_errors(tmp_path, capsys) -> None:
         ([*base, "--splits", "3"], "exceeds the 2 splits of toy"),
     ]:
         with pytest.raises(SystemExit):
-            module.parse_args(argv)
+            uci_regression.parse_args(argv)
         assert message in capsys.readouterr().err

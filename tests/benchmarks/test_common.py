@@ -6,9 +6,7 @@ import json
 import pytest
 import torch
 
-from tests.benchmark_scripts import load_benchmark
-
-common = load_benchmark("common")
+from benchmarks import common
 
 
 def _threads_of_this_process(_: int) -> int:
@@ -88,6 +86,22 @@ def test_a_stored_run_is_loaded_instead_of_run_again(tmp_path) -> None:
     assert [path.name for path in (tmp_path / "runs").iterdir()] == ["run0.pt"]
 
 
+def test_results_are_saved_atomically_into_a_new_folder(tmp_path) -> None:
+    path = tmp_path / "runs" / "run0.pt"
+    common.save_atomically({"regret": [0.1, 0.05]}, path)
+    common.save_atomically({"regret": [0.2]}, path)
+    assert torch.load(path) == {"regret": [0.2]}
+    assert [p.name for p in path.parent.iterdir()] == ["run0.pt"]
+
+
+def test_csv_rows_are_written_with_the_keys_of_the_first_row(tmp_path) -> None:
+    path = tmp_path / "tables" / "runs.csv"
+    common.write_rows_csv(
+        [{"problem": "levy", "regret": 0.5}, {"problem": "perm", "regret": 1}], path
+    )
+    assert path.read_text().splitlines() == ["problem,regret", "levy,0.5", "perm,1"]
+
+
 def test_json_is_written_atomically_into_a_new_folder(tmp_path) -> None:
     path = tmp_path / "runs" / "job.json"
     common.write_json_atomically({"nll": 1.5}, path)
@@ -97,7 +111,9 @@ def test_json_is_written_atomically_into_a_new_folder(tmp_path) -> None:
 
 def test_summary_header_names_the_command_and_its_threads() -> None:
     header = common.summary_header("/somewhere/benchmarks/runner.py", ["--smoke"], 2)
-    assert header == "Command: `python benchmarks/runner.py --smoke` (torch threads per process: 2)"
+    assert header == (
+        "Command: `python -m benchmarks.runner --smoke` (torch threads per process: 2)"
+    )
 
 
 @pytest.mark.parametrize("centre", ["mean", "median"])

@@ -1,11 +1,12 @@
-"""Tests of the data loaders, and a writer of tiny data sets in the UCI format."""
+"""Tests of the benchmarks (``benchmarks/``): smoke runs of every runner, their shared
+helpers and the UCI loader; and a writer of tiny data sets in the UCI format."""
 
 from pathlib import Path
 
 import pytest
 import torch
 
-from botorch_nn_uq.data import UCI_DIR_VARIABLE, available_uci_datasets, default_uci_dir
+from benchmarks.uci import UCI_DIR_VARIABLE, available_uci_datasets, default_uci_dir
 
 #: Columns of the fake data set: the target sits between features on purpose.
 FAKE_FEATURES = (0, 2, 3)

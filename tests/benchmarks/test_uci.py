@@ -6,14 +6,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from botorch_nn_uq.data import (
+from benchmarks.uci import (
     UCI_DIR_VARIABLE,
     available_uci_datasets,
     default_uci_dir,
     load_uci_split,
     uci_num_splits,
 )
-from tests.data import FAKE_FEATURES, FAKE_TARGET, require_uci_dataset, write_fake_uci_dataset
+from tests.benchmarks import FAKE_FEATURES, FAKE_TARGET, require_uci_dataset, write_fake_uci_dataset
 
 
 def test_loads_a_split_in_the_standard_format(tmp_path) -> None:

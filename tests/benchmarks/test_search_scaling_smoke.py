@@ -2,17 +2,16 @@
 
 import pytest
 
-from tests.benchmark_scripts import load_benchmark
-from tests.data import require_uci_dataset
+from benchmarks import search_scaling
+from tests.benchmarks import require_uci_dataset
 
 
 @pytest.mark.slow
 def test_smoke_run_compares_in_process_and_ray(tmp_path) -> None:
     pytest.importorskip("ray", reason="Ray is an optional extra: pip install botorch-nn-uq[ray]")
     data_dir = require_uci_dataset("yacht")
-    module = load_benchmark("search_scaling")
     out = tmp_path / "scaling.md"
-    table = module.main(
+    table = search_scaling.main(
         ["--smoke", "--data-dir", str(data_dir), "--dataset", "yacht", "--out", str(out)]
     )
     assert out.read_text() == table

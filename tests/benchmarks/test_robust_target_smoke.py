@@ -6,20 +6,15 @@ import csv
 
 import torch
 
-from tests.benchmark_scripts import load_benchmark as load_script
-
-
-def load_benchmark():
-    return load_script("robust_target", "robust_target_benchmark")
+from benchmarks import robust_target
 
 
 def test_smoke_run_writes_csv_table_and_plot(tmp_path):
-    benchmark = load_benchmark()
-    out = benchmark.main(["--smoke", "--out", str(tmp_path)])
+    out = robust_target.main(["--smoke", "--out", str(tmp_path)])
     with (out / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     methods = {row["method"] for row in rows}
-    assert methods == set(benchmark.METHODS)
+    assert methods == set(robust_target.METHODS)
     assert {row["experiment"] for row in rows} == {"Exp. 1", "Exp. 2"}
     # E_min never increases along a run and never falls below the best achievable value.
     for method in methods:
@@ -34,8 +29,7 @@ def test_smoke_run_writes_csv_table_and_plot(tmp_path):
 
 
 def test_true_expected_squared_error_of_experiment_2():
-    benchmark = load_benchmark()
-    problem = benchmark.InputNoiseProblem(0.05)
+    problem = robust_target.InputNoiseProblem(0.05)
     # The robust optimum moves left of the root 2.2448: E ≈ 0.047 at x ≈ 2.229 vs 0.057 at the root.
     X = torch.tensor([[2.2287], [2.244809]], dtype=torch.float64)
     errors = problem.expected_squared_error(X)

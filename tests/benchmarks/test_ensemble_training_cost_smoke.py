@@ -1,12 +1,11 @@
 """Smoke run of the ensemble training-cost benchmark (benchmarks/ensemble_training_cost.py)."""
 
-from tests.benchmark_scripts import load_benchmark
+from benchmarks import ensemble_training_cost
 
 
 def test_smoke_run_writes_the_ratio_table(tmp_path) -> None:
-    module = load_benchmark("ensemble_training_cost")
     out = tmp_path / "cost.md"
-    table = module.main(["--smoke", "--out", str(out)])
+    table = ensemble_training_cost.main(["--smoke", "--out", str(out)])
     assert out.read_text() == table
     rows = [line for line in table.splitlines() if line.startswith("| BO") or "UCI" in line]
     assert len(rows) == 2

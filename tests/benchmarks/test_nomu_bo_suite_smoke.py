@@ -2,15 +2,11 @@
 
 import pytest
 
-from tests.benchmark_scripts import load_benchmark
-
-
-def _load():
-    return load_benchmark("nomu_bo_suite")
+from benchmarks import nomu_bo_suite
 
 
 def test_smoke_run_writes_csv_table_and_plots(tmp_path) -> None:
-    summary = _load().main(["--smoke", "--out", str(tmp_path)])
+    summary = nomu_bo_suite.main(["--smoke", "--out", str(tmp_path)])
     text = summary.read_text()
     assert "| problem | mc-dropout+logei | gp+logei | random |" in text
     assert "levy-2d" in text and "g-function-2d" in text and "**average**" in text
@@ -23,29 +19,27 @@ def test_smoke_run_writes_csv_table_and_plots(tmp_path) -> None:
 
 
 def test_finished_runs_are_stored_and_loaded_again(tmp_path, monkeypatch) -> None:
-    module = _load()
-    first = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
+    first = nomu_bo_suite.main(["--smoke", "--out", str(tmp_path)]).read_text()
     assert len(list((tmp_path / "runs").glob("*.pt"))) == 2 * 3
 
     def fail(*args, **kwargs):
         raise AssertionError("a stored run was run again")
 
-    monkeypatch.setattr(module, "run_bo", fail)
-    second = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
+    monkeypatch.setattr(nomu_bo_suite, "run_bo", fail)
+    second = nomu_bo_suite.main(["--smoke", "--out", str(tmp_path)]).read_text()
     table = first.split("Normalised final regret")[1]
     assert table == second.split("Normalised final regret")[1]
 
 
 def test_a_model_can_name_its_own_acquisition(tmp_path) -> None:
     argv = ["--smoke", "--out", str(tmp_path), "--models", "mc-dropout", "mc-dropout:qlogei"]
-    summary = _load().main(argv).read_text()
+    summary = nomu_bo_suite.main(argv).read_text()
     assert "| problem | mc-dropout+logei | mc-dropout+qlogei | gp+logei | random |" in summary
     assert len(list((tmp_path / "runs").glob("*_mc-dropout+qlogei_*"))) == 2
 
 
 def test_first_seed_selects_the_seeds_and_bad_counts_are_rejected(tmp_path, capsys) -> None:
-    module = _load()
-    module.main(["--smoke", "--out", str(tmp_path), "--first-seed", "3"])
+    nomu_bo_suite.main(["--smoke", "--out", str(tmp_path), "--first-seed", "3"])
     seeds = {path.name.split("_seed")[1].split("_")[0] for path in (tmp_path / "runs").glob("*.pt")}
     assert seeds == {"3"}
     for bad, message in [
@@ -53,17 +47,16 @@ def test_first_seed_selects_the_seeds_and_bad_counts_are_rejected(tmp_path, caps
         (["--first-seed", "-1"], "argument --first-seed: must be at least 0; got -1"),
     ]:
         with pytest.raises(SystemExit):
-            module.parse_args(bad)
+            nomu_bo_suite.parse_args(bad)
         assert message in capsys.readouterr().err
 
 
 def test_unknown_models_and_acquisitions_are_rejected(capsys) -> None:
-    module = _load()
     for models, message in [
         (["no-such-model"], "unknown model"),
         (["mc-dropout:no-such-acquisition"], "unknown or target-value acquisition"),
         (["mc-dropout:robust-ei"], "unknown or target-value acquisition"),
     ]:
         with pytest.raises(SystemExit):
-            module.parse_args(["--models", *models])
+            nomu_bo_suite.parse_args(["--models", *models])
         assert message in capsys.readouterr().err

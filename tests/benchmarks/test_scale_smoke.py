@@ -2,12 +2,11 @@
 
 import json
 
-from tests.benchmark_scripts import load_benchmark
+from benchmarks import scale_cost, scale_suite
 
 
 def test_scale_suite_smoke_writes_tables_curves_and_stored_runs(tmp_path, monkeypatch) -> None:
-    module = load_benchmark("scale_suite")
-    text = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
+    text = scale_suite.main(["--smoke", "--out", str(tmp_path)]).read_text()
     for heading in ("**nn-draw-6d** (1 seeds)", "**rastrigin-3d** (1 seeds)"):
         assert heading in text
     for method in ("gp:qlogei", "deep-ensemble:ts+continual+tr", "vbll:vbll-ts", "random"):
@@ -30,14 +29,13 @@ def test_scale_suite_smoke_writes_tables_curves_and_stored_runs(tmp_path, monkey
     def fail(*args, **kwargs):
         raise AssertionError("a stored run was run again")
 
-    monkeypatch.setattr(module, "run_bo", fail)
-    again = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
+    monkeypatch.setattr(scale_suite, "run_bo", fail)
+    again = scale_suite.main(["--smoke", "--out", str(tmp_path)]).read_text()
     assert again.split("\n\n", 2)[2] == text.split("\n\n", 2)[2]
 
 
 def test_scale_cost_smoke_measures_every_phase_in_its_own_process(tmp_path) -> None:
-    module = load_benchmark("scale_cost")
-    text = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
+    text = scale_cost.main(["--smoke", "--out", str(tmp_path)]).read_text()
     assert "| 40 | gp |" in text and "| 40 | deep-ensemble |" in text
     rows = [json.loads(path.read_text()) for path in (tmp_path / "runs").glob("*.json")]
     assert len(rows) == 2
@@ -49,10 +47,9 @@ def test_scale_cost_smoke_measures_every_phase_in_its_own_process(tmp_path) -> N
 
 
 def test_stored_only_summaries_leave_out_missing_runs(tmp_path, capsys) -> None:
-    module = load_benchmark("scale_suite")
     argv = ["--smoke", "--runs", str(tmp_path / "store"), "--methods", "random"]
-    module.main([*argv, "--out", str(tmp_path / "first")])
-    text = module.main(
+    scale_suite.main([*argv, "--out", str(tmp_path / "first")])
+    text = scale_suite.main(
         [*argv, "--out", str(tmp_path / "second"), "--stored-only", "--seeds", "2"]
     ).read_text()
     assert "| random |" in text

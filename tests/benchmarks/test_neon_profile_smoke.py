@@ -1,14 +1,13 @@
 """Smoke run of the NEON profile at PDE scale (benchmarks/neon_profile.py)."""
 
-from tests.benchmark_scripts import load_benchmark
+from benchmarks import neon_profile
 
 
 def test_smoke_profile_reports_every_stage(tmp_path) -> None:
-    module = load_benchmark("neon_profile")
-    text = module.main(["--smoke", "--out", str(tmp_path)]).read_text()
+    text = neon_profile.main(["--smoke", "--out", str(tmp_path)]).read_text()
     # The network does not depend on the grid: the smoke grid has the paper's count.
     assert "38,820 trainable parameters (the paper: 38,820)" in text
-    for stage in module.STAGES:
+    for stage in neon_profile.STAGES:
         assert f"## {stage} (" in text
     assert text.count("| float32 |") == 2 and text.count("| float64 |") == 2
     assert "Compiling the network (`torch.compile`, float32" in text
