@@ -12,11 +12,9 @@ BoTorch's ``PosteriorList`` the normal base samples that explicit normal sampler
 """
 
 from botorch_nn_uq.posteriors.ensemble import EnsembleIndexSampler, FunctionEnsemblePosterior
-from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior, min_variance
-from botorch_nn_uq.posteriors.member_indices import systematic_member_indices
+from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior, MixtureSampler
 from botorch_nn_uq.posteriors.posterior_list import install_posterior_list_base_samples
-from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
 
 install_posterior_list_base_samples()
 
@@ -26,7 +24,4 @@ __all__ = [
     "GaussianMarginalPosterior",
     "MixtureOfGaussiansPosterior",
     "MixtureSampler",
-    "apply_posterior_transform",
-    "min_variance",
-    "systematic_member_indices",
 ]

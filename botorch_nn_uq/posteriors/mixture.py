@@ -52,7 +52,7 @@ def moment_matched_gaussian(
     The covariance is ``sum_k w_k (mu_k - mean)(mu_k - mean)^T`` over the flattened
     ``q x m`` values (a member is shared by all points and outputs, so they are
     correlated) plus the diagonal of expected member variances, floored at
-    :func:`~botorch_nn_uq.posteriors.min_variance` to stay positive definite.
+    :func:`~botorch_nn_uq.posteriors.gaussian.min_variance` to stay positive definite.
 
     Args:
         component_means: A ``batch_shape x s x q x m`` tensor of member means.
@@ -90,7 +90,7 @@ def output_batched_gaussian(component_means: Tensor, weights: Tensor) -> Multiva
         A ``MultivariateNormal`` over the ``q`` points with batch shape ``batch_shape``
         for one output and ``batch_shape x m`` for several, with the functions' joint
         covariance across the points (diagonal floored at
-        :func:`~botorch_nn_uq.posteriors.min_variance`).
+        :func:`~botorch_nn_uq.posteriors.gaussian.min_variance`).
     """
     values = component_means.movedim(-1, -3)  # batch x m x s x q
     mean = (weights[:, None] * values).sum(dim=-2)
@@ -232,7 +232,7 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
         The covariance is the mixture's own: ``sum_k w_k (mu_k - mean)(mu_k - mean)^T``
         over the flattened ``q x m`` values (a member is shared by all points and
         outputs, so they are correlated) plus the diagonal of expected member variances,
-        floored at :func:`~botorch_nn_uq.posteriors.min_variance` to stay positive
+        floored at :func:`~botorch_nn_uq.posteriors.gaussian.min_variance` to stay positive
         definite. Only the shape is approximate: a mixture of few members far apart is
         multi-modal, the Gaussian is not.
 

@@ -2,11 +2,7 @@
 their regret metrics and composite problems."""
 
 from botorch_nn_uq.problems.composite import Brusselator, CompositeProblem, Pollutants
-from botorch_nn_uq.problems.scale import (
-    RandomTanhNetwork,
-    ackley_maximizer,
-    rastrigin_maximizer,
-)
+from botorch_nn_uq.problems.scale import RandomTanhNetwork
 from botorch_nn_uq.problems.suite import (
     BO_PROBLEM_NAMES,
     NOMU_SUITE_NAMES,
@@ -27,7 +23,5 @@ __all__ = [
     "Perm",
     "Pollutants",
     "RandomTanhNetwork",
-    "ackley_maximizer",
     "get_bo_problem",
-    "rastrigin_maximizer",
 ]

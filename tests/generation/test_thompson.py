@@ -7,8 +7,8 @@ import torch
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 
-from botorch_nn_uq.generation import (
-    batch_thompson_sampling,
+from botorch_nn_uq.generation import batch_thompson_sampling
+from botorch_nn_uq.generation.thompson import (
     function_bank_scores,
     slot_functions,
     thompson_candidates,

@@ -8,7 +8,8 @@ from botorch.acquisition.monte_carlo import qSimpleRegret, qUpperConfidenceBound
 from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from botorch.models.model import Model
 
-from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, apply_posterior_transform
+from botorch_nn_uq.posteriors import FunctionEnsemblePosterior
+from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
 from tests.testing import seeded_rand, tolerances
 
 

@@ -6,7 +6,8 @@ from botorch.models.transforms.outcome import Standardize
 from botorch.sampling.get_sampler import get_sampler
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
 
-from botorch_nn_uq.posteriors import GaussianMarginalPosterior, min_variance
+from botorch_nn_uq.posteriors import GaussianMarginalPosterior
+from botorch_nn_uq.posteriors.gaussian import min_variance
 from tests.testing import seeded_randn
 
 

@@ -11,8 +11,8 @@ from botorch_nn_uq.posteriors import (
     GaussianMarginalPosterior,
     MixtureOfGaussiansPosterior,
     MixtureSampler,
-    apply_posterior_transform,
 )
+from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
 from tests.testing import seeded_randn
 
 OFFSET = 0.75
