@@ -1,7 +1,13 @@
 """The ``botorch-nn-uq`` command line (also ``python -m botorch_nn_uq``).
 
-``botorch-nn-uq optimize`` runs a Bayesian-optimisation loop on a built-in problem with
-a chosen surrogate and acquisition; ``botorch-nn-uq list`` shows what is registered.
+- ``botorch-nn-uq optimize`` runs Bayesian optimisation with a chosen surrogate and
+  acquisition on a built-in problem (``--problem``) or on a user's Python function
+  (``--objective package.module:function --bounds ...``);
+- ``botorch-nn-uq ask --state FILE`` proposes the next batch of a run whose evaluations
+  are made elsewhere (a lab, a cluster job) and prints it as CSV, and ``botorch-nn-uq
+  tell --state FILE RESULTS.csv`` reads their results back; the run's state lives in
+  ``FILE`` between the two;
+- ``botorch-nn-uq list`` shows what is registered.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import importlib
 import importlib.util
 import math
 import os
@@ -24,15 +31,33 @@ import torch
 from torch import Tensor
 
 from botorch_nn_uq import __version__
-from botorch_nn_uq.bo.continual import ContinualTraining
-from botorch_nn_uq.bo.loop import BOIterationRecord, BOResult, run_bo
-from botorch_nn_uq.bo.registry import ACQUISITIONS
-from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SURROGATES
+from botorch_nn_uq.bo import (
+    ACQUISITIONS,
+    RANDOM_SEARCH,
+    SURROGATES,
+    AcquisitionProposer,
+    BayesianOptimizer,
+    BOIterationRecord,
+    ColdFit,
+    ContinualFit,
+    ContinualTraining,
+    FunctionProblem,
+    HitTarget,
+    Maximize,
+    Minimize,
+    Objective,
+    Problem,
+    Proposer,
+    RandomProposer,
+    StateFileError,
+    StepRecord,
+    TrustRegionProposer,
+)
+from botorch_nn_uq.bo.problems import RegisteredProblem
+from botorch_nn_uq.bo.state import MAX_RUN_SEED
 from botorch_nn_uq.checks import NON_NEGATIVE, OPEN_UNIT_INTERVAL, REALS, Interval
-from botorch_nn_uq.problems import BO_PROBLEM_NAMES, BOProblem, get_bo_problem
+from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
 
-#: Seeds are 64-bit signed integers for torch's generators.
-_MAX_SEED = 2**63 - 1
 #: Upper bounds of the size options: far beyond what a run on one machine can do, and
 #: low enough that a typo (``--dim 1000000000``) is refused before any work instead of
 #: failing on an allocation.
@@ -41,7 +66,7 @@ MAX_POINTS = 1_000_000
 MAX_RESTARTS = 10_000
 MAX_ITERATIONS = 1_000_000
 MAX_THREADS = 1024
-#: The largest target value: squared distances to it stay finite in float64.
+#: The largest target value and bound: squared distances stay finite in float64.
 MAX_TARGET = 1e150
 
 #: A run shorter than this is not worth a hint about its speed (seconds).
@@ -49,6 +74,33 @@ _SLOW_RUN_SECONDS = 10.0
 
 #: The wall clock of the summary (a name of its own, so tests can replace it).
 _clock = time.perf_counter
+
+#: The options that configure a run's strategy, with their defaults. ``ask`` takes them
+#: only when it starts a run (a run's strategy is in its state file afterwards).
+STRATEGY_DEFAULTS: dict[str, Any] = {
+    "model": "mc-dropout",
+    "acquisition": "logei",
+    "seed": 0,
+    "n_initial": 8,
+    "num_restarts": 10,
+    "raw_samples": 512,
+    "beta": 4.0,
+    "negative_slope": 0.01,
+    "target": None,
+    "maximize": False,
+    "aleatoric_variance": 0.0,
+    "quantile": 0.1,
+    "sequential": False,
+    "num_candidates": 4096,
+    "continual": False,
+    "warm_start_steps": 100,
+    "cold_refit_every": 10,
+    "trust_region": False,
+}
+#: The columns of the batch that ``ask`` writes (then ``x0``, ``x1``, ...) and the
+#: column of the results that ``tell`` reads.
+BATCH_COLUMNS = ("step", "index")
+RESULT_COLUMN = "y"
 
 
 def _load_average() -> float | None:
@@ -125,9 +177,158 @@ def _real(interval: Interval = REALS) -> Callable[[str], float]:
     return parse
 
 
-def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    r"""The command line's parser and its ``optimize`` sub-parser (for errors that
-    involve several options)."""
+def _objective_reference(text: str) -> str:
+    r"""An argparse type: ``package.module:function``."""
+    module, _, name = text.partition(":")
+    if not module or not name or not all(part.isidentifier() for part in module.split(".")):
+        raise argparse.ArgumentTypeError(f"must be package.module:function; got {text!r}")
+    if not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"must be package.module:function; got {text!r}")
+    return text
+
+
+def _add_strategy_options(parser: argparse.ArgumentParser, new_run_only: bool) -> None:
+    r"""The options of a run's strategy (:data:`STRATEGY_DEFAULTS`).
+
+    With ``new_run_only`` (``ask``) they default to ``None`` and apply only when the
+    command starts a run; otherwise they default to :data:`STRATEGY_DEFAULTS`.
+    """
+    group = parser.add_argument_group(
+        "strategy" + (" (only when ask starts a new run)" if new_run_only else "")
+    )
+
+    def add(name: str, *flags: str, **options: Any) -> None:
+        default = STRATEGY_DEFAULTS[name]
+        if options.get("action") == "store_true":
+            options["default"] = None if new_run_only else False
+        else:
+            options["default"] = None if new_run_only else default
+            if new_run_only and default is not None:
+                options["help"] += f" (default: {default})"
+        group.add_argument(*flags, dest=name, **options)
+
+    models = [*SURROGATES, RANDOM_SEARCH]
+    add(
+        "model",
+        "--model",
+        type=_choice(models, "model"),
+        help="surrogate: "
+        + "; ".join(f"{name} = {spec.description}" for name, spec in SURROGATES.items())
+        + f"; {RANDOM_SEARCH} = uniform random search (no surrogate)",
+    )
+    add(
+        "acquisition",
+        "--acquisition",
+        type=_choice(list(ACQUISITIONS), "acquisition"),
+        help="acquisition function: "
+        + "; ".join(f"{name} = {spec.description}" for name, spec in ACQUISITIONS.items()),
+    )
+    add("seed", "--seed", type=integer_argument(0, MAX_RUN_SEED), help="seed of the whole run")
+    add(
+        "n_initial",
+        "--n-initial",
+        type=integer_argument(2, MAX_POINTS),
+        help="initial random points",
+    )
+    add(
+        "num_restarts",
+        "--num-restarts",
+        type=integer_argument(1, MAX_RESTARTS),
+        help="optimize_acqf restarts",
+    )
+    add(
+        "raw_samples",
+        "--raw-samples",
+        type=integer_argument(1, MAX_POINTS),
+        help="optimize_acqf raw samples (at least --num-restarts)",
+    )
+    add("beta", "--beta", type=_real(NON_NEGATIVE), help="exploration weight of ucb / qucb")
+    add(
+        "negative_slope",
+        "--negative-slope",
+        type=_real(Interval(0.0, 1.0, upper_closed=False)),
+        help="slope delta of leaky-ei / q-leaky-ei, in [0, 1)",
+    )
+    add(
+        "target",
+        "--target",
+        type=_real(Interval(-MAX_TARGET, MAX_TARGET)),
+        help="target value of the objective: hit it instead of minimising (target-value "
+        "optimisation; needs a robust-* or q-robust-ei acquisition)",
+    )
+    add(
+        "maximize",
+        "--maximize",
+        action="store_true",
+        help="maximise the objective instead of minimising it (a user's objective)",
+    )
+    add(
+        "aleatoric_variance",
+        "--aleatoric-variance",
+        type=_real(NON_NEGATIVE),
+        help="known aleatoric variance of the outputs for the target-value acquisitions",
+    )
+    add(
+        "quantile",
+        "--quantile",
+        type=_real(OPEN_UNIT_INTERVAL),
+        help="quantile q of robust-lcb, in (0, 1) (small = optimistic)",
+    )
+    add(
+        "sequential",
+        "--sequential",
+        action="store_true",
+        help="optimise a q-acquisition greedily point by point instead of jointly",
+    )
+    add(
+        "num_candidates",
+        "--num-candidates",
+        type=integer_argument(1, MAX_POINTS),
+        help="candidates scored by every function of the bank for ts",
+    )
+    add(
+        "continual",
+        "--continual",
+        action="store_true",
+        help="warm-start each refit from the previous iteration's network (mc-dropout, "
+        "deep-ensemble, neon, nomu), with a cold refit every --cold-refit-every iterations "
+        "or when the error on the newest points doubles",
+    )
+    add(
+        "warm_start_steps",
+        "--warm-start-steps",
+        type=integer_argument(1, MAX_ITERATIONS),
+        help="optimizer steps of a warm-started refit (with --continual)",
+    )
+    add(
+        "cold_refit_every",
+        "--cold-refit-every",
+        type=integer_argument(1, MAX_ITERATIONS),
+        help="a refit from scratch every this many iterations (with --continual)",
+    )
+    add(
+        "trust_region",
+        "--trust-region",
+        action="store_true",
+        help="propose inside a TuRBO-style trust region around the best point (any model)",
+    )
+
+
+def _add_bounds_options(parser: argparse.ArgumentParser, dim_help: str) -> None:
+    parser.add_argument(
+        "--bounds",
+        nargs="+",
+        type=_real(Interval(-MAX_TARGET, MAX_TARGET)),
+        metavar="LOW HIGH",
+        help="the box of the inputs: a lower and an upper bound per input, e.g. --bounds "
+        "-5 10 0 15 (or one pair for all inputs, with --dim)",
+    )
+    parser.add_argument("--dim", type=integer_argument(1, MAX_DIM), help=dim_help)
+
+
+def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    r"""The command line's parser and its sub-parsers by command (for errors that involve
+    several options)."""
     parser = argparse.ArgumentParser(
         prog="botorch-nn-uq",
         description="Neural-network surrogates with uncertainty for BoTorch.",
@@ -135,50 +336,47 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     parser.add_argument("--version", action="version", version=f"botorch-nn-uq {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    models = [*SURROGATES, RANDOM_SEARCH]
     optimize = commands.add_parser(
         "optimize",
-        help="run a Bayesian-optimisation loop on a built-in problem",
+        help="run a Bayesian-optimisation loop on a built-in problem or on your function",
         description=(
-            "Minimise a built-in test problem with Bayesian optimisation: uniform random "
-            "initial points, then per iteration one surrogate fit and a batch of --batch-size "
-            "proposals (optimize_acqf, or Thompson sampling with ts). Prints one line per "
-            "iteration (best value so far, normalised regret, seconds) and a summary."
+            "Minimise a built-in test problem (--problem) or your own Python function "
+            "(--objective package.module:function --bounds LOW HIGH ...) with Bayesian "
+            "optimisation: uniform random initial points, then per iteration one surrogate "
+            "fit and a batch of --batch-size proposals (optimize_acqf, or Thompson sampling "
+            "with ts). Prints one line per iteration (best value so far, the normalised "
+            "regret of a built-in problem, seconds) and a summary."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    optimize.add_argument(
+    problem = optimize.add_argument_group("problem")
+    problem.add_argument(
         "--problem",
         type=_choice(BO_PROBLEM_NAMES, "problem"),
-        default="levy",
-        help=f"test problem ({', '.join(BO_PROBLEM_NAMES)})",
+        help=f"built-in test problem ({', '.join(BO_PROBLEM_NAMES)}; default levy)",
     )
-    optimize.add_argument(
-        "--dim",
-        type=integer_argument(2, MAX_DIM),
-        default=5,
-        help="input dimension of the problem",
-    )
-    optimize.add_argument(
+    problem.add_argument(
         "--problem-seed",
-        type=integer_argument(0, _MAX_SEED),
+        type=integer_argument(0, MAX_RUN_SEED),
         help="seed of the random network of nn-draw (default 0; other problems take none)",
     )
-    optimize.add_argument(
-        "--model",
-        type=_choice(models, "model"),
-        default="mc-dropout",
-        help="surrogate: "
-        + "; ".join(f"{name} = {spec.description}" for name, spec in SURROGATES.items())
-        + f"; {RANDOM_SEARCH} = uniform random search (no surrogate)",
+    problem.add_argument(
+        "--objective",
+        type=_objective_reference,
+        metavar="MODULE:FUNCTION",
+        help="your function to optimise instead of a built-in problem, imported from "
+        "MODULE (the current folder is searched first); it takes one point (a 1-D tensor) "
+        "and returns a number, or with --vectorized a q x d tensor and returns q numbers",
     )
-    optimize.add_argument(
-        "--acquisition",
-        type=_choice(list(ACQUISITIONS), "acquisition"),
-        default="logei",
-        help="acquisition function: "
-        + "; ".join(f"{name} = {spec.description}" for name, spec in ACQUISITIONS.items()),
+    problem.add_argument(
+        "--vectorized",
+        action="store_true",
+        help="--objective evaluates a whole batch (q x d tensor) at once",
     )
+    _add_bounds_options(
+        problem, "input dimension (a built-in problem's, default 5; or repeats one --bounds)"
+    )
+    _add_strategy_options(optimize, new_run_only=False)
     optimize.add_argument(
         "--iterations",
         type=integer_argument(0, MAX_ITERATIONS),
@@ -186,94 +384,11 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help="BO iterations",
     )
     optimize.add_argument(
-        "--n-initial",
-        type=integer_argument(2, MAX_POINTS),
-        default=8,
-        help="initial random points",
-    )
-    optimize.add_argument(
-        "--seed", type=integer_argument(0, _MAX_SEED), default=0, help="seed of the whole run"
-    )
-    optimize.add_argument(
-        "--num-restarts",
-        type=integer_argument(1, MAX_RESTARTS),
-        default=10,
-        help="optimize_acqf restarts",
-    )
-    optimize.add_argument(
-        "--raw-samples",
-        type=integer_argument(1, MAX_POINTS),
-        default=512,
-        help="optimize_acqf raw samples (at least --num-restarts)",
-    )
-    optimize.add_argument(
-        "--beta", type=_real(NON_NEGATIVE), default=4.0, help="exploration weight of ucb / qucb"
-    )
-    optimize.add_argument(
-        "--negative-slope",
-        type=_real(Interval(0.0, 1.0, upper_closed=False)),
-        default=0.01,
-        help="slope delta of leaky-ei / q-leaky-ei, in [0, 1)",
-    )
-    optimize.add_argument(
-        "--target",
-        type=_real(Interval(-MAX_TARGET, MAX_TARGET)),
-        help="target value of the objective: hit it instead of minimising (target-value "
-        "optimisation; needs a robust-* or q-robust-ei acquisition)",
-    )
-    optimize.add_argument(
-        "--aleatoric-variance",
-        type=_real(NON_NEGATIVE),
-        default=0.0,
-        help="known aleatoric variance of the outputs for the target-value acquisitions",
-    )
-    optimize.add_argument(
-        "--quantile",
-        type=_real(OPEN_UNIT_INTERVAL),
-        default=0.1,
-        help="quantile q of robust-lcb, in (0, 1) (small = optimistic)",
-    )
-    optimize.add_argument(
         "--batch-size",
         type=integer_argument(1, MAX_POINTS),
         default=1,
         help="evaluations per iteration (q); with ts the batch comes from Thompson sampling, "
         "with a q-acquisition (qlogei, ...) from optimize_acqf",
-    )
-    optimize.add_argument(
-        "--sequential",
-        action="store_true",
-        help="optimise a q-acquisition greedily point by point instead of jointly",
-    )
-    optimize.add_argument(
-        "--num-candidates",
-        type=integer_argument(1, MAX_POINTS),
-        default=4096,
-        help="candidates scored by every function of the bank for ts",
-    )
-    optimize.add_argument(
-        "--continual",
-        action="store_true",
-        help="warm-start each refit from the previous iteration's network (mc-dropout, "
-        "deep-ensemble, neon), with a cold refit every --cold-refit-every iterations or when "
-        "the error on the newest points doubles",
-    )
-    optimize.add_argument(
-        "--warm-start-steps",
-        type=integer_argument(1, MAX_ITERATIONS),
-        default=100,
-        help="optimizer steps of a warm-started refit (with --continual)",
-    )
-    optimize.add_argument(
-        "--cold-refit-every",
-        type=integer_argument(1, MAX_ITERATIONS),
-        default=10,
-        help="a refit from scratch every this many iterations (with --continual)",
-    )
-    optimize.add_argument(
-        "--trust-region",
-        action="store_true",
-        help="propose inside a TuRBO-style trust region around the best point (any model)",
     )
     optimize.add_argument(
         "--csv",
@@ -303,26 +418,233 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "and the acquisition optimisation all run on these threads)",
     )
 
+    ask = commands.add_parser(
+        "ask",
+        help="propose the next batch of a run whose evaluations are made elsewhere",
+        description=(
+            "Propose the next batch of the run saved in --state and print it as CSV "
+            "(columns step, index, x0, x1, ...), or write it to --csv. A --state file that "
+            "does not exist starts a run: give its --bounds and, optionally, its strategy; "
+            "its first batch is the initial design. Evaluate the batch, add a column y "
+            "with the results, and give the file to `botorch-nn-uq tell`. Asking again "
+            "before telling prints the same batch."
+        ),
+    )
+    ask.add_argument("--state", type=Path, required=True, help="the run's state file")
+    ask.add_argument(
+        "--batch-size",
+        type=integer_argument(1, MAX_POINTS),
+        help="points of a BO step (default 1; the first batch is the initial design of "
+        "--n-initial points); with --trust-region it also sizes the region's tolerances",
+    )
+    ask.add_argument("--csv", type=Path, help="write the batch to this file instead of stdout")
+    _add_bounds_options(ask, "input dimension (repeats one --bounds)")
+    _add_strategy_options(ask, new_run_only=True)
+
+    tell = commands.add_parser(
+        "tell",
+        help="add the results of an asked batch to a run",
+        description=(
+            "Read the results of the batch asked last from RESULTS (the CSV that ask wrote, "
+            "with a column y of results; other added columns are ignored) and add them to "
+            "the run saved in --state. Rows that do not match the asked batch (another "
+            "step, missing, repeated or changed points), non-numeric or non-finite results "
+            "and a batch told before are refused, and the state file is left unchanged."
+        ),
+    )
+    tell.add_argument("--state", type=Path, required=True, help="the run's state file")
+    tell.add_argument("results", type=Path, help="the asked batch with a column y of results")
+
     commands.add_parser("list", help="list the registered problems, models and acquisitions")
-    return parser, optimize
+    return parser, {"optimize": optimize, "ask": ask, "tell": tell}
 
 
-def _print_record(record: BOIterationRecord) -> None:
+def _strategy(args: argparse.Namespace) -> argparse.Namespace:
+    r"""``args`` with every strategy option that was not given set to its default."""
+    for name, default in STRATEGY_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    return args
+
+
+def _objective(args: argparse.Namespace) -> Objective:
+    if args.target is not None:
+        return HitTarget(args.target)
+    return Maximize() if args.maximize else Minimize()
+
+
+def _components(args: argparse.Namespace, batch_size: int) -> dict[str, Any]:
+    r"""The surrogate, proposer and fit policy the strategy options describe."""
+    proposer: Proposer
+    if args.model == RANDOM_SEARCH:
+        return {"surrogate": None, "proposer": RandomProposer(), "fit_policy": ColdFit()}
+    proposer = AcquisitionProposer(
+        args.acquisition,
+        num_restarts=args.num_restarts,
+        raw_samples=args.raw_samples,
+        sequential=args.sequential,
+        options={
+            "beta": args.beta,
+            "negative_slope": args.negative_slope,
+            "aleatoric_variance": args.aleatoric_variance,
+            "quantile": args.quantile,
+            "num_candidates": args.num_candidates,
+        },
+    )
+    if args.trust_region:
+        proposer = TrustRegionProposer(proposer, batch_size)
+    continual = ContinualTraining(
+        warm_start_steps=args.warm_start_steps, cold_refit_every=args.cold_refit_every
+    )
+    return {
+        "surrogate": args.model,
+        "proposer": proposer,
+        "fit_policy": ContinualFit(continual) if args.continual else ColdFit(),
+    }
+
+
+def _check_strategy(args: argparse.Namespace, parser: argparse.ArgumentParser, q: int) -> None:
+    r"""Reject combinations of strategy options that make no sense, before any work (each
+    option alone was checked by its argparse type)."""
+    if args.target is not None and args.maximize:
+        parser.error("argument --maximize: not with --target (a target has no direction)")
+    if args.model == RANDOM_SEARCH:
+        if args.trust_region:
+            parser.error("argument --trust-region: needs a surrogate (not random search)")
+        return
+    if args.continual and not SURROGATES[args.model].supports_warm_start:
+        warm = ", ".join(name for name, spec in SURROGATES.items() if spec.supports_warm_start)
+        parser.error(f"argument --continual: needs a warm-startable model ({warm})")
+    spec = ACQUISITIONS[args.acquisition]
+    if q > 1 and not spec.proposes_batches:
+        batched = [name for name, other in ACQUISITIONS.items() if other.proposes_batches]
+        parser.error(
+            f"argument --batch-size: {args.acquisition} is an analytic acquisition, which "
+            f"proposes one point per step; for batches use one of {', '.join(batched)}"
+        )
+    if spec.requires_target and args.target is None:
+        parser.error(f"argument --acquisition: {args.acquisition} needs --target")
+    if args.target is not None and not spec.requires_target:
+        targeted = [name for name, other in ACQUISITIONS.items() if other.requires_target]
+        parser.error(f"argument --target: needs a target-value acquisition ({', '.join(targeted)})")
+    # optimize_acqf starts its restarts from the best raw samples.
+    if spec.propose is None and args.raw_samples < args.num_restarts:
+        parser.error(
+            f"argument --raw-samples: must be at least --num-restarts ({args.num_restarts}); "
+            f"got {args.raw_samples}"
+        )
+
+
+def _bounds(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Tensor:
+    r"""The ``2 x d`` box of ``--bounds`` (one pair repeated ``--dim`` times)."""
+    numbers = list(args.bounds)
+    if len(numbers) % 2:
+        parser.error(
+            f"argument --bounds: needs a lower and an upper bound per input; got {len(numbers)} "
+            "numbers"
+        )
+    pairs = list(zip(numbers[::2], numbers[1::2], strict=True))
+    wrong = [index for index, (low, high) in enumerate(pairs) if not low < high]
+    if wrong:
+        parser.error(
+            f"argument --bounds: the lower bound of input {wrong[0]} is not below its upper bound"
+        )
+    if args.dim is not None and len(pairs) == 1:
+        pairs *= args.dim
+    elif args.dim is not None and len(pairs) != args.dim:
+        parser.error(
+            f"argument --bounds: {len(pairs)} pairs for --dim {args.dim} (give one pair per "
+            "input, or one pair for all)"
+        )
+    if len(pairs) > MAX_DIM:
+        parser.error(f"argument --bounds: at most {MAX_DIM} inputs; got {len(pairs)}")
+    return torch.tensor(pairs, dtype=torch.float64).T.contiguous()
+
+
+def load_objective(reference: str) -> Callable[[Tensor], Any]:
+    r"""The function ``package.module:function`` names, imported with the current folder
+    first on the module search path.
+
+    Args:
+        reference: ``package.module:function``.
+
+    Returns:
+        The function.
+
+    Raises:
+        ValueError: If the module cannot be imported, or has no such callable.
+    """
+    module_name, _, name = reference.partition(":")
+    folder = os.getcwd()
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # an objective module can fail in any way on import
+        raise ValueError(
+            f"cannot import {module_name!r}: {type(error).__name__}: {error}"
+        ) from None
+    finally:
+        if added:
+            sys.path.remove(folder)
+    function = getattr(module, name, None)
+    if function is None:
+        raise ValueError(f"module {module_name!r} has no {name!r}")
+    if not callable(function):
+        raise ValueError(f"{reference} is a {type(function).__name__}, not a function")
+    return function
+
+
+def _check_optimize(args: argparse.Namespace, optimize: argparse.ArgumentParser) -> None:
+    r"""Reject combinations of ``optimize`` options that make no sense, before any work."""
+    if args.objective is not None:
+        if args.problem is not None or args.problem_seed is not None:
+            flag = "--problem" if args.problem is not None else "--problem-seed"
+            optimize.error(f"argument {flag}: not with --objective (a built-in problem)")
+        if args.bounds is None:
+            optimize.error("argument --bounds: --objective needs the box of its inputs")
+    else:
+        if args.bounds is not None or args.vectorized:
+            flag = "--bounds" if args.bounds is not None else "--vectorized"
+            optimize.error(f"argument {flag}: applies to --objective only")
+        if args.maximize:
+            optimize.error(
+                "argument --maximize: applies to --objective (built-in problems are minimised)"
+            )
+        args.problem = args.problem or "levy"
+        args.dim = 5 if args.dim is None else args.dim
+        if args.dim < 2:
+            optimize.error(
+                f"argument --dim: must be at least 2; got {args.dim} (a built-in problem)"
+            )
+        if args.problem_seed is not None and args.problem != "nn-draw":
+            optimize.error("argument --problem-seed: applies to nn-draw only")
+    _check_strategy(args, optimize, args.batch_size)
+    if args.csv is not None and args.plot is not None and _same_file(args.csv, args.plot):
+        optimize.error("argument --plot: is the --csv file; give them different paths")
+    if args.csv is not None and args.csv.exists() and not args.overwrite:
+        optimize.error(f"argument --csv: {str(args.csv)!r} exists; pass --overwrite to replace it")
+
+
+def _print_record(record: BOIterationRecord, with_regret: bool) -> None:
     label = "init" if record.iteration == 0 else f"{record.iteration:4d}"
+    regret = f" | regret {record.regret:10.4e}" if with_regret else ""
     print(
         f"iter {label} | evals {record.num_evaluations:4d} | value {record.value:12.5g} | "
-        f"best {record.best_value:12.5g} | regret {record.regret:10.4e} | "
-        f"{record.seconds:6.2f} s",
+        f"best {record.best_value:12.5g}{regret} | {record.seconds:6.2f} s",
         flush=True,
     )
 
 
-def plot_best_so_far(results: Sequence[BOResult], path: Path) -> None:
-    r"""Save a plot of normalised regret of the best point versus evaluations.
+def plot_best_so_far(records: Sequence[BOIterationRecord], path: Path, title: str) -> None:
+    r"""Save a plot of the best point's normalised regret (or, for a problem without
+    one, its value) against evaluations.
 
     Args:
-        results: BO runs to draw, one line each.
+        records: The run's records (the initial design first).
         path: The image file to write (format from its suffix).
+        title: The plot's title.
     """
     try:
         import matplotlib
@@ -331,20 +653,269 @@ def plot_best_so_far(results: Sequence[BOResult], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError as error:
         raise SystemExit("--plot needs matplotlib: pip install 'botorch-nn-uq[plots]'") from error
+    with_regret = not math.isnan(records[0].regret)
     figure, axis = plt.subplots(figsize=(6, 4))
-    for result in results:
-        evaluations = [record.num_evaluations for record in result.records]
-        regrets = [max(record.regret, 1e-12) for record in result.records]
-        axis.step(evaluations, regrets, where="post", label=f"{result.model} {result.acquisition}")
-    axis.set_yscale("log")
+    evaluations = [record.num_evaluations for record in records]
+    if with_regret:
+        axis.step(evaluations, [max(r.regret, 1e-12) for r in records], where="post")
+        axis.set_yscale("log")
+        axis.set_ylabel("normalised regret of best point")
+    else:
+        axis.step(evaluations, [r.best_value for r in records], where="post")
+        axis.set_ylabel("best value so far")
     axis.set_xlabel("evaluations")
-    axis.set_ylabel("normalised regret of best point")
-    axis.set_title(results[0].problem)
-    axis.legend()
+    axis.set_title(title)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def _csv_writer(
+    args: argparse.Namespace,
+    name: str,
+    dim: int,
+    csv_file: TextIO,
+    optimize: argparse.ArgumentParser,
+) -> _EvaluationWriter:
+    r"""The CSV's writer, its header written and flushed now: a file that cannot be
+    written (a full disk, ``/dev/full``) fails before any work."""
+    identity = {
+        "problem": name,
+        "model": args.model,
+        "acquisition": "" if args.model == RANDOM_SEARCH else args.acquisition,
+        "seed": args.seed,
+    }
+    try:
+        return _EvaluationWriter(csv_file, identity, dim)
+    except OSError as error:
+        # Closing flushes what is left in the buffer, which fails the same way.
+        with contextlib.suppress(OSError):
+            csv_file.close()
+        optimize.error(f"argument --csv: cannot write {str(args.csv)!r}: {error.strerror or error}")
+
+
+def _problem(
+    args: argparse.Namespace, function: Callable[[Tensor], Any] | None, bounds: Tensor | None
+) -> Problem:
+    r"""The problem of ``optimize``: a built-in one, or the user's function on ``bounds``
+    (its failures reported as :class:`ObjectiveError`)."""
+    if function is None:
+        bo_problem = get_bo_problem(args.problem, args.dim, problem_seed=args.problem_seed)
+        return RegisteredProblem(bo_problem, args.target)
+    problem = FunctionProblem(
+        function,
+        bounds,
+        _objective(args),
+        name=args.objective.partition(":")[2],
+        vectorized=args.vectorized,
+    )
+    return _CheckedProblem(problem)
+
+
+def _optimize(
+    args: argparse.Namespace,
+    problem: Problem,
+    writer: _EvaluationWriter | None,
+    start: float,
+    load_at_start: float | None,
+) -> int:
+    # L-BFGS-B often stops "abnormally" on the piecewise-linear acquisition surfaces of
+    # ReLU networks; optimize_acqf then retries by itself, so the warning is only noise here.
+    warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
+    optimizer = BayesianOptimizer.for_problem(
+        problem,
+        **_components(args, args.batch_size),
+        seed=args.seed,
+        n_initial=args.n_initial,
+    )
+    regret = getattr(problem, "regret", None)
+    print(
+        f"{problem.name} ({problem.objective.describe()}) | model {args.model} | acquisition "
+        f"{args.acquisition if args.model != RANDOM_SEARCH else '-'} | {args.n_initial} initial "
+        f"points + {args.iterations} iterations | seed {args.seed}",
+        flush=True,
+    )
+    records: list[BOIterationRecord] = []
+
+    def on_batch(step: StepRecord, X: Tensor, Y: Tensor) -> None:
+        record = BOIterationRecord.from_step(
+            step, math.nan if regret is None else regret(step.best_value)
+        )
+        records.append(record)
+        if writer is not None:
+            writer(X, optimizer.values[-X.shape[0] :], record)
+        if not args.quiet:
+            _print_record(record, regret is not None)
+
+    try:
+        optimizer.run(problem, args.iterations, q=args.batch_size, callback=on_batch)
+    except KeyboardInterrupt:
+        kept = "" if writer is None else f"; {args.csv} holds its {writer.rows} evaluations"
+        print(f"interrupted{kept}", file=sys.stderr, flush=True)
+        return 130
+    except OSError as error:
+        if writer is None or not writer.failed:
+            raise
+        print(
+            f"error: cannot write {str(args.csv)!r} ({error.strerror or error}); it holds "
+            f"the run's first {writer.rows} evaluations",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
+    except ObjectiveError as error:
+        kept = "" if writer is None else f"; {args.csv} holds {writer.rows} evaluations"
+        print(f"error: {error}{kept}", file=sys.stderr, flush=True)
+        return 1
+    total = _clock() - start
+    threads, cores = torch.get_num_threads(), _cpu_count()
+    best = optimizer.best()
+    steps = [record.seconds for record in records if record.iteration > 0]
+    if regret is not None:
+        goal = (
+            f"minimum {problem.problem.min_value:.6g}"
+            if args.target is None
+            else f"target {args.target:g}"
+        )
+        outcome = f"({goal}) | normalised regret {records[-1].regret:.4e}"
+    else:
+        point = ", ".join(f"{x:.6g}" for x in best.x.tolist())
+        outcome = f"at x = [{point}]"
+    print(
+        f"summary | best value {best.value:.6g} {outcome} | {optimizer.X.shape[0]} evaluations | "
+        f"{total:.1f} s total (set-up, initial design and {len(records) - 1} iterations), "
+        f"{sum(steps) / max(len(steps), 1):.2f} s per iteration | torch threads {threads} "
+        f"({cores} cores)",
+        flush=True,
+    )
+    loads = [load for load in (load_at_start, _load_average()) if load is not None]
+    hint = slow_run_hint(total, threads, cores, max(loads) if loads else None)
+    if hint is not None:
+        print(f"hint | {hint}", flush=True)
+    note = no_improvement_note(records, args.model, problem.bounds.shape[-1])
+    if note is not None:
+        print(f"note | {note}", flush=True)
+    if args.csv is not None:
+        print(f"wrote {args.csv}")
+    if args.plot is not None:
+        plot_best_so_far(records, args.plot, f"{problem.name} ({problem.objective.describe()})")
+        print(f"wrote {args.plot}")
+    return 0
+
+
+class ObjectiveError(Exception):
+    r"""A user's objective failed or returned unusable values."""
+
+
+class _CheckedProblem:
+    r"""A user's problem whose failures become :class:`ObjectiveError` with the batch
+    named, so the command line reports them instead of a traceback of the loop."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.name, self.bounds, self.objective = problem.name, problem.bounds, problem.objective
+
+    def evaluate(self, X: Tensor) -> Tensor:
+        try:
+            outputs = self.problem.evaluate(X)
+            self.objective.check_outputs(outputs)
+        except Exception as error:  # the user's code may fail in any way
+            raise ObjectiveError(
+                f"the objective {self.name} failed on a batch of {X.shape[0]} points: "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        return outputs
+
+
+def slow_run_hint(seconds: float, threads: int, cores: int, load: float | None) -> str | None:
+    r"""Why a run that took ``seconds`` was slow and what avoids it, or ``None``.
+
+    A run of at least :data:`_SLOW_RUN_SECONDS` gets a hint when torch ran more than one
+    intra-op thread and either more threads than cores or on a busy machine, whose load
+    average ``load`` (this run's own threads included) was at least half a process above
+    its cores: the threads then wait for each other on cores that other processes hold,
+    and the small tensors of a BO step take many times longer than on one thread. A
+    one-thread run on a busy machine gets a note that it shared its cores.
+
+    Args:
+        seconds: The run's wall-clock seconds.
+        threads: torch's intra-op threads during the run.
+        cores: The cores available to the process.
+        load: The highest 1-minute load average seen during the run (``None`` where the
+            platform has none).
+    """
+    if seconds < _SLOW_RUN_SECONDS:
+        return None
+    busy = load is not None and load >= cores + 0.5
+    if threads > 1 and (threads > cores or busy):
+        under = f" under load {load:.1f}" if busy else ""
+        return (
+            f"torch used {threads} threads on {cores} cores{under}; `OMP_NUM_THREADS=1` or "
+            f"`--threads 1` avoids oversubscription (much faster on a busy machine)"
+        )
+    if busy:
+        return (
+            f"the machine was busy (load {load:.1f} on {cores} cores): the run shared its "
+            f"cores with other processes and took longer than on an idle machine"
+        )
+    return None
+
+
+def no_improvement_note(records: Sequence[BOIterationRecord], model: str, dim: int) -> str | None:
+    r"""A note when no BO iteration of a run improved on its initial design's best value
+    (the proposals were all worse), with what to try instead; ``None`` otherwise or
+    without iterations.
+
+    Args:
+        records: The run's records, the initial design first.
+        model: The surrogate's name (or ``"random"``).
+        dim: The input dimension.
+    """
+    iterations = len(records) - 1
+    if iterations == 0 or records[-1].best_value != records[0].best_value:
+        return None
+    remedies = [f"more iterations (--iterations {max(30, 2 * iterations)})"]
+    if model == RANDOM_SEARCH:
+        remedies.append("a surrogate (--model gp)")
+    elif model != "gp":
+        remedies.append("a GP (--model gp)")
+    proposals = "proposal" if model != RANDOM_SEARCH else "random point"
+    return (
+        f"no {proposals} improved on the best initial point in {iterations} "
+        f"iteration{'s' if iterations > 1 else ''}: with {dim} dimensions, try "
+        + " or ".join(remedies)
+    )
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    r"""Whether two paths name the same file (existing or not)."""
+    if first.exists() and second.exists():
+        return first.samefile(second)
+    return first.absolute().resolve() == second.absolute().resolve()
+
+
+def _check_plot_path(path: Path, optimize: argparse.ArgumentParser) -> None:
+    r"""Fail now, not after the run, if the plot cannot be written."""
+    if importlib.util.find_spec("matplotlib") is None:
+        optimize.error("argument --plot: needs matplotlib: pip install 'botorch-nn-uq[plots]'")
+    # The plot's folder is created when missing: its nearest existing ancestor must be
+    # writable.
+    folder = path.parent.absolute()
+    while not folder.exists():
+        folder = folder.parent
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        optimize.error(f"argument --plot: cannot write {str(path)!r}")
+
+
+def _open_csv(path: Path, optimize: argparse.ArgumentParser) -> TextIO:
+    r"""Open the CSV for writing now, so an unwritable path fails before any work (an
+    existing file was refused before, unless ``--overwrite``)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.open("w", newline="")
+    except OSError as error:
+        optimize.error(f"argument --csv: cannot write {str(path)!r}: {error.strerror or error}")
 
 
 class _EvaluationWriter:
@@ -412,247 +983,180 @@ class _EvaluationWriter:
         self.rows += values.numel()
 
 
-def _csv_writer(
-    args: argparse.Namespace, csv_file: TextIO, optimize: argparse.ArgumentParser
-) -> _EvaluationWriter:
-    r"""The CSV's writer, its header written and flushed now: a file that cannot be
-    written (a full disk, ``/dev/full``) fails before any work."""
-    identity = {
-        "problem": f"{args.problem}-{args.dim}d",
-        "model": args.model,
-        "acquisition": "" if args.model == RANDOM_SEARCH else args.acquisition,
-        "seed": args.seed,
-    }
+def _load_state(path: Path, parser: argparse.ArgumentParser) -> BayesianOptimizer:
+    r"""The run saved at ``path``, or a parser error that says why it cannot be read."""
     try:
-        return _EvaluationWriter(csv_file, identity, args.dim)
-    except OSError as error:
-        # Closing flushes what is left in the buffer, which fails the same way.
-        with contextlib.suppress(OSError):
-            csv_file.close()
-        optimize.error(f"argument --csv: cannot write {str(args.csv)!r}: {error.strerror or error}")
+        return BayesianOptimizer.load(path)
+    except FileNotFoundError:
+        parser.error(f"argument --state: {str(path)!r} does not exist")
+    except (StateFileError, ValueError, OSError) as error:
+        parser.error(f"argument --state: {error}")
 
 
-def _optimize(
-    args: argparse.Namespace,
-    problem: BOProblem,
-    writer: _EvaluationWriter | None,
-    start: float,
-    load_at_start: float | None,
-) -> int:
-    # L-BFGS-B often stops "abnormally" on the piecewise-linear acquisition surfaces of
-    # ReLU networks; optimize_acqf then retries by itself, so the warning is only noise here.
-    warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
-    goal = "minimise" if args.target is None else f"target {args.target:g}"
-    print(
-        f"{problem.name}-{problem.dim}d ({goal}) | model {args.model} | acquisition "
-        f"{args.acquisition if args.model != RANDOM_SEARCH else '-'} | {args.n_initial} initial "
-        f"points + {args.iterations} iterations | seed {args.seed}",
-        flush=True,
-    )
-    try:
-        result = run_bo(
-            problem,
-            args.model,
-            args.acquisition,
-            iterations=args.iterations,
-            n_initial=args.n_initial,
+def _ask(args: argparse.Namespace, ask: argparse.ArgumentParser) -> int:
+    given = [
+        "--" + name.replace("_", "-")
+        for name in [*STRATEGY_DEFAULTS, "bounds", "dim"]
+        if getattr(args, name) is not None
+    ]
+    if args.state.exists():
+        if given:
+            ask.error(
+                f"argument {given[0]}: {str(args.state)!r} holds a run whose strategy is in "
+                "the file; start a new run with another --state"
+            )
+        optimizer = _load_state(args.state, ask)
+    else:
+        if args.bounds is None:
+            ask.error(
+                f"argument --bounds: {str(args.state)!r} does not exist; a new run needs "
+                "the box of its inputs"
+            )
+        args = _strategy(args)
+        batch_size = args.batch_size or 1
+        _check_strategy(args, ask, batch_size)
+        optimizer = BayesianOptimizer(
+            _bounds(args, ask),
+            objective=_objective(args),
+            **_components(args, batch_size),
             seed=args.seed,
-            num_restarts=args.num_restarts,
-            raw_samples=args.raw_samples,
-            acquisition_options={
-                "beta": args.beta,
-                "negative_slope": args.negative_slope,
-                "aleatoric_variance": args.aleatoric_variance,
-                "quantile": args.quantile,
-                "num_candidates": args.num_candidates,
-            },
-            target=args.target,
-            callback=None if args.quiet else _print_record,
-            batch_size=args.batch_size,
-            sequential=args.sequential,
-            continual=(
-                ContinualTraining(
-                    warm_start_steps=args.warm_start_steps,
-                    cold_refit_every=args.cold_refit_every,
-                )
-                if args.continual
-                else None
-            ),
-            trust_region=args.trust_region,
-            on_evaluations=writer,
+            n_initial=args.n_initial,
         )
-    except KeyboardInterrupt:
-        kept = "" if writer is None else f"; {args.csv} holds its {writer.rows} evaluations"
-        print(f"interrupted{kept}", file=sys.stderr, flush=True)
-        return 130
-    except OSError as error:
-        if writer is None or not writer.failed:
-            raise
-        print(
-            f"error: cannot write {str(args.csv)!r} ({error.strerror or error}); it holds "
-            f"the run's first {writer.rows} evaluations",
-            file=sys.stderr,
-            flush=True,
-        )
-        return 1
-    total = _clock() - start
-    threads, cores = torch.get_num_threads(), _cpu_count()
+    q = None if optimizer.step == 0 else (args.batch_size or 1)
+    try:
+        X = optimizer.ask(q)
+        optimizer.save(args.state)
+    except ValueError as error:
+        ask.error(f"argument --batch-size: {error}")
+    rows = [
+        {"step": optimizer.step, "index": index, **{f"x{i}": repr(x) for i, x in enumerate(row)}}
+        for index, row in enumerate(X.tolist())
+    ]
+    columns = [*BATCH_COLUMNS, *(f"x{i}" for i in range(X.shape[-1]))]
+    with contextlib.ExitStack() as stack:
+        handle = sys.stdout if args.csv is None else stack.enter_context(_open_batch(args, ask))
+        writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    what = "the initial design" if optimizer.step == 0 else f"BO step {optimizer.step}"
+    destination = "" if args.csv is None else f" in {args.csv}"
     print(
-        f"summary | best value {result.records[-1].best_value:.6g} ("
-        + (f"minimum {problem.min_value:.6g}" if args.target is None else f"target {args.target:g}")
-        + f") | normalised regret {result.final_regret:.4e} | "
-        f"{result.values.numel()} evaluations | {total:.1f} s total (set-up, initial design "
-        f"and {len(result.records) - 1} iterations), {result.seconds_per_iteration:.2f} s per "
-        f"iteration | torch threads {threads} ({cores} cores)",
+        f"{what}: {X.shape[0]} points{destination}; evaluate them, add a column "
+        f"{RESULT_COLUMN} with the results and run: botorch-nn-uq tell --state {args.state} "
+        "RESULTS.csv",
+        file=sys.stderr,
         flush=True,
     )
-    loads = [load for load in (load_at_start, _load_average()) if load is not None]
-    hint = slow_run_hint(total, threads, cores, max(loads) if loads else None)
-    if hint is not None:
-        print(f"hint | {hint}", flush=True)
-    note = no_improvement_note(result, args.model, problem.dim)
-    if note is not None:
-        print(f"note | {note}", flush=True)
-    if args.csv is not None:
-        print(f"wrote {args.csv}")
-    if args.plot is not None:
-        plot_best_so_far([result], args.plot)
-        print(f"wrote {args.plot}")
     return 0
 
 
-def slow_run_hint(seconds: float, threads: int, cores: int, load: float | None) -> str | None:
-    r"""Why a run that took ``seconds`` was slow and what avoids it, or ``None``.
-
-    A run of at least :data:`_SLOW_RUN_SECONDS` gets a hint when torch ran more than one
-    intra-op thread and either more threads than cores or on a busy machine, whose load
-    average ``load`` (this run's own threads included) was at least half a process above
-    its cores: the threads then wait for each other on cores that other processes hold,
-    and the small tensors of a BO step take many times longer than on one thread. A
-    one-thread run on a busy machine gets a note that it shared its cores.
-
-    Args:
-        seconds: The run's wall-clock seconds.
-        threads: torch's intra-op threads during the run.
-        cores: The cores available to the process.
-        load: The highest 1-minute load average seen during the run (``None`` where the
-            platform has none).
-    """
-    if seconds < _SLOW_RUN_SECONDS:
-        return None
-    busy = load is not None and load >= cores + 0.5
-    if threads > 1 and (threads > cores or busy):
-        under = f" under load {load:.1f}" if busy else ""
-        return (
-            f"torch used {threads} threads on {cores} cores{under}; `OMP_NUM_THREADS=1` or "
-            f"`--threads 1` avoids oversubscription (much faster on a busy machine)"
-        )
-    if busy:
-        return (
-            f"the machine was busy (load {load:.1f} on {cores} cores): the run shared its "
-            f"cores with other processes and took longer than on an idle machine"
-        )
-    return None
-
-
-def no_improvement_note(result: BOResult, model: str, dim: int) -> str | None:
-    r"""A note when no BO iteration of ``result`` improved on its initial design's best
-    value (the proposals were all worse), with what to try instead; ``None`` otherwise
-    or without iterations."""
-    iterations = len(result.records) - 1
-    if iterations == 0 or result.records[-1].best_value != result.records[0].best_value:
-        return None
-    remedies = [f"more iterations (--iterations {max(30, 2 * iterations)})"]
-    if model == RANDOM_SEARCH:
-        remedies.append("a surrogate (--model gp)")
-    elif model != "gp":
-        remedies.append("a GP (--model gp)")
-    proposals = "proposal" if model != RANDOM_SEARCH else "random point"
-    return (
-        f"no {proposals} improved on the best initial point in {iterations} "
-        f"iteration{'s' if iterations > 1 else ''}: with {dim} dimensions, try "
-        + " or ".join(remedies)
-    )
-
-
-def _check_optimize(args: argparse.Namespace, optimize: argparse.ArgumentParser) -> None:
-    r"""Reject combinations of options that make no sense, before any work (each option
-    alone was checked by its argparse type)."""
-    if args.trust_region and args.model == RANDOM_SEARCH:
-        optimize.error("argument --trust-region: needs a surrogate (not random search)")
-    if args.problem_seed is not None and args.problem != "nn-draw":
-        optimize.error("argument --problem-seed: applies to nn-draw only")
-    # The BO steps are seeded with 1000 * seed + step.
-    largest_seed = (_MAX_SEED - args.iterations) // 1000
-    if args.seed > largest_seed:
-        optimize.error(
-            f"argument --seed: must be at most {largest_seed} with --iterations "
-            f"{args.iterations} (the steps' seeds 1000 * seed + step stay below 2**63); "
-            f"got {args.seed}"
-        )
-    if (
-        args.continual
-        and args.model in SURROGATES
-        and not SURROGATES[args.model].supports_warm_start
-    ):
-        warm = ", ".join(name for name, spec in SURROGATES.items() if spec.supports_warm_start)
-        optimize.error(f"argument --continual: needs a warm-startable model ({warm})")
-    if args.csv is not None and args.plot is not None and _same_file(args.csv, args.plot):
-        optimize.error("argument --plot: is the --csv file; give them different paths")
-    if args.csv is not None and args.csv.exists() and not args.overwrite:
-        optimize.error(f"argument --csv: {str(args.csv)!r} exists; pass --overwrite to replace it")
-    if args.model == RANDOM_SEARCH:
-        return
-    spec = ACQUISITIONS[args.acquisition]
-    if args.batch_size > 1 and not spec.proposes_batches:
-        batched = [name for name, other in ACQUISITIONS.items() if other.proposes_batches]
-        optimize.error(
-            f"argument --batch-size: {args.acquisition} is an analytic acquisition, which "
-            f"proposes one point per step; for batches use one of {', '.join(batched)}"
-        )
-    if spec.requires_target and args.target is None:
-        optimize.error(f"argument --acquisition: {args.acquisition} needs --target")
-    if args.target is not None and not spec.requires_target:
-        targeted = [name for name, other in ACQUISITIONS.items() if other.requires_target]
-        optimize.error(
-            f"argument --target: needs a target-value acquisition ({', '.join(targeted)})"
-        )
-    # optimize_acqf starts its restarts from the best raw samples.
-    if spec.propose is None and args.raw_samples < args.num_restarts:
-        optimize.error(
-            f"argument --raw-samples: must be at least --num-restarts ({args.num_restarts}); "
-            f"got {args.raw_samples}"
-        )
-
-
-def _same_file(first: Path, second: Path) -> bool:
-    r"""Whether two paths name the same file (existing or not)."""
-    if first.exists() and second.exists():
-        return first.samefile(second)
-    return first.absolute().resolve() == second.absolute().resolve()
-
-
-def _check_plot_path(path: Path, optimize: argparse.ArgumentParser) -> None:
-    r"""Fail now, not after the run, if the plot cannot be written."""
-    if importlib.util.find_spec("matplotlib") is None:
-        optimize.error("argument --plot: needs matplotlib: pip install 'botorch-nn-uq[plots]'")
-    # The plot's folder is created when missing: its nearest existing ancestor must be
-    # writable.
-    folder = path.parent.absolute()
-    while not folder.exists():
-        folder = folder.parent
-    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        optimize.error(f"argument --plot: cannot write {str(path)!r}")
-
-
-def _open_csv(path: Path, optimize: argparse.ArgumentParser) -> TextIO:
-    r"""Open the CSV for writing now, so an unwritable path fails before any work (an
-    existing file was refused before, unless ``--overwrite``)."""
+def _open_batch(args: argparse.Namespace, ask: argparse.ArgumentParser) -> TextIO:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path.open("w", newline="")
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        return args.csv.open("w", newline="")
     except OSError as error:
-        optimize.error(f"argument --csv: cannot write {str(path)!r}: {error.strerror or error}")
+        ask.error(f"argument --csv: cannot write {str(args.csv)!r}: {error.strerror or error}")
+
+
+def _read_results(
+    path: Path, optimizer: BayesianOptimizer, tell: argparse.ArgumentParser
+) -> tuple[Tensor, Tensor]:
+    r"""The told inputs and results of ``path``, checked against the pending batch: the
+    rows must be those of the asked batch (its step, each index once, the asked points)
+    with a finite number in the result column."""
+    dim = optimizer.bounds.shape[-1]
+    inputs = [f"x{i}" for i in range(dim)]
+
+    def refuse(message: str) -> None:
+        tell.error(f"argument results: {path}: {message}")
+
+    try:
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [
+                c
+                for c in (*BATCH_COLUMNS, *inputs, RESULT_COLUMN)
+                if c not in (reader.fieldnames or [])
+            ]
+            if missing:
+                refuse(
+                    f"no column {', '.join(missing)} (expected the batch ask wrote with a column y)"
+                )
+            rows = list(reader)
+    except OSError as error:
+        refuse(error.strerror or str(error))
+    except csv.Error as error:
+        refuse(f"not a CSV file ({error})")
+    if not rows:
+        refuse("no rows")
+
+    def number(row: dict[str, str], column: str, line: int) -> float:
+        text = (row.get(column) or "").strip()
+        try:
+            return float(text)
+        except ValueError:
+            refuse(f"line {line}: {column} is {text!r}, not a number")
+
+    def integer(row: dict[str, str], column: str, line: int) -> int:
+        text = (row.get(column) or "").strip()
+        if not text.isdigit():
+            refuse(f"line {line}: {column} is {text!r}, not a non-negative integer")
+        return int(text)
+
+    steps = {integer(row, "step", line) for line, row in enumerate(rows, start=2)}
+    pending = optimizer.state.pending
+    if len(steps) > 1:
+        refuse(f"rows of several steps ({', '.join(map(str, sorted(steps)))}); tell one batch")
+    (step,) = steps
+    if step < optimizer.step:
+        refuse(f"the results of step {step} were told already")
+    if pending is None or step != pending.step:
+        refuse(
+            f"no batch of step {step} was asked"
+            + ("" if pending is None else f" (the asked batch is step {pending.step})")
+        )
+    asked = pending.X
+    by_index: dict[int, int] = {}
+    for line, row in enumerate(rows, start=2):
+        index = integer(row, "index", line)
+        if index >= asked.shape[0]:
+            refuse(
+                f"line {line}: index {index} was not asked (the batch has {asked.shape[0]} points)"
+            )
+        if index in by_index:
+            refuse(f"index {index} appears twice (lines {by_index[index]} and {line})")
+        by_index[index] = line
+    absent = sorted(set(range(asked.shape[0])) - set(by_index))
+    if absent:
+        refuse(f"no results for index {', '.join(map(str, absent))} of the asked batch")
+    X = torch.empty_like(asked)
+    Y = torch.empty(asked.shape[0], dtype=asked.dtype)
+    tolerance = 1e-9 * (optimizer.bounds[1] - optimizer.bounds[0])
+    for line, row in enumerate(rows, start=2):
+        index = int(row["index"])
+        X[index] = torch.tensor([number(row, column, line) for column in inputs], dtype=asked.dtype)
+        if not ((X[index] - asked[index]).abs() <= tolerance).all():
+            refuse(f"line {line}: the inputs of index {index} are not the asked point")
+        Y[index] = number(row, RESULT_COLUMN, line)
+        if not math.isfinite(Y[index]):
+            refuse(f"line {line}: {RESULT_COLUMN} is {row[RESULT_COLUMN].strip()}; not finite")
+    return X, Y
+
+
+def _tell(args: argparse.Namespace, tell: argparse.ArgumentParser) -> int:
+    optimizer = _load_state(args.state, tell)
+    X, Y = _read_results(args.results, optimizer, tell)
+    record = optimizer.tell(X, Y)
+    optimizer.save(args.state)
+    best = optimizer.best()
+    point = ", ".join(f"{x:.6g}" for x in best.x.tolist())
+    print(
+        f"step {record.step}: told {X.shape[0]} results | best value so far {best.value:.6g} at "
+        f"x = [{point}] | {optimizer.X.shape[0]} evaluations; next: botorch-nn-uq ask --state "
+        f"{args.state}",
+        flush=True,
+    )
+    return 0
 
 
 def _list() -> int:
@@ -674,24 +1178,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     r"""Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit
     code.
 
-    Invalid options exit with code 2 (``SystemExit``) before any evaluation; a run
-    interrupted with Ctrl-C returns 130, its CSV holding every evaluation made.
+    Invalid options and unusable files exit with code 2 (``SystemExit``) before any
+    evaluation and without changing a state file; a run interrupted with Ctrl-C returns
+    130, its CSV holding every evaluation made; a user's objective that fails returns 1.
     """
-    parser, optimize = _build_parsers()
+    parser, commands = _build_parsers()
     args = parser.parse_args(argv)
     if args.command == "list":
         return _list()
+    if args.command == "ask":
+        return _ask(args, commands["ask"])
+    if args.command == "tell":
+        return _tell(args, commands["tell"])
+    optimize = commands["optimize"]
     _check_optimize(args, optimize)
     if args.plot is not None:
         _check_plot_path(args.plot, optimize)
+    function, bounds = None, None
+    if args.objective is not None:
+        try:
+            function = load_objective(args.objective)
+        except ValueError as error:
+            optimize.error(f"argument --objective: {error}")
+        bounds = _bounds(args, optimize)
+        name, dim = args.objective.partition(":")[2], bounds.shape[-1]
+    else:
+        name, dim = f"{args.problem}-{args.dim}d", args.dim
     with (
         contextlib.nullcontext() if args.csv is None else _open_csv(args.csv, optimize)
     ) as csv_file:
-        writer = None if csv_file is None else _csv_writer(args, csv_file, optimize)
+        writer = None if csv_file is None else _csv_writer(args, name, dim, csv_file, optimize)
         # The total covers everything the command does: the problem's set-up, the initial
         # design and the BO steps.
         start, load_at_start = _clock(), _load_average()
-        problem = get_bo_problem(args.problem, args.dim, problem_seed=args.problem_seed)
+        problem = _problem(args, function, bounds)
         # --threads applies to this run only: main() called in a process (e.g. a test)
         # gives the process its own setting back.
         previous_threads = torch.get_num_threads()

@@ -178,7 +178,8 @@ def no_work(monkeypatch):
         raise AssertionError("the command started working before checking its options")
 
     monkeypatch.setattr(cli, "get_bo_problem", forbidden)
-    monkeypatch.setattr(cli, "run_bo", forbidden)
+    monkeypatch.setattr(cli, "load_objective", forbidden)
+    monkeypatch.setattr(cli.BayesianOptimizer, "run", forbidden)
 
 
 @pytest.mark.parametrize(
@@ -192,7 +193,7 @@ def no_work(monkeypatch):
         (["--model", "gp", "--acquisition", "robust-ei", "--target", "nan"], "argument --target"),
         (["--seed", "-1"], "argument --seed: must be at least 0; got -1"),
         (["--seed", str(2**63)], "argument --seed: must be at most"),
-        (["--seed", str(2**62)], "argument --seed: must be at most 9223372036854775 with"),
+        (["--seed", str(2**62)], "argument --seed: must be at most 9223372036853775; got"),
         (["--seed", "1.5"], "argument --seed: must be an integer; got '1.5'"),
         (
             ["--acquisition", "robust-ei", "--target", "0", "--aleatoric-variance", "nan"],
@@ -378,13 +379,13 @@ def test_threads_is_applied_to_the_run_and_then_given_back(
     _fake_bo(monkeypatch, _levy_minimiser)
     _fake_machine(monkeypatch, seconds=2.0, load=0.1)
     during_run: list[int] = []
-    run_bo = cli.run_bo
+    run = cli.BayesianOptimizer.run
 
-    def recording_run_bo(*args, **kwargs):
+    def recording_run(*args, **kwargs):
         during_run.append(torch.get_num_threads())
-        return run_bo(*args, **kwargs)
+        return run(*args, **kwargs)
 
-    monkeypatch.setattr(cli, "run_bo", recording_run_bo)
+    monkeypatch.setattr(cli.BayesianOptimizer, "run", recording_run)
     assert main([*_FAKE_RUN, "--threads", "1"]) == 0
     assert during_run == [1]
     assert fake_threads["calls"][0] == 1 and fake_threads["calls"][-1] == 4
@@ -469,14 +470,13 @@ def test_the_note_suggests_what_fits_the_model() -> None:
     first = loop.BOIterationRecord(0, 4, float(values.min()), float(values.min()), 0.1, 0.0)
     replace = dataclasses.replace
     later = replace(first, iteration=1, num_evaluations=5, value=1e9)
-    result = loop.BOResult("levy-2d", "gp", "logei", 0, X, values, [first, later])
-    assert cli.no_improvement_note(result, "gp", 2) == (
+    records = [first, later]
+    assert cli.no_improvement_note(records, "gp", 2) == (
         "no proposal improved on the best initial point in 1 iteration: with 2 dimensions, "
         "try more iterations (--iterations 30)"
     )
-    note = cli.no_improvement_note(result, "random", 2)
+    note = cli.no_improvement_note(records, "random", 2)
     assert note is not None and note.startswith("no random point improved")
     assert note.endswith("or a surrogate (--model gp)")
-    assert cli.no_improvement_note(replace(result, records=[first]), "gp", 2) is None
-    improved = replace(result, records=[first, replace(later, best_value=-1.0)])
-    assert cli.no_improvement_note(improved, "gp", 2) is None
+    assert cli.no_improvement_note([first], "gp", 2) is None
+    assert cli.no_improvement_note([first, replace(later, best_value=-1.0)], "gp", 2) is None

@@ -40,7 +40,8 @@ class BOIterationRecord:
         value: The objective value ``f(x)`` (to minimise) of this evaluation.
         best_value: The value ``f`` of the best point so far (the smallest ``f``, or in
             target-value mode the ``f`` closest to the target).
-        regret: The problem's normalised regret of ``best_value``.
+        regret: The problem's normalised regret of ``best_value`` (``nan`` for a
+            problem without one, such as a user's function).
         seconds: Wall-clock seconds of the step that proposed this point (fit +
             acquisition optimisation and the batch-diversity metric); 0 for the initial
             design.
@@ -64,6 +65,24 @@ class BOIterationRecord:
     batch_min_distance: float = math.inf
     batch_duplicates: int = 0
     trust_region_length: float = math.nan
+
+    @classmethod
+    def from_step(cls, record: StepRecord, regret: float = math.nan) -> BOIterationRecord:
+        r"""The record of a told batch of the BO core, with the problem's ``regret`` of
+        its best value (``nan`` where the problem has none)."""
+        return cls(
+            iteration=record.step,
+            num_evaluations=record.num_evaluations,
+            value=record.value,
+            best_value=record.best_value,
+            regret=regret,
+            seconds=record.seconds,
+            fit_seconds=record.fit_seconds,
+            warm_start=record.warm_start,
+            batch_min_distance=record.batch_min_distance,
+            batch_duplicates=record.batch_duplicates,
+            trust_region_length=record.details.get("trust_region_length", math.nan),
+        )
 
 
 @dataclass
@@ -258,19 +277,7 @@ def run_bo(
     )
 
     def on_batch(step: StepRecord, X: Tensor, Y: Tensor) -> None:
-        record = BOIterationRecord(
-            iteration=step.step,
-            num_evaluations=step.num_evaluations,
-            value=step.value,
-            best_value=step.best_value,
-            regret=bo_problem.regret(step.best_value),
-            seconds=step.seconds,
-            fit_seconds=step.fit_seconds,
-            warm_start=step.warm_start,
-            batch_min_distance=step.batch_min_distance,
-            batch_duplicates=step.batch_duplicates,
-            trust_region_length=step.details.get("trust_region_length", math.nan),
-        )
+        record = BOIterationRecord.from_step(step, bo_problem.regret(step.best_value))
         result.records.append(record)
         result.X, result.values = optimizer.X, optimizer.values
         if on_evaluations is not None:

@@ -48,6 +48,10 @@ RANDOM_STREAM_OFFSET = 7919
 SEED_STRIDE = 1000
 #: The largest seed a torch generator takes.
 MAX_GENERATOR_SEED = 2**63 - 1
+#: The most BO steps of a run.
+MAX_STEPS = 10**6
+#: The largest seed of a run: its step seeds stay below ``2**63`` for ``MAX_STEPS`` steps.
+MAX_RUN_SEED = (MAX_GENERATOR_SEED - MAX_STEPS) // SEED_STRIDE
 
 
 class StateFileError(ValueError):
@@ -67,6 +71,8 @@ def step_seed(seed: int, step: int) -> int:
         >>> step_seed(3, 2)
         3002
     """
+    if not 0 <= step <= MAX_STEPS:
+        raise ValueError(f"A run has at most {MAX_STEPS} steps; got step {step}.")
     return seed if step == 0 else SEED_STRIDE * seed + step
 
 
@@ -74,10 +80,10 @@ def check_seed(seed: Any) -> int:
     r"""``seed`` if it is a non-negative integer whose step seeds fit a torch generator."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer; got {seed!r}.")
-    if seed > (MAX_GENERATOR_SEED - 10**9) // SEED_STRIDE:
+    if seed > MAX_RUN_SEED:
         raise ValueError(
-            f"seed must be at most {(MAX_GENERATOR_SEED - 10**9) // SEED_STRIDE} (its step "
-            f"seeds {SEED_STRIDE} * seed + step stay below 2**63); got {seed}."
+            f"seed must be at most {MAX_RUN_SEED} (its step seeds {SEED_STRIDE} * seed + step "
+            f"stay below 2**63 for {MAX_STEPS} steps); got {seed}."
         )
     return seed
 
