@@ -9,7 +9,9 @@ kept for every later fit. The acquisition is the upper bound ``f + c sigma`` (Bo
 ``c`` while the maximiser lies closer than ``delta_i`` to an observed point (``delta_i``
 decaying from 1/32 to 0.005 of the unit cube, the paper's 1/16 and 0.01 on ``[-1, 1]^d``).
 Problems, initial designs, fit seeds and the regret are those of ``nomu_bo_suite.py``, so the
-final regrets compare run by run with its ``nomu+logei`` and ``gp+logei`` runs.
+final regrets compare run by run with its ``nomu+logei`` and ``gp+logei`` runs. The loop is the
+library's BO core: ``BayesianOptimizer`` with NOMU fitted at every step and
+``DynamicCalibrationProposer``.
 
 Writes ``summary.md`` (final regret per run, mean over seeds, and how often c was doubled)
 into ``--out``; finished runs are stored in ``--out/runs/`` and loaded by a repeated command.
@@ -22,15 +24,11 @@ Examples:
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-import torch
-from botorch.acquisition import UpperConfidenceBound
 from botorch.models.transforms import Normalize, Standardize
-from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
 from benchmarks.common import (
@@ -44,14 +42,14 @@ from benchmarks.common import (
     summary_header,
     use_threads,
 )
-from botorch_nn_uq.bo import initial_design
-from botorch_nn_uq.calibration import (
-    dynamic_calibration_threshold,
-    optimize_acqf_with_dynamic_calibration,
+from botorch_nn_uq.bo import (
+    BayesianOptimizer,
+    DynamicCalibrationProposer,
+    SurrogateSpec,
+    registered_problem,
 )
-from botorch_nn_uq.fit import fit_model
 from botorch_nn_uq.models import NOMU
-from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
+from botorch_nn_uq.problems import BO_PROBLEM_NAMES
 
 
 @dataclass(frozen=True)
@@ -87,53 +85,49 @@ class RunResult:
     calibration_constant: float = float("nan")
 
 
-def fit_nomu(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> NOMU:
-    r"""The registered NOMU's network and transforms, fitted without recalibration."""
-    model = NOMU(
+def nomu_without_recalibration(train_X: Tensor, train_Y: Tensor, bounds: Tensor) -> NOMU:
+    r"""The registered NOMU's network and transforms (the class defaults), unfitted; the
+    fit keeps the calibration constant the proposer fixes."""
+    return NOMU(
         train_X,
         train_Y,
         bounds=bounds,
         input_transform=Normalize(train_X.shape[-1], bounds=bounds),
         outcome_transform=Standardize(1),
     )
-    return fit_model(model, seed=seed)
+
+
+#: NOMU fitted from scratch at every step, without MW scaling of its own.
+NOMU_FIXED_C = SurrogateSpec.from_constructor(
+    "nomu-fixed-c", "NOMU (class defaults), c left to the proposer", nomu_without_recalibration
+)
 
 
 def run(spec: RunSpec) -> RunResult:
-    r"""One BO run, on this process's torch threads (``--threads``)."""
-    problem = get_bo_problem(spec.problem, spec.dim)
-    bounds = problem.bounds
-    X = initial_design(problem, spec.n_initial, spec.seed)
-    values = problem.evaluate(X)
-    result = RunResult(spec, regret=[float(problem.normalized_regret(values.min()))])
-    constant = None
-    for step in range(1, spec.iterations + 1):
-        start = time.perf_counter()
-        train_Y = -values.unsqueeze(-1)
-        model = fit_nomu(X, train_Y, bounds, seed=1000 * spec.seed + step)
-        if constant is None:
-            model.calibrate_mean_width(target_width=spec.mw_factor * train_Y.std())
-            constant = model.calibration_constant.clone()
-            result.calibration_constant = float(constant[0])
-        model.set_calibration_constant(constant)
-        # Seeding torch's global generator too fixes optimize_acqf's choice of restarts.
-        with manual_seed(1000 * spec.seed + step):
-            proposal = optimize_acqf_with_dynamic_calibration(
-                model,
-                lambda calibrated: UpperConfidenceBound(calibrated, beta=1.0),
-                bounds,
-                X,
-                min_distance=dynamic_calibration_threshold(step - 1, spec.iterations),
-                num_restarts=spec.num_restarts,
-                raw_samples=spec.raw_samples,
-                options={"seed": 1000 * spec.seed + step},
-            )
-        result.seconds.append(time.perf_counter() - start)
-        result.doublings.append(proposal.doublings)
-        X = torch.cat([X, proposal.candidate])
-        values = torch.cat([values, problem.evaluate(proposal.candidate)])
-        result.regret.append(float(problem.normalized_regret(values.min())))
-    return result
+    r"""One BO run, on this process's torch threads (``--threads``): the BO core with
+    NOMU and :class:`~botorch_nn_uq.bo.DynamicCalibrationProposer`."""
+    problem = registered_problem(spec.problem, spec.dim)
+    optimizer = BayesianOptimizer.for_problem(
+        problem,
+        surrogate=NOMU_FIXED_C,
+        proposer=DynamicCalibrationProposer(
+            horizon=spec.iterations,
+            mw_factor=spec.mw_factor,
+            num_restarts=spec.num_restarts,
+            raw_samples=spec.raw_samples,
+        ),
+        seed=spec.seed,
+        n_initial=spec.n_initial,
+    )
+    optimizer.run(problem, spec.iterations)
+    records, steps = optimizer.records, optimizer.records[1:]
+    return RunResult(
+        spec,
+        regret=[problem.regret(record.best_value) for record in records],
+        doublings=[int(record.details["doublings"]) for record in steps],
+        seconds=[record.seconds for record in steps],
+        calibration_constant=steps[0].details["calibration_constant"] if steps else float("nan"),
+    )
 
 
 def summary_table(results: list[RunResult]) -> str:

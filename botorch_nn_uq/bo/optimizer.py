@@ -399,12 +399,15 @@ class BayesianOptimizer:
 
     def _match(self, X: Tensor, asked: Tensor) -> Tensor:
         r"""For each asked row, the row of ``X`` that holds it; a clear error unless
-        ``X`` holds every asked point exactly once."""
+        ``X`` holds every asked point exactly once (a batch may ask for one point
+        several times; it is then told as often)."""
         if X.dim() != 2 or X.shape[-1] != asked.shape[-1]:
             raise ValueError(
                 f"Told inputs must be a q x {asked.shape[-1]} tensor; got shape {tuple(X.shape)}."
             )
         X = X.to(asked)
+        if X.shape == asked.shape and torch.equal(X, asked):
+            return torch.arange(asked.shape[0])
         tolerance = MATCH_TOLERANCE * (self.bounds[1] - self.bounds[0])
         close = ((X.unsqueeze(1) - asked.unsqueeze(0)).abs() <= tolerance).all(-1)
         unmatched = (~close.any(1)).nonzero().squeeze(-1).tolist()
@@ -412,17 +415,26 @@ class BayesianOptimizer:
             raise ValueError(
                 f"Told rows {unmatched} are not points of the asked batch (step {self.state.step})."
             )
-        repeated = (close.sum(0) > 1).nonzero().squeeze(-1).tolist()
-        if repeated or X.shape[0] != asked.shape[0]:
-            missing = (~close.any(0)).nonzero().squeeze(-1).tolist()
+        # Told rows take the asked rows they match in order, so repeated asked points
+        # are matched one to one.
+        order = torch.full((asked.shape[0],), -1, dtype=torch.long)
+        repeated = []
+        for row, candidates in enumerate(close):
+            free = (candidates & (order < 0)).nonzero().squeeze(-1)
+            if free.numel() == 0:
+                repeated.append(int(candidates.nonzero()[0]))
+            else:
+                order[free[0]] = row
+        missing = (order < 0).nonzero().squeeze(-1).tolist()
+        if repeated or missing:
             raise ValueError(
                 f"The told rows must hold each of the {asked.shape[0]} asked points once; "
-                + (f"asked points {repeated} are repeated" if repeated else "")
+                + (f"asked points {sorted(set(repeated))} are repeated" if repeated else "")
                 + ("; " if repeated and missing else "")
                 + (f"asked points {missing} are missing" if missing else "")
                 + "."
             )
-        return close.float().argmax(0)
+        return order
 
     # The loop ---------------------------------------------------------------------------
 

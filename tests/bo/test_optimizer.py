@@ -262,3 +262,20 @@ def test_the_cold_policy_is_the_default_and_time_budget_stops_a_run() -> None:
     assert isinstance(optimizer.fit_policy, ColdFit)
     records = optimizer.run(problem, steps=50, q=1, time_budget=1e-9)
     assert len(records) == 2 and optimizer.step == 2
+
+
+def test_a_batch_that_asks_for_one_point_twice_is_told_twice() -> None:
+    class Twice(RandomProposer):
+        def propose(self, model, context, q, random):
+            proposal = super().propose(model, context, 1, random)
+            return type(proposal)(proposal.X.expand(q, -1).clone())
+
+    optimizer = BayesianOptimizer([[0.0], [1.0]], proposer=Twice(), n_initial=2)
+    optimizer.tell(optimizer.ask(), torch.tensor([1.0, 2.0], dtype=torch.float64))
+    batch = optimizer.ask(3)
+    assert optimizer.records[-1].step == 0
+    optimizer.tell(batch.flip(0), torch.tensor([3.0, 4.0, 5.0], dtype=torch.float64))
+    assert torch.equal(optimizer.X[-3:], batch) and optimizer.values[-3:].tolist() == [3, 4, 5]
+    optimizer.ask(3)
+    with pytest.raises(ValueError, match=r"asked points \[0\] are repeated"):
+        optimizer.tell(optimizer.pending[[0, 0, 0, 0]], torch.zeros(4, dtype=torch.float64))
