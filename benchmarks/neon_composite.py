@@ -57,11 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from botorch.acquisition import LogExpectedImprovement
-from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
-from botorch.optim import optimize_acqf
-from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
 from benchmarks.common import (
@@ -72,7 +68,6 @@ from benchmarks.common import (
     plot_best_so_far,
     run_jobs,
     runner_parser,
-    save_atomically,
     seed_range,
     stored_run,
     summary_header,
@@ -80,10 +75,20 @@ from benchmarks.common import (
     write_rows_csv,
 )
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
-from botorch_nn_uq.bo import ContinualTraining
-from botorch_nn_uq.bo.continual import ContinualTrainingState
-from botorch_nn_uq.fit import fit_model
-from botorch_nn_uq.generation import optimize_acqf_screened
+from botorch_nn_uq.bo import (
+    AcquisitionContext,
+    AcquisitionProposer,
+    BayesianOptimizer,
+    ColdFit,
+    ContinualFit,
+    ContinualTraining,
+    Minimize,
+    Proposer,
+    RandomProposer,
+    ScreenedProposer,
+    SurrogateSpec,
+    composite_problem,
+)
 from botorch_nn_uq.models import NEON
 from botorch_nn_uq.nn import count_parameters
 from botorch_nn_uq.posteriors import EnsembleIndexSampler
@@ -147,9 +152,12 @@ class RunSpec:
     @property
     def key(self) -> str:
         r"""A file-name-safe identifier of the run and its budget."""
+        # "stepseeds": runs of the BO core's seeding rule (runs stored before it are not
+        # reused).
         key = (
             f"{self.problem}_{self.method}_seed{self.seed}_init{self.n_initial}_it"
             f"{self.iterations}_steps{self.steps}_r{self.num_restarts}_raw{self.raw_samples}"
+            "_stepseeds"
         )
         if self.method != "neon+q-leaky-ei":
             return key
@@ -197,134 +205,126 @@ def build_neon(
     )
 
 
-def neon_model(problem: CompositeProblem, U: Tensor, H: Tensor, spec: RunSpec, steps: int) -> NEON:
-    r"""An unfitted NEON in ``spec.dtype`` trained for ``steps`` optimizer steps
-    (full-batch, or mini-batches of ``spec.batch_size`` rows)."""
+def neon_model(problem: CompositeProblem, U: Tensor, Y: Tensor, spec: RunSpec, steps: int) -> NEON:
+    r"""An unfitted NEON in ``spec.dtype`` on ``U`` and the flat outputs ``Y``, trained
+    for ``steps`` optimizer steps (full-batch, or mini-batches of ``spec.batch_size``
+    rows)."""
     budget: dict[str, int] = {"epochs": steps}
     if spec.batch_size is not None:
         # Every epoch has at least one step, so the step budget ends training first.
         budget |= {"max_steps": steps, "batch_size": spec.batch_size}
-    return build_neon(problem, U, H, getattr(torch, spec.dtype), **budget)
+    return build_neon(problem, U, problem.unflatten(Y), getattr(torch, spec.dtype), **budget)
 
 
 def cold_steps(spec: RunSpec, it: int) -> int:
-    r"""The step budget of a cold fit at iteration ``it``: the authors grow it with the
-    iteration, ``steps * (1 + 2 it / N)``."""
+    r"""The step budget of a cold fit at iteration ``it`` (0 for the first BO step): the
+    authors grow it with the iteration, ``steps * (1 + 2 it / N)``."""
     return round(spec.steps * (1 + 2 * it / max(spec.iterations, 1)))
 
 
-def fit_neon(
-    spec: RunSpec,
-    problem: CompositeProblem,
-    U: Tensor,
-    H: Tensor,
-    it: int,
-    warm_start: NEON | None = None,
-) -> NEON:
-    r"""NEON's fit at iteration ``it`` on ``U``, ``H``: ``spec.warm_steps`` steps from
-    ``warm_start`` (the model of an earlier iteration), or a cold fit of
-    ``cold_steps(spec, it)`` steps when it is ``None``."""
-    seed = spec.seed * 1000 + it
-    if warm_start is not None:
-        model = neon_model(problem, U, H, spec, spec.warm_steps)
-        return model.fit(seed=seed, warm_start=warm_start, max_steps=spec.warm_steps)
-    return neon_model(problem, U, H, spec, cold_steps(spec, it)).fit(seed=seed)
+def neon_surrogate(problem: CompositeProblem, spec: RunSpec) -> SurrogateSpec:
+    r"""NEON as the BO core's surrogate of the flat outputs of ``h``: a cold fit of
+    :func:`cold_steps` steps (the iteration is read off the number of points, one per
+    iteration), or ``spec.warm_steps`` steps from a warm start."""
+
+    def build(
+        train_X: Tensor,
+        train_Y: Tensor,
+        bounds: Tensor,
+        seed: int,
+        warm_start: NEON | None = None,
+        **overrides: Any,
+    ) -> NEON:
+        if warm_start is not None:
+            model = neon_model(problem, train_X, train_Y, spec, spec.warm_steps)
+            return model.fit(seed=seed, warm_start=warm_start, max_steps=spec.warm_steps)
+        it = train_X.shape[0] - spec.n_initial
+        return neon_model(problem, train_X, train_Y, spec, cold_steps(spec, it)).fit(seed=seed)
+
+    def restore(train_X: Tensor, train_Y: Tensor, bounds: Tensor, state: dict[str, Tensor]) -> NEON:
+        model = neon_model(problem, train_X, train_Y, spec, spec.steps)
+        model.load_state_dict(state)
+        return model
+
+    return SurrogateSpec(
+        "neon-composite",
+        f"NEON with the {problem.name} preset",
+        build,
+        supports_warm_start=True,
+        restore=restore,
+    )
 
 
-def next_fit_is_warm(
-    spec: RunSpec,
-    problem: CompositeProblem,
-    U: Tensor,
-    H: Tensor,
-    previous: NEON | None,
-    schedule: ContinualTrainingState | None,
-) -> bool:
-    r"""Whether the fit on ``U``, ``H`` continues from ``previous`` (the model of the
-    iteration before, trained without the last point), as the continual-training
-    ``schedule`` decides; always cold without one."""
-    if schedule is None:
-        return False
-    dtype = getattr(torch, spec.dtype)
-    flat = problem.flatten(H).to(dtype)
-    return schedule.next_fit_is_warm(previous, U[-1:].to(dtype), flat[-1:], flat)
+def leaky_ei(neon: NEON, context: AcquisitionContext) -> qLeakyExpectedImprovement:
+    r"""q-leaky EI of ``-g`` over NEON's whole bank of indices (in the model's dtype),
+    from the best ``-g`` observed so far."""
+    dtype = next(neon.parameters()).dtype
+    best_f = context.objective(context.train_Y).max()
+    return qLeakyExpectedImprovement(
+        neon,
+        best_f=best_f.to(dtype),
+        sampler=EnsembleIndexSampler(torch.Size([neon.function_bank_size]), seed=0),
+        objective=context.objective,
+    )
 
 
-def propose(
-    spec: RunSpec, problem: CompositeProblem, U: Tensor, values: Tensor, it: int, model: NEON | None
-) -> Tensor:
-    r"""The next point of a model-based method (``model``: NEON's fit, ``None`` for the
-    GP), in float64."""
-    bounds = problem.bounds.to(U)
-    # Seeding torch's global generator too fixes optimize_acqf's choice of restarts.
-    seed = spec.seed * 1000 + it
+def components(spec: RunSpec, problem: CompositeProblem) -> dict[str, Any]:
+    r"""The BO core's surrogate, proposer and fit policy of the run's method."""
+    if spec.method == "random":
+        return {"proposer": RandomProposer()}
     if spec.method == "gp+logei":
-        gp = fit_model(
-            SingleTaskGP(
-                U,
-                -values.unsqueeze(-1),
-                input_transform=Normalize(problem.dim, bounds=bounds),
-                outcome_transform=Standardize(1),
-            )
+        proposer = AcquisitionProposer(
+            "logei", num_restarts=spec.num_restarts, raw_samples=spec.raw_samples
         )
-        acquisition = LogExpectedImprovement(gp, best_f=(-values).max())
-        with manual_seed(seed):
-            candidate, _ = optimize_acqf(
-                acquisition,
-                bounds=bounds,
-                q=1,
-                num_restarts=spec.num_restarts,
-                raw_samples=spec.raw_samples,
-                options={"seed": seed},
-            )
-        return candidate.detach()
+        return {"surrogate": "gp", "proposer": proposer}
     dtype = getattr(torch, spec.dtype)
-
-    def leaky_ei(neon: NEON) -> qLeakyExpectedImprovement:
-        return qLeakyExpectedImprovement(
-            neon,
-            best_f=(-values).max().to(dtype),
-            sampler=EnsembleIndexSampler(torch.Size([neon.function_bank_size]), seed=0),
-            objective=problem.objective(),
+    proposer: Proposer
+    if spec.screening_indices is None:
+        proposer = AcquisitionProposer(
+            leaky_ei, num_restarts=spec.num_restarts, raw_samples=spec.raw_samples, dtype=dtype
         )
-
-    with manual_seed(seed):
-        if spec.screening_indices is None:
-            candidate, _ = optimize_acqf(
-                leaky_ei(model),
-                bounds=bounds.to(dtype),
-                q=1,
-                num_restarts=spec.num_restarts,
-                raw_samples=spec.raw_samples,
-                options={"seed": seed},
-            )
-        else:
-            candidate, _ = optimize_acqf_screened(
-                leaky_ei(model),
-                leaky_ei(model.function_bank_subset(spec.screening_indices)),
-                bounds=bounds.to(dtype),
-                q=1,
-                num_restarts=spec.num_restarts,
-                raw_samples=spec.raw_samples,
-                optimize_on=spec.optimize_on,
-                seed=seed,
-            )
-    return in_problem_box(candidate, bounds)
+    else:
+        proposer = ScreenedProposer(
+            leaky_ei,
+            spec.screening_indices,
+            num_restarts=spec.num_restarts,
+            raw_samples=spec.raw_samples,
+            optimize_on=spec.optimize_on,
+            dtype=dtype,
+        )
+    fit_policy = (
+        ColdFit()
+        if spec.warm_steps is None
+        else ContinualFit(
+            ContinualTraining(warm_start_steps=spec.warm_steps, cold_refit_every=spec.cold_every)
+        )
+    )
+    return {
+        "surrogate": neon_surrogate(problem, spec),
+        "proposer": proposer,
+        "fit_policy": fit_policy,
+    }
 
 
-def in_problem_box(candidate: Tensor, bounds: Tensor) -> Tensor:
-    r"""A candidate of the model's dtype as a point of the problem: in the ``2 x d``
-    ``bounds``' dtype and clamped to them (a bound rounded to float32, e.g. 0.01, can lie
-    just outside the float64 box)."""
-    return candidate.detach().to(bounds).clamp(bounds[0], bounds[1])
+class ScalarObjective:
+    r"""The composite problem as a scalar one, ``f = g(h(u))``, for the surrogates of
+    ``g`` itself (the GP baseline and random search)."""
+
+    def __init__(self, problem: CompositeProblem) -> None:
+        self.problem = problem
+        self.name, self.bounds, self.objective = problem.name, problem.bounds, Minimize()
+
+    def evaluate(self, X: Tensor) -> Tensor:
+        return self.problem.evaluate(X).unsqueeze(-1)
 
 
 def execute(spec: RunSpec, store: Path, device: str = "cpu") -> RunResult:
     r"""One BO run on ``device``, stored in ``store``, or the run an earlier invocation
     stored there.
 
-    After every iteration the unfinished run's state (data, result so far, random state of
-    the design) is checkpointed in ``store``, and a repeated call continues from the
-    checkpoint.
+    After every iteration the unfinished run's state (the BO core's, with NEON's last
+    model and continual-training state) is checkpointed in ``store``, and a repeated
+    call continues from the checkpoint exactly as the uninterrupted run.
     """
     checkpoint = store / f"{spec.key}.checkpoint"
     result = stored_run(spec, store, partial(run, checkpoint=checkpoint, device=device))
@@ -333,65 +333,40 @@ def execute(spec: RunSpec, store: Path, device: str = "cpu") -> RunResult:
 
 
 def run(spec: RunSpec, checkpoint: Path, device: str) -> RunResult:
-    r"""One BO run on ``device`` and this process's torch threads (``--threads``), from
-    ``checkpoint`` if there is one, checkpointed there after every iteration (with NEON's
-    last model and continual-training state, so a resumed run warm-starts as an
-    uninterrupted one)."""
-    problem = PROBLEMS[spec.problem]()
-    bounds = problem.bounds.to(device)
-    generator = torch.Generator().manual_seed(spec.seed)
+    r"""One BO run of the BO core on ``device`` and this process's torch threads
+    (``--threads``), from ``checkpoint`` if there is one, checkpointed there after every
+    iteration."""
+    composite = PROBLEMS[spec.problem]()
     neon = spec.method == "neon+q-leaky-ei"
-    schedule = None
-    if neon and spec.warm_steps is not None:
-        schedule = ContinualTrainingState(
-            ContinualTraining(warm_start_steps=spec.warm_steps, cold_refit_every=spec.cold_every)
-        )
-    previous = None
-
-    def uniform(n: int) -> Tensor:
-        unit = torch.rand(n, problem.dim, generator=generator, dtype=torch.float64)
-        return bounds[0] + (bounds[1] - bounds[0]) * unit.to(device)
-
+    problem = composite_problem(composite) if neon else ScalarObjective(composite)
+    parts = components(spec, composite)
     if checkpoint.exists():
-        state = torch.load(checkpoint, weights_only=False)
-        U, H, values = (state[name].to(device) for name in ("U", "H", "values"))
-        result = state["result"]
-        generator.set_state(state["generator"])
-        if state.get("model") is not None:
-            previous = neon_model(problem, U, H, spec, spec.steps)
-            previous.load_state_dict(state["model"])
-            vars(schedule).update(state["schedule"])
+        optimizer = BayesianOptimizer.load(
+            checkpoint,
+            device=device,
+            surrogate=parts.get("surrogate"),
+            proposer=None if spec.method == "random" else parts["proposer"],
+            objective=problem.objective,
+        )
     else:
-        U = uniform(spec.n_initial)
-        H = problem.h(U)
-        values = problem.g(H)
-        result = RunResult(spec, best_so_far=[float(values.min())])
-    for it in range(len(result.seconds), spec.iterations):
-        start = time.perf_counter()
-        if spec.method == "random":
-            candidate = uniform(1)
-        else:
-            model = None
-            if neon:
-                warm = next_fit_is_warm(spec, problem, U, H, previous, schedule)
-                model = fit_neon(spec, problem, U, H, it, previous if warm else None)
-                if schedule is not None:
-                    schedule.record_fit(warm)
-                result.fit_seconds.append(time.perf_counter() - start)
-                result.warm_fits.append(warm)
-                result.num_parameters = count_parameters(model.network)
-            candidate = propose(spec, problem, U, values, it, model)
-            previous = model
-        result.seconds.append(time.perf_counter() - start)
-        new_H = problem.h(candidate)
-        U, H = torch.cat([U, candidate]), torch.cat([H, new_H])
-        values = torch.cat([values, problem.g(new_H)])
-        result.best_so_far.append(float(values.min()))
-        state = {"U": U.cpu(), "H": H.cpu(), "values": values.cpu(), "result": result}
-        if schedule is not None:
-            state |= {"model": previous.state_dict(), "schedule": dict(vars(schedule))}
-        save_atomically(state | {"generator": generator.get_state()}, checkpoint)
-    return result
+        optimizer = BayesianOptimizer(
+            problem.bounds.to(device),
+            objective=problem.objective,
+            seed=spec.seed,
+            n_initial=spec.n_initial,
+            **parts,
+        )
+    done = max(optimizer.step - 1, 0)
+    optimizer.run(problem, spec.iterations - done, callback=lambda *_: optimizer.save(checkpoint))
+    records = optimizer.records
+    return RunResult(
+        spec,
+        best_so_far=[record.best_value for record in records],
+        seconds=[record.seconds for record in records[1:]],
+        num_parameters=count_parameters(optimizer.model.network) if neon else None,
+        fit_seconds=[record.fit_seconds for record in records[1:]] if neon else [],
+        warm_fits=[record.warm_start for record in records[1:]] if neon else [],
+    )
 
 
 def progress_line(spec: RunSpec, result: RunResult) -> str:

@@ -22,8 +22,8 @@ threads, at the protocol's first and last data sizes (5 and 34 evaluations):
    gradients, and the FULL-bank leaky EI of the proposed point (higher is better), so the
    effect of each trick on the chosen point is measured, not assumed. The same trained
    network in float64 shows what float32 changes in the acquisition values.
-4. ``iteration``: the protocol-3 runner's own code (``neon_composite.py``'s fit and
-   proposal with its Brusselator settings) for the last two iterations of a run: a cold
+4. ``iteration``: the protocol-3 runner's own code (``neon_composite.py``'s surrogate and
+   proposer with its Brusselator settings) for the last two iterations of a run: a cold
    fit at 33 evaluations, then a warm start from it at 34, each with its acquisition. Run
    it with ``--threads 2`` on an otherwise idle 2-core machine for the laptop figure.
 
@@ -60,10 +60,10 @@ from benchmarks.neon_composite import (
     RunSpec,
     build_neon,
     cold_steps,
-    fit_neon,
-    propose,
+    components,
 )
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
+from botorch_nn_uq.bo import AcquisitionContext, composite_problem, step_seed
 from botorch_nn_uq.generation import optimize_acqf_screened
 from botorch_nn_uq.models import NEON
 from botorch_nn_uq.nn import count_parameters
@@ -425,10 +425,12 @@ def float64_effect(model: NEON, problem: Brusselator, U: Tensor, H: Tensor, best
 
 def iteration_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget: Budget) -> str:
     r"""The protocol-3 runner's own iterations at the last two data sizes, end to end
-    (``fit_neon`` and ``propose`` of ``neon_composite.py`` with its Brusselator settings):
-    the first with a cold fit, the second warm-started from it, each timed as fit plus
-    acquisition."""
+    (the surrogate and proposer of ``neon_composite.py`` with its Brusselator settings,
+    seeded as the BO core seeds those steps): the first with a cold fit, the second
+    warm-started from it, each timed as fit plus acquisition."""
     spec = runner_spec(budget)
+    parts = components(spec, problem)
+    objective = composite_problem(problem).objective
     last = budget.sizes[-1] - budget.sizes[0]
     lines = [
         "| iteration | evaluations | fit | steps | fit (s) | acquisition (s) | iteration (s) |",
@@ -437,11 +439,15 @@ def iteration_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget: B
     previous = None
     for it in (last - 1, last):
         n = spec.n_initial + it
-        U, H = data[0][:n], data[1][:n]
+        U, Y = data[0][:n], problem.flatten(data[1][:n])
+        seed = step_seed(spec.seed, it + 1)
         with Stopwatch() as fit_watch:
-            model = fit_neon(spec, problem, U, H, it, warm_start=previous)
+            model = parts["surrogate"].build(U, Y, problem.bounds, seed, warm_start=previous)
+        context = AcquisitionContext(
+            U, Y, problem.bounds, seed, objective=objective.mc_objective, step=it + 1
+        )
         with Stopwatch() as acquisition_watch:
-            propose(spec, problem, U, problem.g(H), it, model)
+            parts["proposer"].propose(model, context, 1, torch.Generator())
         if previous is None:
             fit, steps = "cold", cold_steps(spec, it)
         else:

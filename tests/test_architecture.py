@@ -28,7 +28,7 @@ PACKAGE_ROOT = REPO_ROOT / "botorch_nn_uq"
 #: The package's parts (subpackages and top-level modules), lowest layer first; a part
 #: may import from its own layer's part and from any lower layer, never from a higher one.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"checks", "compat", "nn", "features"}),
+    frozenset({"checks", "compat", "nn"}),
     frozenset({"problems", "training", "posteriors", "acquisition", "calibration"}),
     frozenset({"ensembles", "generation", "metrics"}),
     frozenset({"models"}),

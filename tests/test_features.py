@@ -1,25 +1,27 @@
-"""The README's feature table is ``botorch_nn_uq.features`` rendered, and every cell holds:
-each feature's drop-in scenario (``tests/drop_in/scenarios.py``) runs on a small fitted
-model of each family, or raises the stated error."""
+"""The README's feature table is the model cards' cells rendered
+(``tests/readme_tables.py``), and every cell holds: each feature's drop-in scenario
+(``tests/drop_in/scenarios.py``) runs on a small fitted model of each family, or raises
+the stated error."""
 
 from pathlib import Path
 
 import pytest
 
-from botorch_nn_uq import features
-from botorch_nn_uq.features import FAMILIES, FEATURES, Status
+from botorch_nn_uq.models.card import FEATURES, Family, Feature, Status, Support
+from tests import readme_tables
+from tests.cards import families
 from tests.drop_in.scenarios import SCENARIOS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
-CELLS = [(feature, family) for feature in FEATURES for family in FAMILIES]
+CELLS = [(feature, family) for feature in FEATURES for family, _ in families().values()]
 
 
 @pytest.mark.parametrize(
     ("feature", "family"), CELLS, ids=[f"{feature.key}-{family.key}" for feature, family in CELLS]
 )
-def test_the_cell_holds(feature: features.Feature, family: features.Family) -> None:
-    support = feature.support[family.key]
+def test_the_cell_holds(feature: Feature, family: Family) -> None:
+    support = family.support[feature.key]
     run = SCENARIOS[feature.key]
     if support.status is Status.UNSUPPORTED:
         with pytest.raises(support.error, match=support.error_match):
@@ -34,24 +36,39 @@ def test_every_feature_has_a_scenario() -> None:
 
 def test_the_readme_shows_the_rendered_table() -> None:
     text = README.read_text(encoding="utf-8")
-    assert features.replace_table(text) == text, (
-        "The README's feature table is stale: run `python -m botorch_nn_uq.features README.md`."
+    block = readme_tables.replace_block(
+        text, readme_tables.FEATURE_TABLE, readme_tables.render_feature_table()
+    )
+    assert block == text, (
+        "The README's feature table is stale: run `python -m tests.readme_tables README.md`."
     )
 
 
-def test_replace_table_needs_both_markers_once() -> None:
+def test_replace_block_needs_both_markers_once() -> None:
+    markers = readme_tables.FEATURE_TABLE
     with pytest.raises(ValueError, match="must contain"):
-        features.replace_table("no table here")
+        readme_tables.replace_block("no table here", markers, "table")
     with pytest.raises(ValueError, match="must contain"):
-        features.replace_table(features.END_MARKER + "\n" + features.BEGIN_MARKER)
-    block = f"{features.BEGIN_MARKER}\nold\n{features.END_MARKER}"
-    assert features.render_markdown() in features.replace_table(f"intro\n{block}\noutro")
+        readme_tables.replace_block(markers[1] + "\n" + markers[0], markers, "table")
+    text = f"intro\n{markers[0]}\nold\n{markers[1]}\noutro"
+    assert readme_tables.replace_block(text, markers, "new") == (
+        f"intro\n{markers[0]}\nnew\n{markers[1]}\noutro"
+    )
 
 
 def test_cells_state_a_note_and_an_error_where_needed() -> None:
     with pytest.raises(ValueError, match="needs a note"):
-        features.Support(Status.APPROXIMATE)
+        Support(Status.APPROXIMATE)
     with pytest.raises(ValueError, match="error type"):
-        features.Support(Status.UNSUPPORTED, "why")
+        Support(Status.UNSUPPORTED, "why")
     with pytest.raises(ValueError, match="error type"):
-        features.Support(Status.WORKS, error=ValueError)
+        Support(Status.WORKS, error=ValueError)
+
+
+def test_a_family_states_every_feature_and_no_other() -> None:
+    cells = {feature.key: Support(Status.WORKS) for feature in FEATURES}
+    Family("toy", "Toy", cells)
+    with pytest.raises(ValueError, match=r"missing \['dtypes'\]"):
+        Family("toy", "Toy", {key: cell for key, cell in cells.items() if key != "dtypes"})
+    with pytest.raises(ValueError, match=r"unknown \['teleportation'\]"):
+        Family("toy", "Toy", {**cells, "teleportation": Support(Status.WORKS)})

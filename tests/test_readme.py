@@ -8,7 +8,8 @@ from pathlib import Path
 
 import torch
 
-from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SURROGATES
+from botorch_nn_uq.bo.surrogates import PACKAGE_SURROGATES, RANDOM_SEARCH
+from tests.readme_tables import MODELS_TABLE, render_models_table, replace_block
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -45,19 +46,18 @@ def test_quick_start_runs_and_prints_what_the_readme_shows() -> None:
     torch.testing.assert_close(actual, expected, rtol=0, atol=0.02)
 
 
-def test_models_table_lists_every_registered_model() -> None:
+def test_models_table_is_rendered_from_the_cards_and_lists_every_registered_model() -> None:
     text = README.read_text()
+    block = replace_block(text, MODELS_TABLE, render_models_table())
+    assert block == text, (
+        "The README's models table is stale: run `python -m tests.readme_tables README.md`."
+    )
     section = text.split("\n## Models\n", 1)[1].split("\n## ", 1)[0]
-    table = re.search(r"\| name \(CLI\) \|.*?\n\n", section, flags=re.DOTALL).group(0)
+    table = section.split(MODELS_TABLE[0], 1)[1].split(MODELS_TABLE[1], 1)[0]
     first_cells = [row.split("|")[1] for row in table.strip().splitlines()[2:]]
     listed = {name for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)}
     # Only the package's own registrations: benchmark runners register peers (VBLL) too.
-    package = {
-        name
-        for name, spec in SURROGATES.items()
-        if spec.build.__module__.startswith("botorch_nn_uq")
-    }
-    assert listed == {*package, RANDOM_SEARCH}
+    assert listed == {*PACKAGE_SURROGATES, RANDOM_SEARCH}
 
 
 def test_readme_names_the_two_commands_and_they_exist() -> None:
@@ -92,3 +92,15 @@ def test_large_batch_example_runs() -> None:
     assert ((proposals >= bounds[0]) & (proposals <= bounds[1])).all()
     assert torch.cdist(proposals, proposals).fill_diagonal_(1.0).min() > 0
     assert namespace["warm"].training_result.steps_run == 100
+
+
+def test_own_objective_example_runs_and_its_state_file_holds_the_told_batch() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    example = next(block for block in blocks if "FunctionProblem" in block)
+    namespace: dict = {}
+    exec(compile(example, str(README), "exec"), namespace)
+    optimizer = namespace["BayesianOptimizer"].load(namespace["state"])
+    # 8 initial points, 3 batches of 4 by run(), and the batch told after loading.
+    assert optimizer.X.shape == (24, 4) and optimizer.step == 5
+    assert torch.equal(optimizer.X[-4:], namespace["X"])
+    assert optimizer.best().value <= namespace["best"].value

@@ -80,12 +80,13 @@ def initial_design(bounds: Tensor, n: int, seed: int, design: str = "uniform") -
     if design not in INITIAL_DESIGNS:
         raise ValueError(f"Unknown design {design!r}; valid: {', '.join(INITIAL_DESIGNS)}.")
     dim = bounds.shape[-1]
+    # Drawn on the CPU: the same points whatever the device of the bounds.
     if design == "sobol":
         unit = SobolEngine(dim, scramble=True, seed=seed).draw(n, dtype=bounds.dtype)
     else:
         generator = torch.Generator().manual_seed(seed)
         unit = torch.rand(n, dim, generator=generator, dtype=bounds.dtype)
-    return bounds[0] + (bounds[1] - bounds[0]) * unit
+    return bounds[0] + (bounds[1] - bounds[0]) * unit.to(bounds.device)
 
 
 class BestPoint(NamedTuple):
@@ -529,6 +530,7 @@ class BayesianOptimizer:
         cls,
         path: str | Path,
         *,
+        device: str | torch.device | None = None,
         surrogate: str | SurrogateSpec | None = None,
         proposer: Proposer | None = None,
         objective: Objective | None = None,
@@ -541,12 +543,22 @@ class BayesianOptimizer:
         given as code (a custom proposer, a composite objective's ``g``) must be passed
         again, and a passed component must equal the saved one.
 
+        Args:
+            path: The state file.
+            device: The device of the run's tensors (default: the CPU).
+            surrogate: The surrogate, if it was given as code (or to check it).
+            proposer: The proposer, if it was given as code (or to check it).
+            objective: The objective, if it was given as code (or to check it).
+            fit_policy: The fit policy, if it was given as code (or to check it).
+
         Raises:
             StateFileError: If the file is not a run state of this version, is corrupted
                 or holds an unexpected layout.
             ValueError: If a component is missing or differs from the saved one.
         """
         state = RunState.load(path)
+        if device is not None:
+            state.to(device)
         config = state.config
         expected = {"bounds", "objective", "surrogate", "proposer", "fit_policy"}
         if not expected | {"n_initial", "design"} <= set(config):
@@ -576,7 +588,7 @@ class BayesianOptimizer:
             else component("surrogate", surrogate, get_surrogate)
         )
         optimizer = cls(
-            torch.tensor(config["bounds"], dtype=state.bounds.dtype),
+            torch.tensor(config["bounds"], dtype=state.bounds.dtype, device=state.bounds.device),
             surrogate=chosen_surrogate,
             proposer=chosen_proposer,
             objective=component("objective", objective, objective_from_config),

@@ -504,8 +504,9 @@ class RandomProposer(Proposer):
         self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
     ) -> Proposal:
         bounds = context.bounds
+        # Drawn on the CPU (the run's random stream): the same points on any device.
         unit = torch.rand(q, bounds.shape[-1], generator=random, dtype=bounds.dtype)
-        return Proposal(bounds[0] + (bounds[1] - bounds[0]) * unit)
+        return Proposal(bounds[0] + (bounds[1] - bounds[0]) * unit.to(bounds.device))
 
     def to_config(self) -> dict[str, Any]:
         return {"type": "random"}

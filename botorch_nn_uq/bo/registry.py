@@ -339,3 +339,7 @@ register_acquisition(
         propose=_propose_thompson,
     )
 )
+
+#: The names of the acquisitions the package itself registers, in order (code outside the
+#: package, a benchmark's peer say, may add entries to :data:`ACQUISITIONS`).
+PACKAGE_ACQUISITIONS: tuple[str, ...] = tuple(ACQUISITIONS)

@@ -197,6 +197,17 @@ class RunState:
             config=config,
         )
 
+    def to(self, device: str | torch.device) -> RunState:
+        r"""Move the data (bounds, inputs, outputs, values, the pending batch) to
+        ``device``; the random stream and the model's saved weights stay where they are
+        (the model is rebuilt on the data's device)."""
+        self.bounds, self.X, self.Y, self.values = (
+            tensor.to(device) for tensor in (self.bounds, self.X, self.Y, self.values)
+        )
+        if self.pending is not None:
+            self.pending.X = self.pending.X.to(device)
+        return self
+
     def save(self, path: str | Path) -> None:
         r"""Write the state to ``path`` atomically (a temporary file in the same folder,
         then a rename), creating the folder."""

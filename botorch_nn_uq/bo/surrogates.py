@@ -4,8 +4,10 @@ A :class:`SurrogateSpec` says how to fit a model on the data of a BO step (with 
 input and outcome transforms) and how to rebuild a fitted one from its ``state_dict``;
 the BO core (:mod:`botorch_nn_uq.bo.optimizer`) fits one at every step, warm-started
 from the previous step's model where the fit policy says so, and rebuilds a saved
-run's last model with :attr:`SurrogateSpec.restore`. Code outside the
-package (e.g. a benchmark's peer model) adds entries with :func:`register_surrogate`.
+run's last model with :attr:`SurrogateSpec.restore`. The package's entries are derived
+from the model cards (:data:`botorch_nn_uq.models.MODEL_CARDS`, by
+:func:`surrogate_from_card`, in the cards' order); code outside the package (e.g. a
+benchmark's peer model) adds entries with :func:`register_surrogate`.
 """
 
 from __future__ import annotations
@@ -14,23 +16,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms import Normalize, Standardize
 from torch import Tensor
 
 from botorch_nn_uq.fit import fit_model
-from botorch_nn_uq.models import (
-    NEON,
-    NOMU,
-    AutoDEUQ,
-    DeepEnsemble,
-    HyperDeepEnsemble,
-    MCDropout,
-    NESRandomSearch,
-    NESRegularizedEvolution,
-)
+from botorch_nn_uq.models import MODEL_CARDS, ModelCard
 
 
 @dataclass(frozen=True)
@@ -150,128 +141,41 @@ def get_surrogate(name: str) -> SurrogateSpec:
     return SURROGATES[name]
 
 
-def _constructor(model_class: type, **options: Any) -> Callable[[Tensor, Tensor, Tensor], Model]:
-    r"""``construct`` of a :class:`SurrogateSpec`: ``model_class(train_X, train_Y,
-    **options)`` with inputs normalised to the bounds and standardised outcomes."""
+def surrogate_from_card(card: ModelCard) -> SurrogateSpec:
+    r"""The registry's spec of a model card: its model with inputs normalised to the
+    bounds and standardised outcomes, built and fitted with the card's
+    :class:`~botorch_nn_uq.models.card.BODefaults`.
+
+    Args:
+        card: The model's card.
+
+    Returns:
+        The spec named ``card.name``, made by :meth:`SurrogateSpec.from_constructor`.
+    """
 
     def construct(train_X: Tensor, train_Y: Tensor, bounds: Tensor) -> Model:
-        return model_class(
+        return card.model_class(
             train_X,
             train_Y,
             input_transform=Normalize(bounds.shape[-1], bounds=bounds),
             outcome_transform=Standardize(train_Y.shape[-1]),
-            **options,
+            **card.constructor_options(bounds),
         )
 
-    return construct
+    return SurrogateSpec.from_constructor(
+        card.name,
+        card.description,
+        construct,
+        fit_options=card.bo.fit_options,
+        supports_warm_start=card.bo.supports_warm_start,
+        after_fit=card.bo.after_fit,
+    )
 
 
-def _nomu_constructor(train_X: Tensor, train_Y: Tensor, bounds: Tensor) -> Model:
-    return _constructor(NOMU, bounds=bounds)(train_X, train_Y, bounds)
+for _card in MODEL_CARDS:
+    register_surrogate(surrogate_from_card(_card))
 
-
-def _narrow_mean_width(model: Model, train_Y: Tensor) -> None:
-    # MW scaling to the paper's narrow target (0.05 for outputs in [-1, 1], i.e. a tenth
-    # of the data's standard deviation); c is set after every fit. With LogEI on the
-    # protocol-1 suite the wide target (one standard deviation) explored at random and a
-    # third of the narrow one exploited too early (benchmarks/README.md, "NOMU under
-    # LogEI: the width of the MW scaling").
-    model.calibrate_mean_width(target_width=0.1 * train_Y.std())
-
-
-# Registered networks train on mini-batches of at most this many rows for a budget of
-# optimizer steps, so a fit costs the same at n = 500 and n = 10,000. Up to 256 points
-# a mini-batch is the whole data set and the fit is exactly the full-batch fit of the
-# class defaults (500 epochs = 500 steps), as in every protocol-1 result.
-_SCALABLE_BATCH = {"batch_size": 256}
-
-register_surrogate(
-    SurrogateSpec.from_constructor(
-        "gp",
-        "BoTorch SingleTaskGP (Normalize + Standardize, MLL fit)",
-        _constructor(SingleTaskGP),
-    )
-)
-register_surrogate(
-    SurrogateSpec.from_constructor(
-        "mc-dropout",
-        "MC dropout network with a fixed bank of masks (500 steps on batches of 256)",
-        _constructor(MCDropout, max_steps=500, **_SCALABLE_BATCH),
-        supports_warm_start=True,
-    )
-)
-register_surrogate(
-    SurrogateSpec.from_constructor(
-        "deep-ensemble",
-        "deep ensemble of 5 Gaussian-head networks trained as one batched computation "
-        "(500 steps on batches of 256)",
-        _constructor(DeepEnsemble, max_steps=500, **_SCALABLE_BATCH),
-        supports_warm_start=True,
-    )
-)
-register_surrogate(
-    SurrogateSpec.from_constructor(
-        "hyper-deep-ensemble",
-        "hyper-deep ensemble (20 random L2/dropout/learning-rate configurations, 3-fold "
-        "out-of-fold greedy selection, stratification, 300 steps on batches of 256, "
-        "single-precision training)",
-        # A search at every BO step: 3 folds, 300 epochs and float32 training keep a step to
-        # seconds (benchmarks/README.md, "Hyper-deep search in single precision").
-        _constructor(
-            HyperDeepEnsemble,
-            num_folds=3,
-            epochs=300,
-            max_steps=300,
-            training_dtype=torch.float32,
-            **_SCALABLE_BATCH,
-        ),
-    )
-)
-# The searched ensembles keep their own mini-batches (NES: 32 rows; AutoDEUQ searches
-# 16 to 256) and get step budgets that equal 300 epochs up to 80 points (two batches of
-# 32, or four of 16, per epoch), so small-data searches are unchanged.
-for _name, _class, _max_steps, _description in (
-    (
-        "nes-rs",
-        NESRandomSearch,
-        600,
-        "Neural Ensemble Search, random search over 20 architectures (at most 600 steps)",
-    ),
-    (
-        "nes-re",
-        NESRegularizedEvolution,
-        600,
-        "Neural Ensemble Search, regularised evolution (at most 600 steps)",
-    ),
-    (
-        "autodeuq",
-        AutoDEUQ,
-        1200,
-        "AutoDEUQ: joint architecture and hyperparameter search (at most 1200 steps)",
-    ),
-):
-    register_surrogate(
-        SurrogateSpec.from_constructor(
-            _name, _description, _constructor(_class, max_steps=_max_steps)
-        )
-    )
-register_surrogate(
-    SurrogateSpec.from_constructor(
-        "neon",
-        "NEON epistemic neural network (MLP backbone + EpiNet, 128 fixed indices; 2000 steps "
-        "on batches of 256)",
-        _constructor(NEON, max_steps=2000, **_SCALABLE_BATCH),
-        supports_warm_start=True,
-    )
-)
-register_surrogate(
-    SurrogateSpec.from_constructor(
-        "nomu",
-        "NOMU network (fast default, MW-scaled to a tenth of the data std; 1024 steps on "
-        "batches of 256)",
-        _nomu_constructor,
-        fit_options={"max_steps": 1024, **_SCALABLE_BATCH},
-        supports_warm_start=True,
-        after_fit=_narrow_mean_width,
-    )
-)
+#: The names of the surrogates the package itself registers (one per model card), in
+#: order (code outside the package, a benchmark's peer say, may add entries to
+#: :data:`SURROGATES`).
+PACKAGE_SURROGATES: tuple[str, ...] = tuple(SURROGATES)

@@ -22,7 +22,12 @@ from botorch_nn_uq.checks import (
     check_widths,
 )
 from botorch_nn_uq.ensembles.holdout import holdout_size
-from botorch_nn_uq.models.member_ensemble import MemberEnsemble, MemberEnsembleHyperparameters
+from botorch_nn_uq.models.card import SCALABLE_BATCH, BODefaults, FastSettings, ModelCard
+from botorch_nn_uq.models.member_ensemble import (
+    ENSEMBLE_FAMILY,
+    MemberEnsemble,
+    MemberEnsembleHyperparameters,
+)
 from botorch_nn_uq.nn.batched_mlp import (
     RESAMPLING_STREAM,
     VALIDATION_STREAM,
@@ -263,3 +268,23 @@ class DeepEnsemble(MemberEnsemble):
             )
         self._serve_members(self.network, torch.ones(members.num_members), train_X, train_Y)
         return result
+
+
+#: The deep ensemble's catalogue entry (the registry's ``"deep-ensemble"``).
+DEEP_ENSEMBLE_CARD = ModelCard(
+    name="deep-ensemble",
+    description="deep ensemble of 5 Gaussian-head networks trained as one batched computation "
+    "(500 steps on batches of 256)",
+    model_class=DeepEnsemble,
+    family=ENSEMBLE_FAMILY,
+    summary='`K` networks (Gaussian heads by default, or mean-only with `likelihood="mse"`) '
+    "trained as ONE batched computation, each with its own initialisation, data order and "
+    "optional bootstrap / subset / validation hold-out; `uncertainty_decomposition(X)` "
+    "returns mean, aleatoric and epistemic variance",
+    posterior="member means (`FunctionEnsemblePosterior`, joint across q); with "
+    "`observation_noise=True`, the members' mixture of Gaussians",
+    bo=BODefaults(
+        constructor_options={"max_steps": 500, **SCALABLE_BATCH}, supports_warm_start=True
+    ),
+    fast=FastSettings({"hidden_widths": (32, 32), "epochs": 150}),
+)

@@ -26,8 +26,9 @@ from botorch_nn_uq.ensembles.hyper_deep import (
     MemberArchitecture,
     search_hyper_deep_ensemble,
 )
+from botorch_nn_uq.models.card import SCALABLE_BATCH, BODefaults, FastSettings, ModelCard
 from botorch_nn_uq.models.ensemble import FixedArchitectureHyperparameters
-from botorch_nn_uq.models.member_ensemble import MemberEnsemble
+from botorch_nn_uq.models.member_ensemble import ENSEMBLE_FAMILY, MemberEnsemble
 from botorch_nn_uq.models.validation import SUPPORTED_DTYPES
 from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
 from botorch_nn_uq.training.config import TrainingResult
@@ -181,3 +182,41 @@ class HyperDeepEnsemble(MemberEnsemble):
     def search_summary(self) -> list[dict[str, Any]]:
         r"""``search_history`` as plain dicts (e.g. for ``pandas.DataFrame``)."""
         return [dataclasses.asdict(record) for record in self.search_history]
+
+
+#: The hyper-deep ensemble's catalogue entry (the registry's ``"hyper-deep-ensemble"``).
+HYPER_DEEP_ENSEMBLE_CARD = ModelCard(
+    name="hyper-deep-ensemble",
+    description="hyper-deep ensemble (20 random L2/dropout/learning-rate configurations, 3-fold "
+    "out-of-fold greedy selection, stratification, 300 steps on batches of 256, "
+    "single-precision training)",
+    model_class=HyperDeepEnsemble,
+    family=ENSEMBLE_FAMILY,
+    summary="random search over L2, dropout and learning rate, greedy selection (Caruana, with "
+    "replacement) on out-of-fold validation NLL, stratification over seeds, selection again, "
+    "refit on all data; `search_history` records every candidate",
+    posterior="as `DeepEnsemble`, with the selection weights",
+    # A search at every BO step: 3 folds, 300 epochs and float32 training keep a step to
+    # seconds (benchmarks/README.md, "Hyper-deep search in single precision").
+    bo=BODefaults(
+        constructor_options={
+            "num_folds": 3,
+            "epochs": 300,
+            "max_steps": 300,
+            "training_dtype": torch.float32,
+            **SCALABLE_BATCH,
+        }
+    ),
+    fast=FastSettings(
+        {
+            "hidden_widths": (32, 32),
+            "epochs": 150,
+            "num_candidates": 4,
+            "ensemble_size": 3,
+            "num_folds": 3,
+            # Keeps the searched learning rates where 150 epochs fit the toy data.
+            "learning_rate_range": (5e-3, 2e-2),
+            "dropout_range": (1e-3, 0.1),
+        }
+    ),
+)

@@ -17,6 +17,17 @@ from botorch_nn_uq.checks import (
     check_widths,
 )
 from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBank
+from botorch_nn_uq.models.card import (
+    FUNCTION_BANK_SUPPORT,
+    NEURAL_MODEL_SUPPORT,
+    SCALABLE_BATCH,
+    BODefaults,
+    Family,
+    FastSettings,
+    ModelCard,
+    Status,
+    Support,
+)
 from botorch_nn_uq.models.last_layer import PredictionWithFeatures, append_bias
 from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
@@ -189,3 +200,45 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
             return posterior
         # Each mask's thinned last hidden layer: `batch x s x q x 1 x H`.
         return PredictionWithFeatures(posterior, append_bias(features).unsqueeze(-2))
+
+
+_MASK_AVERAGE = Support(Status.WORKS, "average over the mask bank")
+_FRESH_MASKS = Support(Status.WORKS, "fresh masks beyond the bank: a distinct function per sample")
+
+#: MC dropout's column of the feature table.
+MC_DROPOUT_FAMILY = Family(
+    "mc-dropout",
+    "MC dropout",
+    {
+        **NEURAL_MODEL_SUPPORT,
+        **FUNCTION_BANK_SUPPORT,
+        "analytic-acquisitions": Support(
+            Status.APPROXIMATE, "moment-matched Gaussian of the mask bank"
+        ),
+        "mc-acquisitions": _MASK_AVERAGE,
+        "noisy-ei-pending": _MASK_AVERAGE,
+        "multi-objective": _MASK_AVERAGE,
+        "max-posterior-sampling": _FRESH_MASKS,
+        "batch-thompson-sampling": Support(Status.WORKS),
+        "constrained-thompson-sampling": _FRESH_MASKS,
+        "learnable-transforms": Support(Status.WORKS, "trained with the network"),
+        "observation-noise": Support(
+            Status.WORKS, "homoscedastic noise estimated from the residuals"
+        ),
+    },
+)
+
+#: MC dropout's catalogue entry (the registry's ``"mc-dropout"``).
+MC_DROPOUT_CARD = ModelCard(
+    name="mc-dropout",
+    description="MC dropout network with a fixed bank of masks (500 steps on batches of 256)",
+    model_class=MCDropout,
+    family=MC_DROPOUT_FAMILY,
+    summary="Monte Carlo dropout with a fixed bank of dropout masks",
+    posterior="finite set of functions (`FunctionEnsemblePosterior`); with "
+    "`observation_noise=True`, a mixture of Gaussians",
+    bo=BODefaults(
+        constructor_options={"max_steps": 500, **SCALABLE_BATCH}, supports_warm_start=True
+    ),
+    fast=FastSettings({"hidden_widths": (32, 32), "epochs": 150, "num_masks": 16}),
+)

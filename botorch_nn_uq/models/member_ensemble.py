@@ -38,10 +38,18 @@ from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 import torch
+from botorch.exceptions.errors import UnsupportedError
 from torch import Tensor
 
 from botorch_nn_uq.checks import POSITIVE, check_choice, check_integer_fields, check_real_fields
 from botorch_nn_uq.models.base import NeuralSurrogateModel
+from botorch_nn_uq.models.card import (
+    FUNCTION_BANK_SUPPORT,
+    NEURAL_MODEL_SUPPORT,
+    Family,
+    Status,
+    Support,
+)
 from botorch_nn_uq.models.last_layer import PredictionWithFeatures, append_bias
 from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
@@ -221,3 +229,44 @@ class MemberEnsemble(NeuralSurrogateModel):
         return UncertaintyDecomposition(
             posterior.mean, posterior.aleatoric_variance, posterior.epistemic_variance
         )
+
+
+_MEMBER_AVERAGE = Support(Status.WORKS, "exact average over the members")
+
+#: The feature-table column of every ensemble (deep, hyper-deep, NES, AutoDEUQ): they
+#: share this serving base, so they support BoTorch's and Ax's features alike.
+ENSEMBLE_FAMILY = Family(
+    "ensembles",
+    "Deep ensembles (incl. hyper-deep, NES, AutoDEUQ)",
+    {
+        **NEURAL_MODEL_SUPPORT,
+        **FUNCTION_BANK_SUPPORT,
+        "analytic-acquisitions": Support(
+            Status.APPROXIMATE, "moment-matched Gaussian (mixture mean and variance)"
+        ),
+        "mc-acquisitions": _MEMBER_AVERAGE,
+        "noisy-ei-pending": _MEMBER_AVERAGE,
+        "multi-objective": _MEMBER_AVERAGE,
+        "max-posterior-sampling": Support(
+            Status.APPROXIMATE,
+            "a sample is one of the K members, so at most K distinct points; "
+            "`replacement=False` or `batch_thompson_sampling` give more",
+        ),
+        "batch-thompson-sampling": Support(Status.WORKS, "each member's best separated candidates"),
+        "constrained-thompson-sampling": Support(
+            Status.APPROXIMATE, "a sample is one of the K members: at most K distinct points"
+        ),
+        "learnable-transforms": Support(
+            Status.UNSUPPORTED,
+            "members train as independent networks and share no parameters; refused at "
+            "construction",
+            error=UnsupportedError,
+            error_match="cannot learn the parameters",
+        ),
+        "observation-noise": Support(
+            Status.WORKS,
+            "Gaussian heads: the members' mixture; mean-only members: homoscedastic noise "
+            "estimated from the residuals",
+        ),
+    },
+)

@@ -22,6 +22,17 @@ from botorch_nn_uq.checks import (
     check_widths,
 )
 from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBank
+from botorch_nn_uq.models.card import (
+    FUNCTION_BANK_SUPPORT,
+    NEURAL_MODEL_SUPPORT,
+    SCALABLE_BATCH,
+    BODefaults,
+    Family,
+    FastSettings,
+    ModelCard,
+    Status,
+    Support,
+)
 from botorch_nn_uq.models.last_layer import PredictionWithFeatures, append_bias
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.neon import EpiNet, EpistemicOperatorNetwork, OperatorBackbone
@@ -443,3 +454,62 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
             return posterior
         # The backbone's last layer, shared by every index: `batch x 1 x q x R x H`.
         return PredictionWithFeatures(posterior, append_bias(features).unsqueeze(-4))
+
+
+_INDEX_AVERAGE = Support(Status.WORKS, "average over the index bank")
+_FRESH_INDICES = Support(
+    Status.WORKS, "fresh indices beyond the bank: a distinct function per sample"
+)
+
+#: NEON's column of the feature table.
+NEON_FAMILY = Family(
+    "neon",
+    "NEON",
+    {
+        **NEURAL_MODEL_SUPPORT,
+        **FUNCTION_BANK_SUPPORT,
+        "analytic-acquisitions": Support(
+            Status.APPROXIMATE, "moment-matched Gaussian of the index bank"
+        ),
+        "mc-acquisitions": _INDEX_AVERAGE,
+        "noisy-ei-pending": _INDEX_AVERAGE,
+        "multi-objective": _INDEX_AVERAGE,
+        "max-posterior-sampling": _FRESH_INDICES,
+        "batch-thompson-sampling": Support(Status.WORKS),
+        "constrained-thompson-sampling": _FRESH_INDICES,
+        "learnable-transforms": Support(Status.WORKS, "trained with the network"),
+        "observation-noise": Support(
+            Status.WORKS, "homoscedastic noise estimated from the residuals"
+        ),
+    },
+)
+
+#: NEON's catalogue entry (the registry's ``"neon"``).
+NEON_CARD = ModelCard(
+    name="neon",
+    description="NEON epistemic neural network (MLP backbone + EpiNet, 128 fixed indices; "
+    "2000 steps on batches of 256)",
+    model_class=NEON,
+    family=NEON_FAMILY,
+    summary="NEON, an epistemic operator network (Guilhoto & Perdikaris 2024): a backbone (an "
+    "MLP, or an operator network for function-valued outputs on an `output_grid`) with an "
+    "EpiNet whose epistemic index `z` selects a function; presets for the paper's problems "
+    "(`NEONHyperparameters.preset`); with `q-leaky-ei` for composite objectives",
+    posterior="finite set of functions (`FunctionEnsemblePosterior`), one per index of a "
+    "fixed bank (128 in the CLI), joint across q and grid points; with "
+    "`observation_noise=True`, a mixture of Gaussians",
+    bo=BODefaults(
+        constructor_options={"max_steps": 2000, **SCALABLE_BATCH}, supports_warm_start=True
+    ),
+    fast=FastSettings(
+        {
+            "encoder_widths": (32, 32),
+            "latent_dim": 32,
+            "epinet_widths": (16,),
+            "epochs": 300,
+            "learning_rate": 1e-2,
+            "lr_decay_rate": None,
+            "num_epistemic_samples": 32,
+        }
+    ),
+)

@@ -51,7 +51,12 @@ from botorch_nn_uq.ensembles.pool import (
     assemble_ensemble,
 )
 from botorch_nn_uq.ensembles.selection import SelectionResult
-from botorch_nn_uq.models.member_ensemble import MemberEnsemble, MemberEnsembleHyperparameters
+from botorch_nn_uq.models.card import BODefaults, FastSettings, ModelCard
+from botorch_nn_uq.models.member_ensemble import (
+    ENSEMBLE_FAMILY,
+    MemberEnsemble,
+    MemberEnsembleHyperparameters,
+)
 from botorch_nn_uq.training.seeding import draw_seed
 
 
@@ -390,3 +395,91 @@ class AutoDEUQ(SearchedEnsemble):
             num_acquisition_candidates=hp.num_acquisition_candidates,
             max_selection_iterations=hp.max_selection_iterations,
         )
+
+
+def _small_search() -> dict[str, Any]:
+    r"""Fast settings of every searched ensemble: small searches over two-layer networks
+    that fit toy data in a few epochs."""
+    return {
+        "epochs": 100,
+        "architecture_space": ArchitectureSpace(
+            num_nodes=2, units=(16, 32), activations=("tanh", "swish"), allow_empty_nodes=False
+        ),
+    }
+
+
+# Patience as long as training: toy data hold out only a handful of validation points.
+_FAST_NES = {"learning_rate": 3e-2, "early_stopping_patience": 100, "lr_reduction_patience": 100}
+
+_NES_SUMMARY = (
+    "Neural Ensemble Search over MLP architectures (widths, activations, empty nodes, skip "
+    "connections) by {}, ForwardSelect on held-out data"
+)
+_SEARCHED_POSTERIOR = "as `DeepEnsemble`; members may differ in architecture"
+
+# The searched ensembles keep their own mini-batches (NES: 32 rows; AutoDEUQ searches 16 to
+# 256) and get step budgets that equal 300 epochs up to 80 points (two batches of 32, or
+# four of 16, per epoch), so small-data searches are unchanged.
+
+#: NES-RS's catalogue entry (the registry's ``"nes-rs"``).
+NES_RS_CARD = ModelCard(
+    name="nes-rs",
+    description="Neural Ensemble Search, random search over 20 architectures (at most 600 steps)",
+    model_class=NESRandomSearch,
+    family=ENSEMBLE_FAMILY,
+    summary=_NES_SUMMARY.format("random search"),
+    posterior=_SEARCHED_POSTERIOR,
+    bo=BODefaults(constructor_options={"max_steps": 600}),
+    fast=FastSettings({**_small_search(), **_FAST_NES, "pool_size": 4, "ensemble_size": 3}),
+)
+
+#: NES-RE's catalogue entry (the registry's ``"nes-re"``).
+NES_RE_CARD = ModelCard(
+    name="nes-re",
+    description="Neural Ensemble Search, regularised evolution (at most 600 steps)",
+    model_class=NESRegularizedEvolution,
+    family=ENSEMBLE_FAMILY,
+    summary=_NES_SUMMARY.format("regularised evolution"),
+    posterior=_SEARCHED_POSTERIOR,
+    bo=BODefaults(constructor_options={"max_steps": 600}),
+    fast=FastSettings(
+        {
+            **_small_search(),
+            **_FAST_NES,
+            "pool_size": 5,
+            "ensemble_size": 3,
+            "population_size": 3,
+            "num_parents": 2,
+        }
+    ),
+)
+
+#: AutoDEUQ's catalogue entry (the registry's ``"autodeuq"``).
+AUTODEUQ_CARD = ModelCard(
+    name="autodeuq",
+    description="AutoDEUQ: joint architecture and hyperparameter search (at most 1200 steps)",
+    model_class=AutoDEUQ,
+    family=ENSEMBLE_FAMILY,
+    summary="aging evolution over architectures plus a GP-based sampler over training "
+    "hyperparameters (constant-liar batches), Caruana selection with replacement from the "
+    "whole catalog",
+    posterior="as `DeepEnsemble`, with the selection weights",
+    bo=BODefaults(constructor_options={"max_steps": 1200}),
+    fast=FastSettings(
+        {
+            **_small_search(),
+            "pool_size": 8,
+            "ensemble_size": 3,
+            "population_size": 3,
+            "num_initial_random": 3,
+            "num_acquisition_candidates": 32,
+            "hyperparameter_space": HyperparameterSpace(
+                learning_rate=(3e-2, 6e-2),
+                batch_size=(16, 32),
+                optimizers=("adam", "nadam"),
+                lr_reduction_patience=(100, 150),
+                early_stopping_patience=(100, 150),
+            ),
+        }
+    ),
+)

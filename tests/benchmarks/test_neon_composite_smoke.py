@@ -125,18 +125,6 @@ def test_gaps_are_measured_from_the_best_known_g() -> None:
     assert neon_composite.best_known_g([*results, lower])["brusselator"] == known - 1e-4
 
 
-def test_single_precision_candidates_stay_in_the_problem_box() -> None:
-    bounds = neon_composite.Brusselator().bounds
-    corners = bounds.float()  # 0.01 rounds below itself in float32
-    assert (corners.double()[0] < bounds[0]).any()
-    for corner in corners:
-        point = neon_composite.in_problem_box(corner.unsqueeze(0), bounds)
-        assert point.dtype == torch.float64
-        assert ((point >= bounds[0]) & (point <= bounds[1])).all()
-    inside = bounds.mean(0, keepdim=True)
-    assert torch.equal(neon_composite.in_problem_box(inside, bounds), inside)
-
-
 def test_neon_settings_default_per_problem_and_zero_switches_off(tmp_path) -> None:
     parser = neon_composite.runner_parser(neon_composite.__doc__, out=tmp_path)
     neon_composite.add_neon_options(parser)

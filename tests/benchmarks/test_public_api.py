@@ -29,12 +29,7 @@ PACKAGE = "botorch_nn_uq"
 
 #: Non-public imports that wait for a change outside ``benchmarks/``, each with its reason.
 #: The test fails once one of them is no longer made, so the list only shrinks.
-PENDING: dict[tuple[str, str, str], str] = {
-    ("neon_composite.py", "botorch_nn_uq.bo.continual", "ContinualTrainingState"): (
-        "the runner keeps its own BO loop with the loop's continual-training bookkeeping; "
-        "it goes once the runner uses run_bo, or once botorch_nn_uq.bo exports it"
-    ),
-}
+PENDING: dict[tuple[str, str, str], str] = {}
 
 
 def public_parts() -> dict[str, ModuleType]:

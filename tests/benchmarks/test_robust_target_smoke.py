@@ -34,3 +34,20 @@ def test_true_expected_squared_error_of_experiment_2():
     X = torch.tensor([[2.2287], [2.244809]], dtype=torch.float64)
     errors = problem.expected_squared_error(X)
     assert torch.allclose(errors, torch.tensor([0.04705, 0.05740], dtype=torch.float64), atol=2e-4)
+
+
+def test_a_method_is_a_configuration_of_the_bo_core_over_the_grid():
+    problem = robust_target.OutputNoiseProblem(0.1)
+    optimizer = robust_target.make_optimizer(problem, "nc-ei", repetition=0)
+    observations = robust_target.Observations(problem, noisy=True, repetition=0)
+    optimizer.run(observations, steps=4)
+    proposed = optimizer.X[robust_target.INITIAL_POINTS :]
+    grid = robust_target.candidate_grid(problem)
+    # Every proposal is a grid point, none twice, and the observations are noisy.
+    matches = (proposed.unsqueeze(1) == grid.unsqueeze(0)).all(-1)
+    assert (matches.sum(-1) == 1).all() and matches.any(0).sum() == 4
+    assert not torch.equal(optimizer.Y, torch.sin(optimizer.X))
+    # run() is this configuration, and a repetition is reproducible.
+    result = robust_target.run(problem, "nc-ei", repetition=0, iterations=4)
+    expected = problem.expected_squared_error(optimizer.X).cummin(0).values[1:]
+    assert result.e_min == expected.tolist()

@@ -117,3 +117,18 @@ def test_proposers_given_as_code_have_no_configuration() -> None:
         AcquisitionProposer("logei", num_restarts=8, raw_samples=4)
     with pytest.raises(ValueError, match="Unknown proposer"):
         proposer_from_config({"type": "nope"})
+
+
+def test_single_precision_candidates_become_points_of_the_box() -> None:
+    bounds = torch.tensor([[0.01, 0.1], [0.7, 5.0]], dtype=torch.float64)
+    corners = bounds.float()  # 0.01 rounds below itself in float32
+    assert (corners.double()[0] < bounds[0]).any()
+
+    def corner_value(model, context):
+        return lambda X: -(X - corners[0]).square().sum(dim=(-2, -1))
+
+    proposer = AcquisitionProposer(corner_value, num_restarts=2, raw_samples=8, dtype=torch.float32)
+    context = AcquisitionContext(bounds, bounds[:, :1], bounds, seed=0)
+    point = proposer.propose(None, context, 1, torch.Generator()).X
+    assert point.dtype == torch.float64
+    assert ((point >= bounds[0]) & (point <= bounds[1])).all()

@@ -1,3 +1,5 @@
+import importlib
+
 import pytest
 import torch
 from botorch.acquisition import (
@@ -28,17 +30,22 @@ from botorch_nn_uq.acquisition import (
 )
 from botorch_nn_uq.bo.registry import (
     ACQUISITIONS,
+    PACKAGE_ACQUISITIONS,
     AcquisitionContext,
     AcquisitionSpec,
     get_acquisition,
     register_acquisition,
 )
 from botorch_nn_uq.bo.surrogates import (
+    PACKAGE_SURROGATES,
     SURROGATES,
     SurrogateSpec,
     get_surrogate,
     register_surrogate,
+    surrogate_from_card,
 )
+from botorch_nn_uq.models import MODEL_CARDS, NOMU, DeepEnsemble, ModelCard
+from botorch_nn_uq.models.card import BODefaults, FastSettings
 from tests.testing import allow_single_member_warning
 
 
@@ -51,7 +58,7 @@ def _data():
 
 
 @allow_single_member_warning
-@pytest.mark.parametrize("name", sorted(SURROGATES))
+@pytest.mark.parametrize("name", sorted(PACKAGE_SURROGATES))
 def test_every_surrogate_builds_a_fitted_model(name: str) -> None:
     train_X, train_Y, bounds = _data()
     model = get_surrogate(name).build(train_X, train_Y, bounds, 0)
@@ -63,7 +70,7 @@ def test_every_surrogate_builds_a_fitted_model(name: str) -> None:
 
 # The registry offers plain EI on purpose (a baseline of the papers); BoTorch advises LogEI.
 @pytest.mark.filterwarnings("ignore:ExpectedImprovement has known numerical issues")
-@pytest.mark.parametrize("name", sorted(ACQUISITIONS))
+@pytest.mark.parametrize("name", sorted(PACKAGE_ACQUISITIONS))
 def test_every_acquisition_builds_and_evaluates(name: str) -> None:
     train_X, train_Y, bounds = _data()
     model = get_surrogate("gp").build(train_X, train_Y, bounds, 0)
@@ -321,4 +328,111 @@ def test_searches_with_step_budgets_are_unchanged_on_small_data(name, options, f
     test_X = torch.rand(7, 1, 2, dtype=torch.float64)
     torch.testing.assert_close(
         registered.posterior(test_X).mean, plain.posterior(test_X).mean, rtol=0, atol=0
+    )
+
+
+def test_the_package_registers_one_surrogate_per_model_card_in_their_order() -> None:
+    names = [card.name for card in MODEL_CARDS]
+    assert list(PACKAGE_SURROGATES) == names
+    assert [name for name in SURROGATES if name in names] == names
+    for card in MODEL_CARDS:
+        spec = SURROGATES[card.name]
+        assert spec.description == card.description
+        assert spec.supports_warm_start == card.bo.supports_warm_start
+        assert spec.build.__module__ == "botorch_nn_uq.bo.surrogates"
+
+
+#: The BO defaults behind the published benchmark results (benchmarks/README.md): the
+#: constructor options, the fit options, warm starts and the after-fit hook of every card
+#: that was registered then. A card's BO defaults change only with its results.
+PUBLISHED_BO_DEFAULTS = {
+    "gp": ({}, {}, False, None),
+    "mc-dropout": ({"max_steps": 500, "batch_size": 256}, {}, True, None),
+    "deep-ensemble": ({"max_steps": 500, "batch_size": 256}, {}, True, None),
+    "hyper-deep-ensemble": (
+        {
+            "num_folds": 3,
+            "epochs": 300,
+            "max_steps": 300,
+            "training_dtype": torch.float32,
+            "batch_size": 256,
+        },
+        {},
+        False,
+        None,
+    ),
+    "nes-rs": ({"max_steps": 600}, {}, False, None),
+    "nes-re": ({"max_steps": 600}, {}, False, None),
+    "autodeuq": ({"max_steps": 1200}, {}, False, None),
+    "neon": ({"max_steps": 2000, "batch_size": 256}, {}, True, None),
+    "nomu": ({}, {"max_steps": 1024, "batch_size": 256}, True, "_narrow_mean_width"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_BO_DEFAULTS))
+def test_published_bo_defaults_are_unchanged(name: str) -> None:
+    card = next(card for card in MODEL_CARDS if card.name == name)
+    options, fit_options, warm_start, after_fit = PUBLISHED_BO_DEFAULTS[name]
+    bounds = torch.zeros(2, 2, dtype=torch.float64)
+    box = {"bounds": bounds} if name == "nomu" else {}
+    assert card.constructor_options(bounds) == {**options, **box}
+    assert dict(card.bo.fit_options) == fit_options
+    assert card.bo.supports_warm_start == warm_start
+    assert getattr(card.bo.after_fit, "__name__", None) == after_fit
+
+
+def test_a_new_card_is_registered_as_its_bo_defaults_say() -> None:
+    r"""A toy card (a NOMU variant with a BO default of its own) builds, fits, calls its
+    after-fit hook and restores through the spec derived from it."""
+    calls = []
+    nomu = next(card for card in MODEL_CARDS if card.model_class is NOMU)
+    toy = ModelCard(
+        name="toy-nomu",
+        description="a toy NOMU",
+        model_class=NOMU,
+        family=nomu.family,
+        summary="a toy",
+        posterior="Gaussian",
+        bo=BODefaults(
+            constructor_options={"mean_widths": (8,), "uncertainty_widths": (8,), "epochs": 7},
+            fit_options={"epochs": 5},
+            supports_warm_start=True,
+            after_fit=lambda model, train_Y: calls.append(train_Y.shape),
+        ),
+        fast=FastSettings({"epochs": 3}),
+        takes_bounds=True,
+    )
+    spec = surrogate_from_card(toy)
+    assert (spec.name, spec.description, spec.supports_warm_start) == (
+        "toy-nomu",
+        "a toy NOMU",
+        True,
+    )
+    train_X, train_Y, bounds = _data()
+    model = spec.build(train_X, train_Y, bounds, 0)
+    assert isinstance(model, NOMU) and model.is_fitted and calls == [train_Y.shape]
+    assert model.hyperparameters.epochs == 5 and model.hyperparameters.mean_widths == (8,)
+    assert torch.equal(model.bounds, bounds)
+    restored = spec.restore(train_X, train_Y, bounds, model.state_dict())
+    X = torch.rand(3, 1, 2, dtype=torch.float64)
+    torch.testing.assert_close(restored.posterior(X).mean, model.posterior(X).mean)
+    assert "toy-nomu" not in SURROGATES
+
+
+def test_a_toy_card_is_checked() -> None:
+    family = next(card.family for card in MODEL_CARDS if card.model_class is DeepEnsemble)
+    with pytest.raises(ValueError, match="lower-case words"):
+        ModelCard("Toy Model", "a toy", DeepEnsemble, family, "a toy", "none")
+    with pytest.raises(ValueError, match="one line"):
+        ModelCard("toy", "a\ntoy", DeepEnsemble, family, "a toy", "none")
+
+
+def test_entries_registered_outside_the_package_are_not_the_packages() -> None:
+    # A benchmark's peer registers its own entries on import; the package's lists, which
+    # the tests above and the README's table cover, stay what the package registers.
+    importlib.import_module("benchmarks.vbll_peer")
+    assert {"vbll"} <= set(SURROGATES) and "vbll" not in PACKAGE_SURROGATES
+    assert {"vbll-ts"} <= set(ACQUISITIONS) and "vbll-ts" not in PACKAGE_ACQUISITIONS
+    assert all(
+        SURROGATES[name].build.__module__.startswith("botorch_nn_uq") for name in PACKAGE_SURROGATES
     )

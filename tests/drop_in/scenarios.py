@@ -2,9 +2,12 @@
 model family, asserting what a GP user expects.
 
 Each scenario is registered under the key of a row of the README's feature table
-(:mod:`botorch_nn_uq.features`) and takes a family key (``"gp"``, ``"ensembles"``,
-``"mc-dropout"``, ``"neon"``, ``"nomu"``); ``tests/test_features.py`` runs every cell. A
-cell marked as not supported must raise the error it states.
+(:data:`botorch_nn_uq.models.card.FEATURES`) and takes a family key (``"gp"``,
+``"ensembles"``, ``"mc-dropout"``, ...: the ``family`` of the model cards);
+``tests/test_features.py`` runs every cell. A cell marked as not supported must raise the
+error it states. What a scenario asserts beyond a GP's behaviour depends on the model (a
+finite set of functions, the members of an ensemble), not on the family's name, so a new
+family runs every scenario as it is.
 """
 
 from __future__ import annotations
@@ -53,10 +56,12 @@ from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
 from botorch_nn_uq.generation import batch_thompson_sampling
+from botorch_nn_uq.models import MemberEnsemble
+from botorch_nn_uq.posteriors import FunctionEnsemblePosterior
 from tests.drop_in.setting import (
     BOUNDS,
     DIM,
-    NEURAL_FAMILIES,
+    FAMILIES,
     build,
     family_options,
     fit,
@@ -70,8 +75,15 @@ from tests.drop_in.setting import (
 #: Feature key -> the scenario that checks its cells.
 SCENARIOS: dict[str, Callable[[str], None]] = {}
 
-#: The families whose posterior is a finite set of functions.
-FUNCTION_BANKS = ("ensembles", "mc-dropout", "neon")
+
+def is_function_bank(family: str) -> bool:
+    r"""Whether the family's posterior is a finite set of functions."""
+    return isinstance(fitted(family).posterior(query_points(1, 1)), FunctionEnsemblePosterior)
+
+
+def is_member_ensemble(family: str) -> bool:
+    r"""Whether a sample of the family's posterior is one of a few members."""
+    return isinstance(fitted(family), MemberEnsemble)
 
 
 def scenario(key: str) -> Callable[[Callable[[str], None]], Callable[[str], None]]:
@@ -128,13 +140,12 @@ def _(family: str) -> None:
         # The sampler's number of samples and its seed are kept.
         assert samples.shape == (32, 4, 3, 1)
         assert torch.equal(samples, sampler_class(torch.Size([32]), seed=0)(posterior))
-        if family in FUNCTION_BANKS:
-            # Each sample is one whole function of the bank, the same for every batch element.
-            functions = posterior.values[0]  # s x q x 1
-            matches = (samples[:, 0].unsqueeze(1) == functions).all(-1).all(-1)
-            assert matches.any(-1).all()
-            first = matches.float().argmax(-1)
-            assert torch.equal(samples[:, 1:], posterior.values[1:, first].movedim(1, 0))
+        if is_function_bank(family):
+            # Each sample is one whole function of the bank, the same for every batch
+            # element (two functions may agree at a batch element's points).
+            functions = posterior.values  # 4 x s x 3 x 1
+            matches = (samples.unsqueeze(2) == functions).all(-1).all(-1)  # 32 x 4 x s
+            assert matches.all(1).any(-1).all()
         values = qLogExpectedImprovement(model, best_f=best_f(), sampler=sampler)(X)
         assert values.shape == (4,) and values.isfinite().all()
     # Through ModelList, next to a GP, with an outcome constraint.
@@ -207,7 +218,8 @@ def _(family: str) -> None:
 
 #: Each family's default network on the noiseless toy objective, told that the noise is
 #: small (as a GP fitted to noiseless data finds): batch max-value entropy search then
-#: has no reason to repeat a point.
+#: has no reason to repeat a point. A family without an entry runs with its card's fast
+#: settings.
 NOISELESS_OPTIONS = {
     "gp": {},
     "ensembles": {"likelihood": "mse", "noise_variance": 1e-4},
@@ -219,7 +231,8 @@ NOISELESS_OPTIONS = {
 
 @scenario("max-value-entropy")
 def _(family: str) -> None:
-    model = fit(family, model_class(family)(*toy_data(), **NOISELESS_OPTIONS[family]))
+    options = NOISELESS_OPTIONS.get(family, family_options(family))
+    model = fit(family, model_class(family)(*toy_data(), **options))
     candidate_set = draw_sobol_samples(BOUNDS, n=64, q=1, seed=0).squeeze(-2)
     for acquisition_class in (qMaxValueEntropy, qLowerBoundMaxValueEntropy):
         for q in (2, 3):
@@ -311,7 +324,7 @@ def _(family: str) -> None:
     points = MaxPosteriorSampling(model)(candidates, num_samples=16)
     assert points.shape == (16, DIM)
     assert (points.unsqueeze(-2) == candidates).all(dim=-1).any(dim=-1).all()
-    if family == "ensembles":
+    if is_member_ensemble(family):
         # The stated limit: one point per member, unless deduplicated.
         assert points.unique(dim=0).shape[0] <= model.member_weights.numel()
         distinct = MaxPosteriorSampling(model, replacement=False)(candidates, num_samples=16)
@@ -336,7 +349,7 @@ def _(family: str) -> None:
     assert ((points >= lower) & (points <= upper)).all()
     assert (points.unsqueeze(-2) == candidates).all(dim=-1).any(dim=-1).all()
     distinct = points.unique(dim=0).shape[0]
-    if family == "ensembles":
+    if is_member_ensemble(family):
         # The stated limit: a sample is one of the K members.
         assert 1 <= distinct <= objective_model.member_weights.numel()
     else:
@@ -389,7 +402,7 @@ def _(family: str) -> None:
     fitted_Y = posterior.mean.squeeze(-2)
     assert (fitted_Y > 0).all() and (fitted_Y - train_Y - 2.0).abs().mean() < train_Y.std()
     optimize(qLogExpectedImprovement(model, best_f=best_f() + 2.0, sampler=sobol()))
-    if family in FUNCTION_BANKS:
+    if is_function_bank(family):
         # The stated limit: a mixture of Gaussians stays one only under affine maps.
         with pytest.raises(UnsupportedError, match="linear outcome transform"):
             model.posterior(query_points(3, 1), observation_noise=True)
@@ -510,13 +523,12 @@ def fitted_surrogate(model_configs: list, **spec_options: Any):
 
 
 def model_config(family: str, name: str = "candidate"):
-    r"""Ax's ``ModelConfig`` of the family's model (options as in the other scenarios)."""
+    r"""Ax's ``ModelConfig`` of the family's model (its card's fast settings, as in the
+    other scenarios; Ax gives NOMU the search space's box)."""
     from ax.generators.torch.botorch_modular.utils import ModelConfig
 
-    options = {} if family == "gp" else NEURAL_FAMILIES[family][1]
-    return ModelConfig(
-        botorch_model_class=model_class(family), model_options=dict(options), name=name
-    )
+    options = dict(FAMILIES[family].fast.hyperparameters)
+    return ModelConfig(botorch_model_class=model_class(family), model_options=options, name=name)
 
 
 @scenario("ax-model-config")

@@ -1,5 +1,6 @@
-"""The small setting every drop-in scenario runs in: toy data, one model per family with
-settings that fit in well under a second, and a short acquisition optimisation."""
+"""The small setting every drop-in scenario runs in: toy data, one model per family (the
+family's first card, with the card's fast settings, which fit in well under a second),
+and a short acquisition optimisation."""
 
 from __future__ import annotations
 
@@ -9,43 +10,20 @@ from typing import Any
 import torch
 from botorch.exceptions.warnings import InputDataWarning
 from botorch.fit import fit_gpytorch_mll
-from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
-from botorch_nn_uq.models import NEON, NOMU, DeepEnsemble, MCDropout
+from botorch_nn_uq.models import ModelCard, NeuralSurrogateModel
+from tests.cards import representatives
 
 DIM = 2
 BOUNDS = torch.tensor([[0.0] * DIM, [1.0] * DIM], dtype=torch.float64)
 
-#: Each neural family's class and settings that fit the toy data in well under a second.
-NEURAL_FAMILIES: dict[str, tuple[type, dict[str, Any]]] = {
-    "ensembles": (DeepEnsemble, {"hidden_widths": (16,), "epochs": 200, "ensemble_size": 3}),
-    "mc-dropout": (MCDropout, {"hidden_widths": (16,), "epochs": 200, "num_masks": 8}),
-    "neon": (
-        NEON,
-        {
-            "encoder_widths": (16,),
-            "latent_dim": 8,
-            "epinet_widths": (8,),
-            "epochs": 150,
-            "learning_rate": 3e-3,
-            "num_epistemic_samples": 8,
-        },
-    ),
-    "nomu": (
-        NOMU,
-        {
-            "mean_widths": (16,),
-            "uncertainty_widths": (8,),
-            "epochs": 60,
-            "num_artificial_points": 16,
-        },
-    ),
-}
+#: Family key -> the card that stands for the family in the scenarios (its first card).
+FAMILIES: dict[str, ModelCard] = representatives()
 
 
 def toy_data(num_outputs: int = 1, dtype: torch.dtype = torch.float64, n: int = 12):
@@ -56,17 +34,13 @@ def toy_data(num_outputs: int = 1, dtype: torch.dtype = torch.float64, n: int = 
 
 
 def model_class(family: str) -> type:
-    r"""``SingleTaskGP`` for ``"gp"``, else the family's neural model class."""
-    return SingleTaskGP if family == "gp" else NEURAL_FAMILIES[family][0]
+    r"""The class of the family's card (``SingleTaskGP`` for ``"gp"``)."""
+    return FAMILIES[family].model_class
 
 
 def family_options(family: str, dtype: torch.dtype = torch.float64) -> dict[str, Any]:
-    r"""The family's fast hyperparameters (and NOMU's input box); none for the GP."""
-    if family == "gp":
-        return {}
-    _, hyperparameters = NEURAL_FAMILIES[family]
-    extra = {"bounds": BOUNDS.to(dtype)} if family == "nomu" else {}
-    return {**hyperparameters, **extra}
+    r"""The fast settings of the family's card (and NOMU's input box); none for the GP."""
+    return FAMILIES[family].fast_options(BOUNDS.to(dtype))
 
 
 def constructor_arguments(family: str, train_Y: Tensor) -> dict[str, Any]:
@@ -86,9 +60,9 @@ def build(family: str, train_X: Tensor, train_Y: Tensor, **overrides: Any) -> Mo
 
 
 def fit(family: str, model: Model) -> Model:
-    r"""``model`` fitted as its family is: the GP by its marginal likelihood, a neural
-    model by ``fit(seed=0)``."""
-    if family == "gp":
+    r"""``model`` fitted as its family is: a neural model by ``fit(seed=0)``, the GP by
+    its marginal likelihood."""
+    if not isinstance(model, NeuralSurrogateModel):
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         return model.eval()
     return model.fit(seed=0)

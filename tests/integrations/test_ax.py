@@ -26,67 +26,21 @@ from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from ax.generators.torch.botorch_modular.utils import ModelConfig, fit_botorch_model
 from botorch.models import SingleTaskGP
 
-from botorch_nn_uq.ensembles import ArchitectureSpace
 from botorch_nn_uq.integrations.ax import GaussianMomentsModel, fit_neural_surrogate
-from botorch_nn_uq.models import (
-    NEON,
-    NOMU,
-    AutoDEUQ,
-    DeepEnsemble,
-    HyperDeepEnsemble,
-    MCDropout,
-    NESRandomSearch,
-    NESRegularizedEvolution,
-    NeuralSurrogateModel,
-)
+from botorch_nn_uq.models import NOMU, DeepEnsemble, NeuralSurrogateModel
+from tests.cards import NEURAL_CARDS, NEURAL_REPRESENTATIVES, smallest
 from tests.testing import allow_single_member_warning
 
 NUM_SOBOL = 3
 NUM_BOTORCH = 2
 
-# Tiny networks and searches: the tests check the plumbing, not the fits' quality.
-TINY_SEARCH = {
-    "epochs": 10,
-    "pool_size": 3,
-    "ensemble_size": 2,
-    "architecture_space": ArchitectureSpace(
-        num_nodes=1, units=(4, 8), activations=("tanh",), allow_empty_nodes=False
-    ),
-}
+# Every model card's fast settings with 10 epochs and the smallest searches: the tests
+# check the plumbing, not the fits' quality.
 MODEL_OPTIONS: dict[type[NeuralSurrogateModel], dict[str, Any]] = {
-    DeepEnsemble: {"ensemble_size": 2, "hidden_widths": (8,), "epochs": 10},
-    MCDropout: {"hidden_widths": (8,), "epochs": 10, "num_masks": 8},
-    NOMU: {
-        "mean_widths": (8,),
-        "uncertainty_widths": (8,),
-        "epochs": 10,
-        "num_artificial_points": 16,
-    },
-    NEON: {
-        "encoder_widths": (8,),
-        "latent_dim": 8,
-        "decoder_width": 8,
-        "epinet_widths": (8,),
-        "index_dim": 4,
-        "epochs": 10,
-        "num_epistemic_samples": 8,
-    },
-    HyperDeepEnsemble: {
-        "hidden_widths": (8,),
-        "epochs": 10,
-        "num_candidates": 3,
-        "ensemble_size": 2,
-        "num_folds": 2,
-    },
-    NESRandomSearch: TINY_SEARCH,
-    NESRegularizedEvolution: {**TINY_SEARCH, "population_size": 2, "num_parents": 1},
-    AutoDEUQ: {
-        **TINY_SEARCH,
-        "population_size": 2,
-        "num_initial_random": 2,
-        "num_acquisition_candidates": 8,
-    },
+    card.model_class: smallest(card.fast.hyperparameters, epochs=10) for card in NEURAL_CARDS
 }
+#: One model class per family.
+FAMILY_CLASSES = [card.model_class for card in NEURAL_REPRESENTATIVES]
 
 
 def _outcomes(parameters: dict[str, float], metrics: str) -> dict[str, float]:
@@ -283,9 +237,7 @@ def _botorch_generator(client: Client) -> Any:
     return client._generation_strategy._curr.generator_specs[0].fitted_adapter.generator
 
 
-@pytest.mark.parametrize(
-    "model_class", [DeepEnsemble, MCDropout, NEON, NOMU], ids=lambda cls: cls.__name__
-)
+@pytest.mark.parametrize("model_class", FAMILY_CLASSES, ids=lambda cls: cls.__name__)
 def test_ax_model_selection_scores_the_models_next_to_a_gp(model_class, fits) -> None:
     r"""With several ``model_configs``, Ax selects a model per outcome by leave-one-out
     cross-validation, which reads each fold's posterior mean and variance."""

@@ -1,7 +1,9 @@
 """Conformance kit: the behaviour every model of the package must show inside BoTorch.
 
-A model joins the kit by adding one :class:`ConformanceEntry` to ``MODEL_ENTRIES`` in
-``tests/models/test_conformance.py``; every test of :class:`ConformanceKit` then runs on it.
+Every model card of the package's models (:data:`botorch_nn_uq.models.MODEL_CARDS`) joins
+the kit as one :class:`ConformanceEntry` (:meth:`ConformanceEntry.from_card`, with the
+card's fast settings) in ``MODEL_ENTRIES`` of ``tests/models/test_conformance.py``; every
+test of :class:`ConformanceKit` then runs on it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from torch import Tensor
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from botorch_nn_uq.models import ModelCard
 from botorch_nn_uq.posteriors import GaussianMarginalPosterior
 from botorch_nn_uq.training import NonFiniteLossError, resolve_seed
 from tests.testing import allow_single_member_warning
@@ -66,6 +69,23 @@ class ConformanceEntry:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     has_observation_noise_model: bool = True
     extra_kwargs: Callable[[Tensor], dict[str, Any]] = lambda bounds: {}
+
+    @classmethod
+    def from_card(cls, card: ModelCard, name: str | None = None, **overrides: Any):
+        r"""The entry of a model card: its class and fast settings.
+
+        Args:
+            card: The model's card.
+            name: Test id (default: the card's name), for a variant of the card.
+            **overrides: Hyperparameters that replace the card's fast ones.
+        """
+        return cls(
+            name=card.name if name is None else name,
+            model_class=card.model_class,
+            hyperparameters={**card.fast.hyperparameters, **overrides},
+            has_observation_noise_model=card.fast.observation_noise_model,
+            extra_kwargs=card.box_arguments,
+        )
 
     def build(self, train_X: Tensor, train_Y: Tensor, bounds: Tensor | None = None, **kwargs: Any):
         r"""The entry's model, with ``Normalize`` to ``bounds`` unless an input transform

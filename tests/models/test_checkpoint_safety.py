@@ -14,18 +14,14 @@ from botorch.models.transforms import Normalize, Standardize
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from botorch_nn_uq.models import NEON, NOMU, DeepEnsemble, MCDropout
 from botorch_nn_uq.models.checkpoint import HEADER_KEY, encode_header
+from tests.cards import NEURAL_REPRESENTATIVES, smallest
 from tests.models.conformance import training_interrupted_after
 
 DTYPE = torch.float64
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
-FAMILIES = {
-    "deep-ensemble": (DeepEnsemble, {"hidden_widths": (8,), "epochs": 30, "ensemble_size": 3}),
-    "mc-dropout": (MCDropout, {"hidden_widths": (8,), "epochs": 30, "num_masks": 4}),
-    "neon": (NEON, {"encoder_widths": (8,), "latent_dim": 8, "epochs": 30}),
-    "nomu": (NOMU, {"mean_widths": (8,), "uncertainty_widths": (8,), "epochs": 30}),
-}
+#: One model card per family (its first), by name.
+FAMILIES = {card.name: card for card in NEURAL_REPRESENTATIVES}
 
 
 def _data(seed: int = 0):
@@ -34,12 +30,13 @@ def _data(seed: int = 0):
 
 
 def _model(family: str, seed: int = 0):
-    model_class, options = FAMILIES[family]
+    card = FAMILIES[family]
     transforms = {
         "input_transform": Normalize(2, bounds=BOUNDS),
         "outcome_transform": Standardize(1),
     }
-    return model_class(*_data(seed), **transforms, **options)
+    options = card.fast_options(BOUNDS, **smallest(card.fast.hyperparameters, epochs=30))
+    return card.model_class(*_data(seed), **transforms, **options)
 
 
 _FITTED: dict = {}

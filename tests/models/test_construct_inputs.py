@@ -8,28 +8,11 @@ import torch
 from botorch.models.transforms import Normalize, Standardize
 from botorch.utils.datasets import SupervisedDataset
 
-from botorch_nn_uq.models import (
-    NEON,
-    NOMU,
-    AutoDEUQ,
-    DeepEnsemble,
-    HyperDeepEnsemble,
-    MCDropout,
-    NESRandomSearch,
-    NESRegularizedEvolution,
-)
+from botorch_nn_uq.models import DeepEnsemble, MCDropout
+from tests.cards import NEURAL_CARDS
 
 DTYPE = torch.float64
-MODEL_CLASSES = [
-    DeepEnsemble,
-    MCDropout,
-    NOMU,
-    NEON,
-    HyperDeepEnsemble,
-    NESRandomSearch,
-    NESRegularizedEvolution,
-    AutoDEUQ,
-]
+MODEL_CLASSES = list(dict.fromkeys(card.model_class for card in NEURAL_CARDS))
 SMALL = {"hidden_widths": (8,), "epochs": 30, "ensemble_size": 2}
 
 

@@ -16,6 +16,7 @@ from botorch_nn_uq.posteriors import (
     GaussianMarginalPosterior,
     MixtureOfGaussiansPosterior,
 )
+from tests.cards import NEURAL_CARDS, NEURAL_REPRESENTATIVES
 
 DIM = 2
 F64 = {"dtype": torch.float64}
@@ -29,12 +30,20 @@ def data(n: int = 12, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return X, Y
 
 
+#: Small settings of each family's model; another model fits with its card's fast settings.
 SETTINGS = {
     DeepEnsemble: {"hidden_widths": (8,), "epochs": 60, "ensemble_size": 3},
     MCDropout: {"hidden_widths": (8,), "epochs": 60, "num_masks": 8},
     NEON: {"encoder_widths": (8,), "latent_dim": 8, "epinet_widths": (8,), "epochs": 60},
     NOMU: {"mean_widths": (8,), "uncertainty_widths": (8,), "epochs": 60, "bounds": UNIT_BOUNDS},
 }
+
+
+def _settings(model_class: type) -> dict:
+    if model_class in SETTINGS:
+        return SETTINGS[model_class]
+    card = next(card for card in NEURAL_CARDS if card.model_class is model_class)
+    return card.fast_options(UNIT_BOUNDS, epochs=60)
 
 
 def fitted(model_class: type = DeepEnsemble, num_outputs: int = 1, **hyperparameters):
@@ -44,7 +53,7 @@ def fitted(model_class: type = DeepEnsemble, num_outputs: int = 1, **hyperparame
         Y[:, :num_outputs],
         input_transform=Normalize(DIM, bounds=UNIT_BOUNDS),
         outcome_transform=Standardize(num_outputs),
-        **{**SETTINGS[model_class], **hyperparameters},
+        **{**_settings(model_class), **hyperparameters},
     )
     return model.fit(seed=0)
 
@@ -111,7 +120,7 @@ def test_batched_conditioning_equals_conditioning_each_alone(ensemble) -> None:
     assert ensemble.condition_on_observations(X[0], Y).batch_shape == (3,)
 
 
-@pytest.mark.parametrize("model_class", [DeepEnsemble, MCDropout, NEON, NOMU])
+@pytest.mark.parametrize("model_class", [card.model_class for card in NEURAL_REPRESENTATIVES])
 def test_an_observed_point_is_updated_as_a_gp_would_be(model_class: type) -> None:
     r"""At an observed point, the mean moves by the gain ``sigma^2 / (sigma^2 + N)`` of a
     GP with the model's variance and noise, and the variance shrinks to

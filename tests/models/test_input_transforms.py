@@ -7,16 +7,29 @@ from botorch.exceptions.errors import UnsupportedError
 from botorch.models.transforms.input import AppendFeatures, ChainedInputTransform, Normalize, Warp
 from torch import nn
 
-from botorch_nn_uq.models import NEON, NOMU, DeepEnsemble, HyperDeepEnsemble, MCDropout
+from botorch_nn_uq.models import MCDropout
+from botorch_nn_uq.models.card import Status
 from botorch_nn_uq.models.input_transforms import (
     TransformedInputNetwork,
     apply_training_transforms,
     learnable_parameter_names,
 )
+from tests.cards import NEURAL_CARDS
 from tests.models.conformance import training_interrupted_after
 
 F64 = {"dtype": torch.float64}
 BOUNDS = torch.tensor([[0.0, 0.0], [2.0, 2.0]], **F64)
+
+#: The models whose card says that learnable input transforms train with the network, and
+#: those whose card says they are refused.
+LEARNING, REFUSING = (
+    [
+        card.model_class
+        for card in NEURAL_CARDS
+        if (card.family.support["learnable-transforms"].status is Status.UNSUPPORTED) == refuses
+    ]
+    for refuses in (False, True)
+)
 
 
 def _data():
@@ -56,7 +69,7 @@ def test_a_transformed_input_network_trains_both_and_keeps_the_transform_in_eval
     torch.testing.assert_close(module(X), module.network(module.transform.transform(X)))
 
 
-@pytest.mark.parametrize("model_class", [MCDropout, NEON])
+@pytest.mark.parametrize("model_class", LEARNING, ids=lambda cls: cls.__name__)
 def test_a_learnable_warp_trains_with_the_network(model_class) -> None:
     X, Y = _data()
     warp = Warp(2, indices=[0, 1], bounds=BOUNDS)
@@ -88,7 +101,7 @@ def test_a_failed_fit_leaves_the_learnable_transform_as_it_was() -> None:
     assert all(torch.equal(a, b) for a, b in zip(before, transform.parameters(), strict=True))
 
 
-@pytest.mark.parametrize("model_class", [DeepEnsemble, HyperDeepEnsemble, NOMU])
+@pytest.mark.parametrize("model_class", REFUSING, ids=lambda cls: cls.__name__)
 def test_models_that_cannot_learn_a_transform_refuse_it(model_class) -> None:
     X, Y = _data()
     with pytest.raises(UnsupportedError, match=r"cannot learn the parameters \['concentration0'"):

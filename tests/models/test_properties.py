@@ -18,6 +18,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from botorch_nn_uq.training import NonFiniteLossError
+from tests.cards import smallest
 from tests.models.test_conformance import MODEL_ENTRIES
 
 # Valid data are drawn about half the time, so that fits are exercised as often as errors.
@@ -25,18 +26,8 @@ VALID_DTYPES = (torch.float32, torch.float64)
 INVALID_DTYPES = (torch.float16, torch.bfloat16)
 INJECTIONS = ("nan-X", "inf-X", "nan-Y", "inf-Y", "-inf-Y")
 # Few epochs and the smallest searches: the properties concern data handling, not fit quality.
-FAST = {"epochs": 4}
-SMALLEST_SEARCHES = {"pool_size": 3, "ensemble_size": 2}
 ENTRIES = [
-    dataclasses.replace(
-        entry,
-        hyperparameters={
-            **entry.hyperparameters,
-            **FAST,
-            **(SMALLEST_SEARCHES if "pool_size" in entry.hyperparameters else {}),
-            **({"num_candidates": 3} if "num_candidates" in entry.hyperparameters else {}),
-        },
-    )
+    dataclasses.replace(entry, hyperparameters=smallest(entry.hyperparameters, epochs=4))
     for entry in MODEL_ENTRIES
 ]
 
@@ -85,8 +76,9 @@ def _build(entry, problem):
             "input_transform": Normalize(X.shape[-1], bounds=bounds),
             "outcome_transform": Standardize(Y.shape[-1]),
         }
-    extra = {"bounds": bounds} if entry.name == "nomu" else {}
-    return entry.model_class(X, Y, **extra, **transforms, **entry.hyperparameters)
+    return entry.model_class(
+        X, Y, **entry.extra_kwargs(bounds), **transforms, **entry.hyperparameters
+    )
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda entry: entry.name)

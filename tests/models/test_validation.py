@@ -16,6 +16,7 @@ from botorch_nn_uq.models import (
     NESRandomSearch,
     NESRegularizedEvolution,
 )
+from tests.cards import NEURAL_CARDS, smallest
 from tests.testing import allow_single_member_warning
 
 # Bad values by kind of field: each must fail at construction, naming the field.
@@ -186,7 +187,8 @@ BAD_HYPERPARAMETERS = [
     for value in values
 ]
 
-#: Settings under which every model fits in a fraction of a second.
+#: Settings under which these models fit in a fraction of a second (the checks of one
+#: model below).
 TINY = {
     DeepEnsemble: {"hidden_widths": (4,), "epochs": 3, "ensemble_size": 2},
     HyperDeepEnsemble: {
@@ -197,19 +199,6 @@ TINY = {
         "num_folds": 2,
     },
     MCDropout: {"hidden_widths": (4,), "epochs": 3, "num_masks": 2, "dropout": 0.5},
-    NEON: {
-        "encoder_widths": (4,),
-        "latent_dim": 4,
-        "epinet_widths": (4,),
-        "epochs": 3,
-        "num_epistemic_samples": 2,
-    },
-    NOMU: {
-        "mean_widths": (4,),
-        "uncertainty_widths": (4,),
-        "epochs": 3,
-        "num_artificial_points": 4,
-    },
 }
 
 
@@ -239,19 +228,21 @@ def test_inconsistent_hyperparameters_are_rejected(model_class, values, message)
         model_class(X, Y, **values)
 
 
-@pytest.mark.parametrize("model_class", list(HYPERPARAMETER_TABLE))
+@pytest.mark.parametrize("card", NEURAL_CARDS, ids=lambda card: card.name)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64])
-def test_training_data_must_be_float32_or_float64(model_class, dtype):
+def test_training_data_must_be_float32_or_float64(card, dtype):
+    model_class = card.model_class
     X, Y = _data(dtype)
     with pytest.raises(TypeError, match=f"train_X .*float32 or torch.float64; got dtype {dtype}"):
         model_class(X, Y)
 
 
 @allow_single_member_warning
-@pytest.mark.parametrize("model_class", list(TINY))
-def test_posterior_arguments_are_checked(model_class):
+@pytest.mark.parametrize("card", NEURAL_CARDS, ids=lambda card: card.name)
+def test_posterior_arguments_are_checked(card):
     X, Y = _data()
-    model = model_class(X, Y, **TINY[model_class]).fit(seed=0)
+    options = smallest(card.fast.hyperparameters, epochs=3)
+    model = card.model_class(X, Y, **options).fit(seed=0)
     for dtype in (torch.float16, torch.bfloat16):
         with pytest.raises(TypeError, match=f"X must be .*float64; got dtype {dtype}"):
             model.posterior(X[:3].to(dtype))
