@@ -134,8 +134,6 @@ def integer_argument(minimum: int, maximum: int | None = None) -> Callable[[str]
     r"""An argparse type: an integer in ``[minimum, maximum]`` (no upper bound for
     ``None``), with an error that names the problem.
 
-    The command line and the benchmark runners share it.
-
     Args:
         minimum: The smallest accepted value.
         maximum: The largest accepted value, or ``None``.

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from botorch_nn_uq.bo.continual import ContinualTraining, ContinualTrainingState
 from botorch_nn_uq.bo.surrogates import SURROGATES, SurrogateSpec
+from botorch_nn_uq.training import NonFiniteLossError
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,10 @@ class ColdFit(FitPolicy):
 class ContinualFit(FitPolicy):
     r"""Warm-started refits on the schedule of :class:`ContinualTraining`.
 
+    A warm-started refit that diverges (:class:`~botorch_nn_uq.training.NonFiniteLossError`:
+    a non-finite loss, or a loss that ends clearly above the warm start's) is replaced by
+    a cold refit of the same step, which counts as the step's fit.
+
     Args:
         schedule: Steps of a warm-started refit, how often a cold refit comes, and the
             degradation factor that brings one early.
@@ -136,16 +141,20 @@ class ContinualFit(FitPolicy):
                 train_Y[-data.num_new :],
                 train_Y,
             )
+        model = None
         if warm:
-            model = surrogate.build(
-                data.train_X,
-                data.train_Y,
-                data.bounds,
-                data.seed,
-                warm_start=previous,
-                max_steps=self.schedule.warm_start_steps,
-            )
-        else:
+            try:
+                model = surrogate.build(
+                    data.train_X,
+                    data.train_Y,
+                    data.bounds,
+                    data.seed,
+                    warm_start=previous,
+                    max_steps=self.schedule.warm_start_steps,
+                )
+            except NonFiniteLossError:
+                warm = False
+        if model is None:
             model = surrogate.build(data.train_X, data.train_Y, data.bounds, data.seed)
         self._state.record_fit(warm)
         self._warm = warm

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from botorch_nn_uq.bo.continual import ContinualTraining
@@ -143,20 +142,6 @@ def write_rows_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-
-
-def save_atomically(obj: object, path: str | Path) -> None:
-    r"""``torch.save`` ``obj`` to ``path`` through a temporary file and a rename, so a
-    process killed while saving never leaves a torn file at ``path``; creates the folder.
-
-    Example:
-        >>> save_atomically({"regret": [0.1, 0.05]}, "results/runs/run0.pt")
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    torch.save(obj, partial)
-    partial.replace(path)
 
 
 def run_bo(

@@ -2,7 +2,6 @@ import pytest
 import torch
 
 from botorch_nn_uq.bo import initial_design, run_bo
-from botorch_nn_uq.bo.loop import save_atomically
 from botorch_nn_uq.problems import get_bo_problem
 
 
@@ -97,12 +96,3 @@ def test_target_and_acquisition_must_match() -> None:
         run_bo(problem, "gp", "robust-lcb", iterations=0)
     with pytest.raises(ValueError, match="does not take a target value"):
         run_bo(problem, "gp", "logei", iterations=0, target=1.0)
-
-
-def test_save_atomically_creates_the_folder_and_leaves_no_temporary_file(tmp_path) -> None:
-    path = tmp_path / "runs" / "run0.pt"
-    save_atomically({"regret": [0.1, 0.05]}, path)
-    assert torch.load(path) == {"regret": [0.1, 0.05]}
-    save_atomically({"regret": [0.2]}, path)
-    assert torch.load(path) == {"regret": [0.2]}
-    assert [p.name for p in path.parent.iterdir()] == ["run0.pt"]
