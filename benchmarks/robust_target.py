@@ -24,6 +24,11 @@ re-evaluating grid points, ties broken at random):
   the epistemic one (predictive ``N(μ, σ_e² + σ_a²)``) and no offset.
 - ``random``: uniformly random grid points.
 
+Each method is a configuration of the BO core: a ``BayesianOptimizer`` with the
+``HitTarget(0)`` objective (the GP models ``-y``), the method's GP as its surrogate and a
+``CandidateSetProposer`` over the grid; ties are broken from the run's random stream, and
+the noise of the observations is drawn from the repetition's own stream.
+
 All methods share the two random initial points of a repetition. The metric is
 ``E_min`` = min over evaluated points of the true ``E(x_i)``.
 
@@ -44,7 +49,7 @@ import statistics
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +84,13 @@ from botorch_nn_uq.acquisition import (
     RobustTargetLowerConfidenceBound,
     compute_e_min,
     first_order_input_noise_variance,
+)
+from botorch_nn_uq.bo import (
+    AcquisitionContext,
+    BayesianOptimizer,
+    CandidateSetProposer,
+    HitTarget,
+    SurrogateSpec,
 )
 
 DTYPE = torch.float64
@@ -227,40 +239,76 @@ def fit_gp(train_X: Tensor, train_Y: Tensor, noise_variance: float, bounds: Tens
 
 
 def uses_noisy_observations(method: str, problem: TargetProblem) -> bool:
+    r"""Whether ``method`` observes noisy outputs (the ``σ_a := 0`` baseline of Exp. 1)."""
     return method.startswith("nc-") and problem.baseline_observes_noise
 
 
-def build_acquisition(
-    method: str, problem: TargetProblem, train_X: Tensor, train_Y: Tensor
-) -> AcquisitionFunction:
-    r"""The acquisition function of ``method`` after fitting its GP to the data."""
+def target_gp(noise_variance: float) -> SurrogateSpec:
+    r"""The methods' surrogate: :func:`fit_gp` with a fixed noise variance."""
+
+    def build(train_X: Tensor, train_Y: Tensor, bounds: Tensor, seed: int) -> SingleTaskGP:
+        return fit_gp(train_X, train_Y, noise_variance, bounds)
+
+    return SurrogateSpec(
+        f"gp-fixed-noise-{noise_variance:g}",
+        f"SingleTaskGP (RBF) with fixed noise variance {noise_variance:g}",
+        build,
+    )
+
+
+def acquisition_builder(
+    method: str, problem: TargetProblem
+) -> Callable[[Model, AcquisitionContext], AcquisitionFunction]:
+    r"""``builder(model, context)``: the acquisition function of ``method`` on its
+    fitted GP, in the model's units (the GP models ``-y`` and the target is ``-y•``;
+    ``E`` is the same either way)."""
     noisy = uses_noisy_observations(method, problem)
-    noise_variance = problem.observation_noise_variance if noisy else NOISE_FREE_VARIANCE
-    model = fit_gp(train_X, train_Y, noise_variance, problem.bounds)
     family, acquisition = method.split("-")
-    if family == "robust":
-        aleatoric: AleatoricVariance = problem.aleatoric_variance(model)
-        observed_variance = aleatoric(train_X.unsqueeze(-2)) if callable(aleatoric) else aleatoric
-        e_min = compute_e_min(train_Y, TARGET, observed_variance)
-    elif family == "nc":
-        aleatoric = 0.0
-        if noisy:
-            with torch.no_grad():
-                train_Y = model.posterior(train_X).mean
-        e_min = compute_e_min(train_Y, TARGET, 0.0)
-    else:
-        model = EpistemicPlusAleatoricModel(model, problem.aleatoric_variance(model))
-        aleatoric = 0.0
-        e_min = compute_e_min(train_Y, TARGET, 0.0)
-    if acquisition == "ei":
-        return RobustTargetExpectedImprovement(model, TARGET, e_min, aleatoric)
-    return RobustTargetLowerConfidenceBound(model, TARGET, aleatoric, quantile=LCB_QUANTILE)
+
+    def build(model: Model, context: AcquisitionContext) -> AcquisitionFunction:
+        target, train_X, train_Y = context.options["target"], context.train_X, context.train_Y
+        if family == "robust":
+            aleatoric: AleatoricVariance = problem.aleatoric_variance(model)
+            observed = aleatoric(train_X.unsqueeze(-2)) if callable(aleatoric) else aleatoric
+            e_min = compute_e_min(train_Y, target, observed)
+        elif family == "nc":
+            aleatoric = 0.0
+            if noisy:
+                with torch.no_grad():
+                    train_Y = model.posterior(train_X).mean
+            e_min = compute_e_min(train_Y, target, 0.0)
+        else:
+            model = EpistemicPlusAleatoricModel(model, problem.aleatoric_variance(model))
+            aleatoric = 0.0
+            e_min = compute_e_min(train_Y, target, 0.0)
+        if acquisition == "ei":
+            return RobustTargetExpectedImprovement(model, target, e_min, aleatoric)
+        return RobustTargetLowerConfidenceBound(model, target, aleatoric, quantile=LCB_QUANTILE)
+
+    return build
 
 
-def choose_index(values: Tensor, generator: torch.Generator) -> int:
-    r"""Index of the maximum of ``values``, ties broken uniformly at random."""
-    tied = (values == values.max()).nonzero().squeeze(-1)
-    return int(tied[torch.randint(len(tied), (1,), generator=generator)])
+class Observations:
+    r"""A :class:`~botorch_nn_uq.bo.Problem`: what ``method`` observes of ``problem``
+    (noisy outputs or the mean), the noise drawn from the repetition's own stream.
+
+    Args:
+        problem: The target problem.
+        noisy: Whether the observations are noisy.
+        repetition: Seeds the noise (``10_000 + repetition``).
+    """
+
+    objective = HitTarget(TARGET)
+
+    def __init__(self, problem: TargetProblem, noisy: bool, repetition: int) -> None:
+        self.name = f"{problem.experiment}, {problem.setting}"
+        self.bounds = problem.bounds
+        self.problem = problem
+        self.noisy = noisy
+        self.generator = torch.Generator().manual_seed(10_000 + repetition)
+
+    def evaluate(self, X: Tensor) -> Tensor:
+        return self.problem.observe(X, self.noisy, self.generator)
 
 
 @dataclass(frozen=True)
@@ -271,38 +319,38 @@ class RunResult:
     seconds_per_iteration: float
 
 
+def make_optimizer(problem: TargetProblem, method: str, repetition: int) -> BayesianOptimizer:
+    r"""``method`` as a BO configuration: its GP and acquisition over the candidate grid
+    (one point per step, never a grid point twice, ties broken from the run's random
+    stream), ``INITIAL_POINTS`` uniform initial points seeded by the repetition."""
+    if method == "random":
+        surrogate, proposer = None, CandidateSetProposer(candidate_grid(problem))
+    else:
+        noisy = uses_noisy_observations(method, problem)
+        noise_variance = problem.observation_noise_variance if noisy else NOISE_FREE_VARIANCE
+        surrogate = target_gp(noise_variance)
+        proposer = CandidateSetProposer(
+            candidate_grid(problem), acquisition_builder(method, problem)
+        )
+    return BayesianOptimizer(
+        problem.bounds,
+        surrogate=surrogate,
+        proposer=proposer,
+        objective=HitTarget(TARGET),
+        seed=repetition,
+        n_initial=INITIAL_POINTS,
+    )
+
+
 def run(problem: TargetProblem, method: str, repetition: int, iterations: int) -> RunResult:
     r"""One optimisation run; the initial design depends only on the repetition."""
-    lower, upper = problem.bounds[0, 0], problem.bounds[1, 0]
-    design_generator = torch.Generator().manual_seed(repetition)
-    noise_generator = torch.Generator().manual_seed(10_000 + repetition)
-    choice_generator = torch.Generator().manual_seed(20_000 + repetition)
-    train_X = lower + (upper - lower) * torch.rand(
-        INITIAL_POINTS, 1, generator=design_generator, dtype=DTYPE
-    )
-    noisy = uses_noisy_observations(method, problem)
-    train_Y = problem.observe(train_X, noisy, noise_generator)
-    errors = problem.expected_squared_error(train_X)
-    grid = candidate_grid(problem)
-    available = torch.ones(GRID_SIZE, dtype=torch.bool)
-    e_min = [errors.min().item()]
+    optimizer = make_optimizer(problem, method, repetition)
+    observations = Observations(problem, uses_noisy_observations(method, problem), repetition)
     start = time.perf_counter()
-    for _ in range(iterations):
-        candidates = available.nonzero().squeeze(-1)
-        if method == "random":
-            values = torch.zeros(len(candidates), dtype=DTYPE)
-        else:
-            acquisition = build_acquisition(method, problem, train_X, train_Y)
-            with torch.no_grad():
-                values = acquisition(grid[candidates].unsqueeze(-2))
-        index = candidates[choose_index(values, choice_generator)]
-        available[index] = False
-        new_X = grid[index].unsqueeze(0)
-        train_X = torch.cat([train_X, new_X])
-        train_Y = torch.cat([train_Y, problem.observe(new_X, noisy, noise_generator)])
-        errors = torch.cat([errors, problem.expected_squared_error(new_X)])
-        e_min.append(errors.min().item())
-    seconds = (time.perf_counter() - start) / max(iterations, 1)
+    optimizer.run(observations, steps=iterations)
+    seconds = (time.perf_counter() - start) / iterations
+    errors = problem.expected_squared_error(optimizer.X).cummin(0).values
+    e_min = errors[INITIAL_POINTS - 1 :].tolist()
     return RunResult(e_min=e_min, seconds_per_iteration=seconds)
 
 
