@@ -49,6 +49,7 @@ from botorch_nn_uq.bo.surrogates import (
     register_surrogate,
 )
 from botorch_nn_uq.bo.trust_region import TrustRegion
+from botorch_nn_uq.bo.turbo import TurboProposer
 
 __all__ = [
     "ACQUISITIONS",
@@ -83,6 +84,7 @@ __all__ = [
     "SurrogateSpec",
     "TrustRegion",
     "TrustRegionProposer",
+    "TurboProposer",
     "composite_problem",
     "get_acquisition",
     "get_surrogate",

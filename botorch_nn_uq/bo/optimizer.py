@@ -274,12 +274,17 @@ class BayesianOptimizer:
         state = self.state
         seed = step_seed(state.seed, state.step)
         start = time.perf_counter()
-        train_Y = self.objective.model_targets(state.Y)
+        rows = self.proposer.fit_rows(state.X.shape[0])
+        train_X, train_Y = state.X[rows], self.objective.model_targets(state.Y)[rows]
         model, fit_seconds, warm = None, 0.0, False
-        if self.proposer.uses_model:
-            previous = self.model if self.fit_policy.needs_previous_model else None
+        if self.proposer.needs_model():
+            # The last model continues only if it was fitted on rows the step keeps.
+            keeps_previous = state.model_num_points > rows.start
+            previous = (
+                self.model if self.fit_policy.needs_previous_model and keeps_previous else None
+            )
             data = FitData(
-                train_X=state.X,
+                train_X=train_X,
                 train_Y=train_Y,
                 bounds=self.bounds,
                 seed=seed,
@@ -290,12 +295,16 @@ class BayesianOptimizer:
             fit_seconds = time.perf_counter() - start
             self.model, state.model_num_points = model, state.X.shape[0]
         context = AcquisitionContext(
-            train_X=state.X,
+            train_X=train_X,
             train_Y=train_Y,
             bounds=self.bounds,
             seed=seed,
             options=self.objective.acquisition_options(),
-            center=state.X[self.objective.scores(state.values).argmin()],
+            center=(
+                train_X[self.objective.scores(state.values[rows]).argmin()]
+                if train_X.shape[0]
+                else None
+            ),
             objective=self.objective.mc_objective,
             step=state.step,
         )
@@ -604,11 +613,12 @@ class BayesianOptimizer:
         optimizer._random.set_state(state.random_state)
         optimizer.fit_policy.load_state_dict(state.fit_state)
         optimizer.proposer.load_state_dict(state.proposer_state)
-        if state.model_state is not None:
-            count = state.model_num_points
+        rows = optimizer.proposer.fit_rows(state.model_num_points)
+        # A model fitted on rows that a restart has set aside is not continued.
+        if state.model_state is not None and rows.start < rows.stop:
             optimizer.model = optimizer.surrogate.restore(
-                state.X[:count],
-                optimizer.objective.model_targets(state.Y[:count]),
+                state.X[rows],
+                optimizer.objective.model_targets(state.Y[rows]),
                 state.bounds,
                 state.model_state,
             )

@@ -14,7 +14,8 @@ the batch size ``q``, and returns a :class:`Proposal`:
 - :class:`DynamicCalibrationProposer`: NOMU's BO loop, ``c`` fixed after the first fit
   and doubled while the maximiser is too close to an observed point ("dynamic c");
 - :class:`TrustRegionProposer`: any other proposer, restricted to a TuRBO-style trust
-  region around the best point;
+  region around the best point (TuRBO-1 itself, with restarts that set the data aside,
+  is :class:`~botorch_nn_uq.bo.turbo.TurboProposer`);
 - :class:`RandomProposer`: uniformly random points (no model);
 - :class:`CandidateSetProposer`: the best of a finite candidate set, never proposing a
   candidate twice, ties broken at random.
@@ -96,6 +97,18 @@ class Proposer(ABC):
     def check(self, objective: Objective) -> None:
         r"""Raise a clear error if the proposer cannot serve ``objective``."""
         return None
+
+    def fit_rows(self, num_rows: int) -> slice:
+        r"""The rows of the run's ``num_rows`` evaluations that the step's surrogate is
+        fitted on and that the step's context holds (its incumbent and trust-region
+        centre): all of them, unless the proposer sets earlier data aside (a TuRBO
+        restart)."""
+        return slice(0, num_rows)
+
+    def needs_model(self) -> bool:
+        r"""Whether this step needs a fitted model (a proposer that uses one may propose
+        some steps without it, e.g. the design of a TuRBO restart)."""
+        return self.uses_model
 
     def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
         r"""Take note of a told batch (``q x d`` inputs, their ``q`` values and ranking
@@ -456,6 +469,12 @@ class TrustRegionProposer(Proposer):
     def check(self, objective: Objective) -> None:
         self.inner.check(objective)
 
+    def fit_rows(self, num_rows: int) -> slice:
+        return self.inner.fit_rows(num_rows)
+
+    def needs_model(self) -> bool:
+        return self.inner.needs_model()
+
     def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
         if self.region is None:
             self.region = TrustRegion(X.shape[-1], self.batch_size, **self.region_options)
@@ -575,6 +594,11 @@ def proposer_from_config(config: dict[str, Any]) -> Proposer:
         return TrustRegionProposer(inner, options["batch_size"], **options["region"])
     if kind == "random" and not options:
         return RandomProposer()
+    if kind == "turbo":
+        # TuRBO's module builds on this one's Proposer.
+        from botorch_nn_uq.bo.turbo import TurboProposer
+
+        return TurboProposer(options.pop("batch_size"), options.pop("n_initial"), **options)
     if kind == "dynamic-c":
         return DynamicCalibrationProposer(
             options["horizon"],

@@ -21,6 +21,7 @@ from botorch_nn_uq.bo import (
     Maximize,
     RandomProposer,
     TrustRegionProposer,
+    TurboProposer,
     registered_problem,
 )
 from botorch_nn_uq.bo.surrogates import get_surrogate
@@ -50,6 +51,19 @@ CONFIGURATIONS = {
         3,
     ),
     "random": (lambda: {"proposer": RandomProposer()}, 4, 3),
+    # TuRBO-1 with a quick collapse, so the run restarts (its data set aside, the last
+    # model not continued) within the steps.
+    "turbo-network": (
+        lambda: {
+            "surrogate": "deep-ensemble",
+            "proposer": TurboProposer(
+                batch_size=3, n_initial=4, failure_tolerance=1, length_min=0.3, num_candidates=128
+            ),
+            "fit_policy": ContinualFit(ContinualTraining(warm_start_steps=20, cold_refit_every=3)),
+        },
+        3,
+        7,
+    ),
 }
 
 #: One step in a fresh process: load, ask, save, load, evaluate and tell, save.
@@ -104,6 +118,9 @@ def test_run_ask_tell_and_ask_tell_across_processes_propose_the_same_points(
     if name == "network":
         assert any(record.warm_start for record in through_run.records)
         assert "trust_region_length" in through_run.records[-1].details
+    if name == "turbo-network":
+        assert any("restart_design" in record.details for record in through_run.records)
+        assert through_run.proposer.segment_start > 0
 
 
 def test_asking_again_returns_the_pending_batch() -> None:

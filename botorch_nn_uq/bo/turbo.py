@@ -1,0 +1,266 @@
+r"""TuRBO-1 (Eriksson et al., NeurIPS 2019) as a proposer of the BO core, for any
+surrogate.
+
+TuRBO-1 keeps one trust region: a box around the best point of the current run, whose
+side doubles after ``success_tolerance`` improving batches in a row and halves after
+``failure_tolerance`` batches without improvement. Unlike
+:class:`~botorch_nn_uq.bo.proposers.TrustRegionProposer` (the package's cube, with the
+surrogate fitted on all data), it is TuRBO's own machinery:
+
+- the surrogate is fitted on the data of the current run only: when the side falls below
+  ``length_min`` the region **restarts**, the run's data are set aside, and a fresh
+  scrambled Sobol design of ``n_initial`` points (proposed ``q`` at a time, rounded up to
+  whole batches) starts a new run; evaluations keep counting and the optimizer's best
+  point is over all of them;
+- the region's sides are weighted by the model's ARD lengthscales where it has them
+  (``w = ls / mean(ls)``, then ``w / prod(w)^(1/d)``: the volume of a cube of side
+  ``length``), and a cube otherwise (a network has no lengthscales);
+- the candidates are ``min(5000, max(2000, 200 d))`` Sobol points in the region, each
+  coordinate taken from the Sobol point with probability ``min(20 / d, 1)`` (at least
+  one per candidate) and from the centre otherwise;
+- a batch is ``q`` distinct candidates by Thompson sampling
+  (``MaxPosteriorSampling(replacement=False)``).
+
+The defaults are those of BoTorch's TuRBO-1 tutorial (success tolerance 10; the paper's
+code uses 3). Sides are fractions of the problem's box (the unit cube after
+normalisation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from typing import Any
+
+import torch
+from botorch.generation import MaxPosteriorSampling
+from botorch.models.model import Model
+from botorch.utils.sampling import manual_seed
+from torch import Tensor
+from torch.quasirandom import SobolEngine
+
+from botorch_nn_uq.bo.proposers import Proposal, Proposer
+from botorch_nn_uq.bo.registry import AcquisitionContext
+from botorch_nn_uq.bo.trust_region import TrustRegion
+
+
+def turbo_num_candidates(dim: int) -> int:
+    r"""TuRBO's candidate count, ``min(5000, max(2000, 200 d))``."""
+    return min(5000, max(2000, 200 * dim))
+
+
+def lengthscale_weights(model: Model, dim: int) -> Tensor | None:
+    r"""TuRBO's side weights from a model's ARD lengthscales.
+
+    Args:
+        model: A fitted model.
+        dim: The input dimension ``d``.
+
+    Returns:
+        A ``d``-tensor ``w / prod(w)^(1/d)`` with ``w = ls / mean(ls)`` for the first
+        kernel of the model with ``d`` lengthscales (e.g. a ``SingleTaskGP``'s), or
+        ``None`` if the model has none.
+    """
+    kernel = getattr(model, "covar_module", None)
+    if kernel is None:
+        return None
+    for module in kernel.modules():
+        if getattr(module, "has_lengthscale", False) and module.lengthscale.shape[-1] == dim:
+            lengthscale = module.lengthscale.detach().reshape(-1, dim)[0]
+            weights = lengthscale / lengthscale.mean()
+            return weights / weights.prod().pow(1.0 / dim)
+    return None
+
+
+def turbo_candidates(
+    center: Tensor, lower: Tensor, upper: Tensor, num_candidates: int, seed: int
+) -> Tensor:
+    r"""TuRBO's candidates in a region of the unit cube: Sobol points, each coordinate
+    taken from the Sobol point with probability ``min(20 / d, 1)`` (at least one per
+    candidate) and from the centre otherwise.
+
+    Args:
+        center: The ``d``-vector centre (unit cube).
+        lower: The region's ``d`` lower bounds (unit cube).
+        upper: The region's ``d`` upper bounds (unit cube).
+        num_candidates: ``N``.
+        seed: Seeds the Sobol scrambling and the perturbation mask.
+
+    Returns:
+        An ``N x d`` tensor of candidates in the region (unit cube).
+    """
+    dim = center.shape[-1]
+    sobol = SobolEngine(dim, scramble=True, seed=seed).draw(num_candidates, dtype=center.dtype)
+    perturbed = lower + (upper - lower) * sobol.to(center.device)
+    generator = torch.Generator().manual_seed(seed)
+    probability = min(20.0 / dim, 1.0)
+    mask = torch.rand(num_candidates, dim, generator=generator) <= probability
+    unchanged = (~mask.any(-1)).nonzero().squeeze(-1)
+    mask[unchanged, torch.randint(dim, (unchanged.numel(),), generator=generator)] = True
+    mask = mask.to(center.device)
+    return torch.where(mask, perturbed, center.expand(num_candidates, dim))
+
+
+class TurboProposer(Proposer):
+    r"""TuRBO-1: Thompson sampling in a trust region, with restarts that set the run's
+    data aside (see the module's description).
+
+    Args:
+        batch_size: The run's batch size ``q`` (it sets the failure tolerance and the
+            restart design's batches).
+        n_initial: The size of a restart's design (TuRBO: the initial design's size).
+        success_tolerance: Improving batches in a row that double the side.
+        failure_tolerance: Batches without improvement in a row that halve it; ``None``:
+            ``ceil(max(4 / q, d / q))``.
+        length_init: The side at the start and after a restart.
+        length_min: Below this side the region restarts.
+        length_max: The largest side.
+        num_candidates: Thompson-sampling candidates; ``None``:
+            :func:`turbo_num_candidates`.
+
+    Example:
+        >>> optimizer = BayesianOptimizer(
+        ...     bounds, surrogate="gp", proposer=TurboProposer(batch_size=10, n_initial=20),
+        ...     n_initial=20,
+        ... )
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        n_initial: int,
+        *,
+        success_tolerance: int = 10,
+        failure_tolerance: int | None = None,
+        length_init: float = 0.8,
+        length_min: float = 0.5**7,
+        length_max: float = 1.6,
+        num_candidates: int | None = None,
+    ) -> None:
+        for name, value in (("batch_size", batch_size), ("n_initial", n_initial)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        if num_candidates is not None and (
+            isinstance(num_candidates, bool)
+            or not isinstance(num_candidates, int)
+            or num_candidates < batch_size
+        ):
+            raise ValueError(
+                f"num_candidates must be an integer of at least batch_size = {batch_size}; "
+                f"got {num_candidates!r}."
+            )
+        self.batch_size = batch_size
+        self.n_initial = n_initial
+        self.region_options = {
+            "success_tolerance": success_tolerance,
+            "failure_tolerance": failure_tolerance,
+            "length_init": length_init,
+            "length": length_init,
+            "length_min": length_min,
+            "length_max": length_max,
+        }
+        TrustRegion(1, batch_size, **self.region_options)  # checks the options
+        self.num_candidates = num_candidates
+        self.region: TrustRegion | None = None
+        #: The first row of the current run (rows before it were set aside by restarts).
+        self.segment_start = 0
+        #: Rows told so far.
+        self.num_told = 0
+        #: Points of the current restart design not yet told (0: no design under way).
+        self.design_untold = 0
+        #: The restart design's points not yet proposed (``None``: not drawn yet).
+        self.design: Tensor | None = None
+
+    @property
+    def design_size(self) -> int:
+        r"""A restart design's size: ``n_initial`` rounded up to whole batches."""
+        return math.ceil(self.n_initial / self.batch_size) * self.batch_size
+
+    def fit_rows(self, num_rows: int) -> slice:
+        return slice(self.segment_start, num_rows)
+
+    def needs_model(self) -> bool:
+        return self.design_untold == 0
+
+    def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
+        if self.region is None:
+            self.region = TrustRegion(X.shape[-1], self.batch_size, **self.region_options)
+        self.num_told += X.shape[0]
+        region = self.region
+        if self.design_untold > 0:
+            # A restart design: it sets the new run's incumbent, and counts for nothing else.
+            self.design_untold = max(self.design_untold - X.shape[0], 0)
+            region.best_value = max(region.best_value, float((-scores).max()))
+            return
+        restarts = region.restarts
+        region.update(-scores)
+        if region.restarts > restarts:
+            self.segment_start = self.num_told
+            region.best_value, region.successes, region.failures = -math.inf, 0, 0
+            self.design_untold, self.design = self.design_size, None
+
+    def propose(
+        self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
+    ) -> Proposal:
+        if q != self.batch_size:
+            raise ValueError(
+                f"TuRBO was set up for batches of {self.batch_size} (its tolerances and "
+                f"restart design); got q = {q}."
+            )
+        bounds = context.bounds
+        region = self.region
+        details = {"trust_region_length": region.length, "restarts": float(region.restarts)}
+        if self.design_untold > 0:
+            if self.design is None:
+                self.design = SobolEngine(bounds.shape[-1], scramble=True, seed=context.seed).draw(
+                    self.design_size, dtype=bounds.dtype
+                )
+            unit, self.design = self.design[:q], self.design[q:]
+            X = bounds[0] + (bounds[1] - bounds[0]) * unit.to(bounds.device)
+            return Proposal(X, {**details, "restart_design": 1.0})
+        dim = bounds.shape[-1]
+        span = bounds[1] - bounds[0]
+        center = (context.center - bounds[0]) / span
+        weights = lengthscale_weights(model, dim)
+        half = 0.5 * region.length * (torch.ones_like(center) if weights is None else weights)
+        half = half.to(center)
+        lower, upper = (center - half).clamp(0, 1), (center + half).clamp(0, 1)
+        num_candidates = self.num_candidates or turbo_num_candidates(dim)
+        unit = turbo_candidates(center, lower, upper, num_candidates, context.seed)
+        candidates = bounds[0] + span * unit
+        with manual_seed(context.seed), torch.no_grad():
+            X = MaxPosteriorSampling(model, replacement=False)(candidates, num_samples=q)
+        return Proposal(X.detach().to(bounds).clamp(bounds[0], bounds[1]), details)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "region": None if self.region is None else asdict(self.region),
+            "segment_start": self.segment_start,
+            "num_told": self.num_told,
+            "design_untold": self.design_untold,
+            "design": None if self.design is None else self.design.tolist(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        expected = {"region", "segment_start", "num_told", "design_untold", "design"}
+        if set(state) != expected:
+            raise ValueError(f"Unexpected TuRBO state {sorted(state)}.")
+        self.region = None if state["region"] is None else TrustRegion(**state["region"])
+        self.segment_start = int(state["segment_start"])
+        self.num_told = int(state["num_told"])
+        self.design_untold = int(state["design_untold"])
+        design = state["design"]
+        self.design = None if design is None else torch.tensor(design, dtype=torch.float64)
+
+    def to_config(self) -> dict[str, Any]:
+        options = {key: value for key, value in self.region_options.items() if key != "length"}
+        return {
+            "type": "turbo",
+            "batch_size": self.batch_size,
+            "n_initial": self.n_initial,
+            "num_candidates": self.num_candidates,
+            **options,
+        }
+
+    def describe(self) -> str:
+        return "TuRBO-1 (Thompson sampling in a trust region with restarts)"
