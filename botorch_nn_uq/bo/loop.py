@@ -51,6 +51,8 @@ class BOIterationRecord:
         batch_duplicates: Points of the batch that repeat an earlier point of it.
         trust_region_length: The side length (fraction of the box) of the trust region
             the step proposed in; ``nan`` without one.
+        cpu_seconds: CPU seconds of the process during that step (all threads): the
+            cost that other jobs on a shared machine do not inflate.
     """
 
     iteration: int
@@ -64,6 +66,7 @@ class BOIterationRecord:
     batch_min_distance: float = math.inf
     batch_duplicates: int = 0
     trust_region_length: float = math.nan
+    cpu_seconds: float = 0.0
 
     @classmethod
     def from_step(cls, record: StepRecord, regret: float = math.nan) -> BOIterationRecord:
@@ -81,6 +84,7 @@ class BOIterationRecord:
             batch_min_distance=record.batch_min_distance,
             batch_duplicates=record.batch_duplicates,
             trust_region_length=record.details.get("trust_region_length", math.nan),
+            cpu_seconds=record.cpu_seconds,
         )
 
 

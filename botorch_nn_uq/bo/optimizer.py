@@ -273,7 +273,7 @@ class BayesianOptimizer:
     def _propose(self, q: int) -> PendingBatch:
         state = self.state
         seed = step_seed(state.seed, state.step)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         rows = self.proposer.fit_rows(state.X.shape[0])
         train_X, train_Y = state.X[rows], self.objective.model_targets(state.Y)[rows]
         model, fit_seconds, warm = None, 0.0, False
@@ -316,6 +316,7 @@ class BayesianOptimizer:
             step=state.step,
             X=X,
             seconds=time.perf_counter() - start,
+            cpu_seconds=time.process_time() - cpu_start,
             fit_seconds=fit_seconds,
             warm_start=warm,
             batch_min_distance=diversity.min_distance,
@@ -385,6 +386,7 @@ class BayesianOptimizer:
             value=float(values[scores.argmin()]),
             best_value=float(state.values[self.objective.scores(state.values).argmin()]),
             seconds=pending.seconds,
+            cpu_seconds=pending.cpu_seconds,
             fit_seconds=pending.fit_seconds,
             warm_start=pending.warm_start,
             batch_min_distance=pending.batch_min_distance,

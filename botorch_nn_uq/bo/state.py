@@ -99,6 +99,9 @@ class StepRecord:
         best_value: The best objective value so far.
         seconds: Wall-clock seconds of the step's ``ask`` (fit, proposal and the
             batch-diversity metric); 0 for the initial design.
+        cpu_seconds: CPU seconds of the process (all its threads,
+            ``time.process_time``) during the step's ``ask``: a cost that other jobs on
+            a shared machine do not inflate.
         fit_seconds: The part of ``seconds`` spent fitting the surrogate.
         warm_start: Whether the step's fit continued from the previous model's weights.
         batch_min_distance: The smallest distance between two points of the batch in
@@ -113,6 +116,7 @@ class StepRecord:
     value: float
     best_value: float
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     fit_seconds: float = 0.0
     warm_start: bool = False
     batch_min_distance: float = math.inf
@@ -128,6 +132,7 @@ class PendingBatch:
         step: The step that proposed it.
         X: ``q x d`` proposed inputs.
         seconds: Wall-clock seconds of its ``ask``.
+        cpu_seconds: CPU seconds of the process during its ``ask``.
         fit_seconds: The part spent fitting.
         warm_start: Whether the fit was warm-started.
         batch_min_distance: See :class:`StepRecord`.
@@ -138,6 +143,7 @@ class PendingBatch:
     step: int
     X: Tensor
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     fit_seconds: float = 0.0
     warm_start: bool = False
     batch_min_distance: float = math.inf

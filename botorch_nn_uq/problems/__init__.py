@@ -1,5 +1,6 @@
 """Benchmark problems: BO test functions (the NOMU suite and the large-scale problems),
-their regret metrics and composite problems."""
+their regret metrics, a non-stationary test function (warped Hartmann-6) and composite
+problems."""
 
 from botorch_nn_uq.problems.composite import Brusselator, CompositeProblem, Pollutants
 from botorch_nn_uq.problems.scale import RandomTanhNetwork
@@ -11,6 +12,7 @@ from botorch_nn_uq.problems.suite import (
     get_bo_problem,
 )
 from botorch_nn_uq.problems.synthetic import GFunction, Perm
+from botorch_nn_uq.problems.warped import WarpedHartmann
 
 __all__ = [
     "BO_PROBLEM_NAMES",
@@ -23,5 +25,6 @@ __all__ = [
     "Perm",
     "Pollutants",
     "RandomTanhNetwork",
+    "WarpedHartmann",
     "get_bo_problem",
 ]

@@ -296,3 +296,14 @@ def test_a_batch_that_asks_for_one_point_twice_is_told_twice() -> None:
     optimizer.ask(3)
     with pytest.raises(ValueError, match=r"asked points \[0\] are repeated"):
         optimizer.tell(optimizer.pending[[0, 0, 0, 0]], torch.zeros(4, dtype=torch.float64))
+
+
+def test_records_count_the_cpu_seconds_of_each_ask(tmp_path) -> None:
+    problem = registered_problem(*PROBLEM)
+    optimizer = _optimizer("gp")
+    records = optimizer.run(problem, steps=2, q=2)
+    assert records[0].cpu_seconds == 0.0
+    assert all(record.cpu_seconds > 0 for record in records[1:])
+    optimizer.save(tmp_path / "run.state")
+    loaded = BayesianOptimizer.load(tmp_path / "run.state")
+    assert [r.cpu_seconds for r in loaded.records] == [r.cpu_seconds for r in records]
