@@ -52,6 +52,7 @@ from botorch_nn_uq.bo import (
     StateFileError,
     StepRecord,
     TrustRegionProposer,
+    TurboProposer,
 )
 from botorch_nn_uq.bo.problems import RegisteredProblem
 from botorch_nn_uq.bo.state import MAX_RUN_SEED
@@ -96,6 +97,7 @@ STRATEGY_DEFAULTS: dict[str, Any] = {
     "warm_start_steps": 100,
     "cold_refit_every": 10,
     "trust_region": False,
+    "turbo": False,
 }
 #: The columns of the batch that ``ask`` writes (then ``x0``, ``x1``, ...) and the
 #: column of the results that ``tell`` reads.
@@ -310,6 +312,14 @@ def _add_strategy_options(parser: argparse.ArgumentParser, new_run_only: bool) -
         action="store_true",
         help="propose inside a TuRBO-style trust region around the best point (any model)",
     )
+    add(
+        "turbo",
+        "--turbo",
+        action="store_true",
+        help="TuRBO-1 (any model): Thompson sampling on TuRBO's candidates in a trust region "
+        "weighted by the model's lengthscales, restarting from a fresh design of --n-initial "
+        "points with the run's data set aside when it collapses (--acquisition is not used)",
+    )
 
 
 def _add_bounds_options(parser: argparse.ArgumentParser, dim_help: str) -> None:
@@ -491,6 +501,8 @@ def _components(args: argparse.Namespace, batch_size: int) -> dict[str, Any]:
     )
     if args.trust_region:
         proposer = TrustRegionProposer(proposer, batch_size)
+    if args.turbo:
+        proposer = TurboProposer(batch_size, args.n_initial)
     continual = ContinualTraining(
         warm_start_steps=args.warm_start_steps, cold_refit_every=args.cold_refit_every
     )
@@ -501,19 +513,34 @@ def _components(args: argparse.Namespace, batch_size: int) -> dict[str, Any]:
     }
 
 
+def _acquisition_label(args: argparse.Namespace) -> str:
+    r"""What proposes the run's points, for output: the acquisition's name, ``"turbo"``,
+    or ``""`` for random search."""
+    if args.model == RANDOM_SEARCH:
+        return ""
+    return "turbo" if args.turbo else args.acquisition
+
+
 def _check_strategy(args: argparse.Namespace, parser: argparse.ArgumentParser, q: int) -> None:
     r"""Reject combinations of strategy options that make no sense, before any work (each
     option alone was checked by its argparse type)."""
     if args.target is not None and args.maximize:
         parser.error("argument --maximize: not with --target (a target has no direction)")
     if args.model == RANDOM_SEARCH:
-        if args.trust_region:
-            parser.error("argument --trust-region: needs a surrogate (not random search)")
+        if args.trust_region or args.turbo:
+            option = "--trust-region" if args.trust_region else "--turbo"
+            parser.error(f"argument {option}: needs a surrogate (not random search)")
         return
+    if args.turbo and args.trust_region:
+        parser.error("argument --turbo: has its own trust region (not with --trust-region)")
+    if args.turbo and args.target is not None:
+        parser.error("argument --turbo: minimises or maximises (not with --target)")
     if args.continual and not SURROGATES[args.model].supports_warm_start:
         warm = ", ".join(name for name, spec in SURROGATES.items() if spec.supports_warm_start)
         parser.error(f"argument --continual: needs a warm-startable model ({warm})")
     spec = ACQUISITIONS[args.acquisition]
+    if args.turbo:
+        return
     if q > 1 and not spec.proposes_batches:
         batched = [name for name, other in ACQUISITIONS.items() if other.proposes_batches]
         parser.error(
@@ -681,7 +708,7 @@ def _csv_writer(
     identity = {
         "problem": name,
         "model": args.model,
-        "acquisition": "" if args.model == RANDOM_SEARCH else args.acquisition,
+        "acquisition": _acquisition_label(args),
         "seed": args.seed,
     }
     try:
@@ -730,7 +757,7 @@ def _optimize(
     regret = getattr(problem, "regret", None)
     print(
         f"{problem.name} ({problem.objective.describe()}) | model {args.model} | acquisition "
-        f"{args.acquisition if args.model != RANDOM_SEARCH else '-'} | {args.n_initial} initial "
+        f"{_acquisition_label(args) or '-'} | {args.n_initial} initial "
         f"points + {args.iterations} iterations | seed {args.seed}",
         flush=True,
     )

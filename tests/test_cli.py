@@ -149,10 +149,31 @@ def test_batches_thompson_sampling_and_continual_training_from_the_command_line(
         (["--batch-size", "0"], "argument --batch-size: must be at least 1"),
         (["--model", "gp", "--continual"], "argument --continual: needs a warm-startable model"),
         (["--model", "random", "--trust-region"], "argument --trust-region: needs a surrogate"),
+        (["--model", "random", "--turbo"], "argument --turbo: needs a surrogate"),
+        (["--model", "gp", "--turbo", "--trust-region"], "argument --turbo: has its own trust"),
+        (
+            ["--model", "gp", "--turbo", "--acquisition", "robust-ei", "--target", "1"],
+            "argument --turbo: minimises or maximises",
+        ),
     ],
 )
 def test_invalid_batch_options_are_rejected(arguments, message, capsys) -> None:
     assert message in _rejected(["optimize", *arguments], capsys)
+
+
+def test_turbo_from_the_command_line(tmp_path, capsys) -> None:
+    csv_path = tmp_path / "turbo.csv"
+    code = main(
+        [
+            "optimize", "--problem", "levy", "--dim", "3", "--model", "gp", "--turbo",
+            "--batch-size", "4", "--iterations", "2", "--n-initial", "5", "--csv", str(csv_path),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    output = capsys.readouterr().out
+    assert "acquisition turbo" in output and "| 13 evaluations |" in output
+    with csv_path.open() as handle:
+        assert {row["acquisition"] for row in csv.DictReader(handle)} == {"turbo"}
 
 
 def test_nn_draw_takes_a_problem_seed(capsys) -> None:

@@ -26,6 +26,7 @@ from botorch_nn_uq.bo.proposers import (
 )
 from botorch_nn_uq.bo.state import StepRecord
 from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH
+from botorch_nn_uq.bo.turbo import TurboProposer
 from botorch_nn_uq.problems import BOProblem
 
 
@@ -95,7 +96,8 @@ class BOResult:
     Attributes:
         problem: The problem's name and dimension, e.g. ``"levy-5d"``.
         model: The surrogate name (or ``"random"``).
-        acquisition: The acquisition name (``""`` for random search).
+        acquisition: The acquisition name (``"turbo"`` for TuRBO, ``""`` for random
+            search).
         seed: The run's seed.
         X: ``N x d`` evaluated inputs.
         values: ``N`` objective values (to minimise).
@@ -167,6 +169,7 @@ def run_bo(
     design: str = "uniform",
     time_budget: float | None = None,
     trust_region: bool = False,
+    turbo: bool = False,
     on_evaluations: Callable[[Tensor, Tensor, BOIterationRecord], None] | None = None,
 ) -> BOResult:
     r"""Minimise ``problem`` (or, with ``target``, hit a target value) with Bayesian
@@ -217,6 +220,11 @@ def run_bo(
         trust_region: Propose inside a TuRBO-style trust region around the best point
             (:class:`~botorch_nn_uq.bo.proposers.TrustRegionProposer`), resized after
             every batch; the surrogate is still fitted on all data.
+        turbo: Propose with TuRBO-1 (:class:`~botorch_nn_uq.bo.turbo.TurboProposer`:
+            Thompson sampling on TuRBO's candidates in a region weighted by the model's
+            lengthscales, restarts from a fresh Sobol design of ``n_initial`` points
+            with the run's data set aside) instead of ``acquisition``; not with
+            ``trust_region`` or a ``target``.
         on_evaluations: Called after every evaluated batch, the initial design first,
             with the batch's ``q x d`` inputs, its ``q`` objective values and its
             record (before ``callback``), e.g. to write each evaluation to disk as it
@@ -232,10 +240,14 @@ def run_bo(
         raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
     random_search = model == RANDOM_SEARCH
     proposer: Proposer
+    if turbo and (trust_region or random_search):
+        raise ValueError("TuRBO has its own trust region and needs a surrogate.")
     if random_search:
         if trust_region:
             raise ValueError("Random search proposes in the whole box; it takes no trust region.")
         proposer = RandomProposer()
+    elif turbo:
+        proposer = TurboProposer(batch_size, n_initial)
     else:
         proposer = AcquisitionProposer(
             acquisition,
@@ -259,7 +271,7 @@ def run_bo(
     result = BOResult(
         problem=bo_problem.name,
         model=model,
-        acquisition="" if random_search else acquisition,
+        acquisition="" if random_search else "turbo" if turbo else acquisition,
         seed=seed,
         X=optimizer.X,
         values=optimizer.values,

@@ -39,6 +39,7 @@ from botorch.utils.sampling import manual_seed
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from botorch_nn_uq.bo.problems import Objective
 from botorch_nn_uq.bo.proposers import Proposal, Proposer
 from botorch_nn_uq.bo.registry import AcquisitionContext
 from botorch_nn_uq.bo.trust_region import TrustRegion
@@ -170,6 +171,13 @@ class TurboProposer(Proposer):
         self.design_untold = 0
         #: The restart design's points not yet proposed (``None``: not drawn yet).
         self.design: Tensor | None = None
+
+    def check(self, objective: Objective) -> None:
+        if objective.requires_target or objective.mc_objective is not None:
+            raise ValueError(
+                "TuRBO's Thompson sampling maximises the model's single output; it serves "
+                f"minimisation and maximisation, not {objective.describe()}."
+            )
 
     @property
     def design_size(self) -> int:

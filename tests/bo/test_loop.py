@@ -75,6 +75,16 @@ def test_run_bo_rejects_bad_arguments(problem) -> None:
         run_bo(problem, "gp", n_initial=1)
 
 
+def test_run_bo_runs_turbo_and_refuses_it_with_another_region(problem) -> None:
+    result = run_bo(problem, "gp", turbo=True, iterations=2, n_initial=5, batch_size=3)
+    assert result.acquisition == "turbo" and result.values.numel() == 11
+    assert all(record.trust_region_length == 0.8 for record in result.records[1:])
+    with pytest.raises(ValueError, match="TuRBO has its own trust region"):
+        run_bo(problem, "gp", turbo=True, trust_region=True)
+    with pytest.raises(ValueError, match="needs a surrogate"):
+        run_bo(problem, "random", turbo=True)
+
+
 def test_target_value_mode_tracks_the_point_closest_to_the_target() -> None:
     problem = get_bo_problem("g-function", 2)
     target = 5.0

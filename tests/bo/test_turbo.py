@@ -9,7 +9,13 @@ import pytest
 import torch
 from botorch.models import SingleTaskGP
 
-from botorch_nn_uq.bo import BayesianOptimizer, FunctionProblem, TurboProposer
+from botorch_nn_uq.bo import (
+    BayesianOptimizer,
+    Composite,
+    FunctionProblem,
+    HitTarget,
+    TurboProposer,
+)
 from botorch_nn_uq.bo.proposers import proposer_from_config
 from botorch_nn_uq.bo.turbo import lengthscale_weights, turbo_candidates, turbo_num_candidates
 from botorch_nn_uq.models import DeepEnsemble
@@ -92,3 +98,16 @@ def test_turbo_round_trips_through_its_config_and_refuses_bad_settings() -> None
     optimizer.run(problem, steps=0)
     with pytest.raises(ValueError, match="set up for batches of 2"):
         optimizer.ask(3)
+
+
+def test_turbo_serves_minimisation_and_maximisation_only() -> None:
+    bounds = [[0.0] * 2, [1.0] * 2]
+    with pytest.raises(ValueError, match="not target 1"):
+        BayesianOptimizer(
+            bounds, proposer=TurboProposer(batch_size=2, n_initial=4), objective=HitTarget(1.0)
+        )
+    composite = Composite(lambda Y: Y.sum(-1), num_outputs=2)
+    with pytest.raises(ValueError, match="maximises the model's single output"):
+        BayesianOptimizer(
+            bounds, proposer=TurboProposer(batch_size=2, n_initial=4), objective=composite
+        )
