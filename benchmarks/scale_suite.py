@@ -1,6 +1,10 @@
-"""Protocol 6: where a GP is not enough (many points, many dimensions, big batches).
+"""Protocol 6: where a GP is not enough (many points, many dimensions, big batches); and
+the problems of protocol 7 that this runner holds so far.
 
-Three problems, each with its own budget (``../shared``-free: all problems are built in):
+Three problems, each with its own budget (``../shared``-free: all problems are built in),
+and the non-stationary problem of protocol 7 (design note ``peers.md``) at its two budgets,
+``warped-hartmann`` (6-D, 10 initial points + 90 steps of q = 1) and
+``warped-hartmann-q10`` (20 + 40 steps of q = 10), run when ``--problems`` names them:
 
 ========================  ===========  ================  ======================
 problem                   dimension    initial (Sobol)   steps x batch size q
@@ -8,6 +12,8 @@ problem                   dimension    initial (Sobol)   steps x batch size q
 nn-draw (random network)  200          100               50 x 10
 ackley                    20           200               48 x 100
 rastrigin                 10           20                40 x 5
+warped-hartmann           6            10                90 x 1
+warped-hartmann-q10       6            20                40 x 10
 ========================  ===========  ================  ======================
 
 Methods, side by side on the same seeds and the same Sobol initial designs:
@@ -18,23 +24,31 @@ sampling (``MODEL:ts``), with warm-started refits when a method has ``+continual
 proposals inside a TuRBO-style trust region when it has ``+tr``, BoTorch's community
 ``VBLLModel`` with its own Thompson sampling (``vbll:vbll-ts``, see ``vbll_peer.py``)
 and random search. A method is ``MODEL:ACQUISITION`` with optional ``+continual`` and
-``+tr``.
+``+tr``, or ``+turbo`` for TuRBO-1 itself (``TurboProposer``: its region weighted by a
+GP's lengthscales, TuRBO's candidates and restarts that set the run's data aside; the
+acquisition is not used). Protocol 7's GP peers are registered by ``gp_peers.py``:
+``gp-turbo:ts+turbo`` is GP-TuRBO-1 with the tutorial's kernel and constraints, and
+``gp-warp:qlogei`` the GP with BoTorch's ``Warp`` input transform.
 
 Per problem the markdown summary gives the best value found (the objective is
 minimised) and the normalised regret, mean ± standard error over seeds, each method's
 mean rank among the methods on the same seed, its wins against the GP and against VBLL
-paired by seed, seconds per step, the evaluations reached (a run of the models in
+paired by seed, its wins against GP-TuRBO-1 (``gp-turbo``), seconds and process CPU seconds
+per step (CPU time is what other jobs on a shared machine do not inflate), the evaluations
+reached (a run of the models in
 ``--capped-models``, the GP and VBLL by default, stops after the step at which its BO
 passes ``--time-budget`` seconds), and the batches' diversity: the closest pair of
 points within any batch (Euclidean, unit cube) and the number of repeated points. The
 nn-draw optimum is not known: its regret is relative to the best value a gradient search
 on the network found, and the best value and the ranks are what count. Plots: best value
-against evaluations and against cumulative seconds. Finished runs are stored in
+against evaluations and against cumulative CPU seconds. Finished runs are stored in
 ``--out/runs/`` and loaded again, so an interrupted benchmark resumes.
 
 Examples:
     python -m benchmarks.scale_suite --problems rastrigin --seeds 5 --jobs 2
     python -m benchmarks.scale_suite --problems ackley --methods deep-ensemble:ts gp:qlogei
+    python -m benchmarks.scale_suite --problems warped-hartmann-q10 --methods gp-turbo:ts+turbo \
+        gp-warp:qlogei deep-ensemble:ts+turbo+continual --seeds 5 --jobs 2
     python -m benchmarks.scale_suite --smoke
 """
 
@@ -52,6 +66,7 @@ from pathlib import Path
 
 import torch
 
+import benchmarks.gp_peers  # noqa: F401  (registers the GP peers of protocol 7)
 import benchmarks.vbll_peer  # noqa: F401  (registers the VBLL peer)
 from benchmarks.common import (
     add_jobs_option,
@@ -71,6 +86,7 @@ from botorch_nn_uq.bo import (
     ACQUISITIONS,
     RANDOM_SEARCH,
     SURROGATES,
+    BOIterationRecord,
     BOResult,
     ContinualTraining,
     run_bo,
@@ -80,23 +96,42 @@ from botorch_nn_uq.problems import get_bo_problem
 
 @dataclass(frozen=True)
 class ProblemBudget:
-    r"""A protocol-6 problem and its budget."""
+    r"""A benchmark problem and its budget.
+
+    Args:
+        dim: The input dimension.
+        n_initial: Points of the Sobol initial design.
+        iterations: BO steps.
+        batch_size: Points per step ``q``.
+        problem: The registry's name of the problem, if it is not the budget's name (one
+            problem at two budgets).
+    """
 
     dim: int
     n_initial: int
     iterations: int
     batch_size: int
+    problem: str | None = None
 
 
 BUDGETS = {
     "nn-draw": ProblemBudget(dim=200, n_initial=100, iterations=50, batch_size=10),
     "ackley": ProblemBudget(dim=20, n_initial=200, iterations=48, batch_size=100),
     "rastrigin": ProblemBudget(dim=10, n_initial=20, iterations=40, batch_size=5),
+    # Protocol 7's non-stationary problem, at its two budgets (design note peers.md).
+    "warped-hartmann": ProblemBudget(dim=6, n_initial=10, iterations=90, batch_size=1),
+    "warped-hartmann-q10": ProblemBudget(
+        dim=6, n_initial=20, iterations=40, batch_size=10, problem="warped-hartmann"
+    ),
 }
+#: The problems of protocol 6, which the runner runs by default.
+PROTOCOL_6_PROBLEMS = ("nn-draw", "ackley", "rastrigin")
 SMOKE_BUDGETS = {
     "nn-draw": ProblemBudget(dim=6, n_initial=8, iterations=2, batch_size=3),
     "rastrigin": ProblemBudget(dim=3, n_initial=6, iterations=2, batch_size=4),
+    "warped-hartmann": ProblemBudget(dim=6, n_initial=6, iterations=2, batch_size=3),
 }
+SMOKE_PROBLEMS = ("nn-draw", "rastrigin")
 DEFAULT_METHODS = (
     "gp:qlogei",
     "deep-ensemble:ts",
@@ -139,6 +174,10 @@ class RunSpec:
         return "tr" in method_options(self.method)
 
     @property
+    def turbo(self) -> bool:
+        return "turbo" in method_options(self.method)
+
+    @property
     def key(self) -> str:
         r"""A file-name-safe identifier of the run and its budget."""
         b = self.budget
@@ -151,7 +190,7 @@ class RunSpec:
 
 
 def method_options(method: str) -> set[str]:
-    r"""The ``+option`` suffixes of a method (``continual``, ``tr``)."""
+    r"""The ``+option`` suffixes of a method (``continual``, ``tr``, ``turbo``)."""
     return set(method.split("+")[1:])
 
 
@@ -160,7 +199,7 @@ def run(spec: RunSpec) -> BOResult:
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
     budget = spec.budget
     return run_bo(
-        get_bo_problem(spec.problem, budget.dim),
+        get_bo_problem(budget.problem or spec.problem, budget.dim),
         spec.model,
         spec.acquisition,
         iterations=budget.iterations,
@@ -169,11 +208,12 @@ def run(spec: RunSpec) -> BOResult:
         num_restarts=spec.num_restarts,
         raw_samples=spec.raw_samples,
         batch_size=budget.batch_size,
-        sequential=spec.model == "gp",
+        sequential=spec.model.startswith("gp"),
         continual=CONTINUAL if spec.continual else None,
         design="sobol",
         time_budget=spec.time_budget,
         trust_region=spec.trust_region,
+        turbo=spec.turbo,
     )
 
 
@@ -215,9 +255,9 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
             f"**{name}** ({len(seeds)} seeds)",
             "",
             "| method | best value | normalised regret | mean rank | better than GP | "
-            "better than VBLL | s per step | evaluations | closest pair in a batch | "
-            "repeated points |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "better than VBLL | better than GP-TuRBO | s per step | CPU s per step | "
+            "evaluations | closest pair in a batch | repeated points |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for method in methods:
             own = [runs[(method, seed)] for seed in seeds if (method, seed) in runs]
@@ -231,7 +271,9 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
                 f"{statistics.fmean(ranks[method]):.2f}",
                 _wins(runs, method, _reference(methods, "gp"), seeds),
                 _wins(runs, method, _reference(methods, "vbll"), seeds),
+                _wins(runs, method, _reference(methods, "gp-turbo"), seeds),
                 "-" if method == RANDOM_SEARCH else f"{_seconds_per_step(own):.2f}",
+                "-" if method == RANDOM_SEARCH else f"{_cpu_seconds_per_step(own):.2f}",
                 _evaluations(own),
                 f"{min(r.batch_min_distance for run in own for r in run.records):.3g}",
                 str(sum(r.batch_duplicates for run in own for r in run.records)),
@@ -267,6 +309,13 @@ def _seconds_per_step(runs: Sequence[BOResult]) -> float:
     return statistics.fmean(run.seconds_per_iteration for run in runs)
 
 
+def _cpu_seconds_per_step(runs: Sequence[BOResult]) -> float:
+    r"""Mean process CPU seconds of a BO step (0 for runs stored before they were
+    recorded)."""
+    steps = [r.cpu_seconds for run in runs for r in run.records if r.iteration > 0]
+    return statistics.fmean(steps) if steps else 0.0
+
+
 def _evaluations(runs: Sequence[BOResult]) -> str:
     counts = sorted({run.values.numel() for run in runs})
     return str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
@@ -275,10 +324,13 @@ def _evaluations(runs: Sequence[BOResult]) -> str:
 def plot_curves(
     results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence[str], out: Path
 ) -> list[Path]:
-    r"""Per problem: mean best value against evaluations and against cumulative seconds."""
+    r"""Per problem: mean best value against evaluations and against cumulative process
+    CPU seconds of BO (wall-clock seconds for runs stored before CPU time was recorded)."""
     plt = pyplot()
     paths = []
     for problem in dict.fromkeys(spec.problem for spec, _ in results):
+        problem_runs = [r for s, r in results if s.problem == problem]
+        cpu = all(r.cpu_seconds > 0 for run in problem_runs for r in run.records[1:])
         figure, (by_evaluations, by_seconds) = plt.subplots(1, 2, figsize=(11, 4))
         for method in methods:
             runs = [r for s, r in results if s.problem == problem and s.method == method]
@@ -288,13 +340,17 @@ def plot_curves(
             best = torch.tensor([[r.best_value for r in run.records[:length]] for run in runs])
             evaluations = [record.num_evaluations for record in runs[0].records[:length]]
             seconds = torch.tensor(
-                [[r.seconds for r in run.records[:length]] for run in runs]
+                [[_cost(r, cpu) for r in run.records[:length]] for run in runs]
             ).cumsum(-1)
             by_evaluations.plot(evaluations, best.mean(0), label=method)
             if method != RANDOM_SEARCH:
                 by_seconds.plot(seconds.mean(0).clamp_min(1e-2), best.mean(0), label=method)
         by_evaluations.set_xlabel("evaluations")
-        by_seconds.set_xlabel("cumulative seconds of BO (fit + proposals)")
+        by_seconds.set_xlabel(
+            "cumulative CPU seconds of BO (fit + proposals)"
+            if cpu
+            else "cumulative seconds of BO (fit + proposals)"
+        )
         by_seconds.set_xscale("log")
         for axis in (by_evaluations, by_seconds):
             axis.set_ylabel("best value found (mean over seeds; lower is better)")
@@ -304,13 +360,23 @@ def plot_curves(
     return paths
 
 
+def _cost(record: BOIterationRecord, cpu: bool) -> float:
+    return record.cpu_seconds if cpu else record.seconds
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = runner_parser(
         __doc__,
         out=Path("benchmarks/results/scale_suite"),
         smoke="tiny budgets (for the test suite): 1 seed",
     )
-    parser.add_argument("--problems", nargs="+", default=list(BUDGETS), choices=list(BUDGETS))
+    parser.add_argument(
+        "--problems",
+        nargs="+",
+        choices=list(BUDGETS),
+        help=f"default: {' '.join(PROTOCOL_6_PROBLEMS)} (protocol 6; with --smoke: "
+        f"{' '.join(SMOKE_PROBLEMS)}, and --problems may name {', '.join(SMOKE_BUDGETS)})",
+    )
     parser.add_argument("--methods", nargs="+", help=f"default: {' '.join(DEFAULT_METHODS)}")
     add_seed_options(parser, default=None, help="number of seeds (default 5; 1 with --smoke)")
     parser.add_argument("--num-restarts", type=int, default=10, help="GP optimize_acqf restarts")
@@ -341,8 +407,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     args.budgets = SMOKE_BUDGETS if args.smoke else BUDGETS
+    if args.problems is None:
+        args.problems = list(SMOKE_PROBLEMS if args.smoke else PROTOCOL_6_PROBLEMS)
     if args.smoke:
-        args.problems = list(SMOKE_BUDGETS)
+        unknown = [problem for problem in args.problems if problem not in SMOKE_BUDGETS]
+        if unknown:
+            parser.error(f"--smoke has no budget for {', '.join(unknown)}")
         args.num_restarts, args.raw_samples = 2, 32
     args.methods = args.methods or list(SMOKE_METHODS if args.smoke else DEFAULT_METHODS)
     if args.seeds is None:
@@ -351,10 +421,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         model, _, acquisition = method.partition(":")
         acquisition = acquisition.split("+")[0]
         known = model in SURROGATES and acquisition in ACQUISITIONS
-        if model != RANDOM_SEARCH and (not known or method_options(method) - {"continual", "tr"}):
+        options = method_options(method)
+        if model != RANDOM_SEARCH and (
+            not known or options - {"continual", "tr", "turbo"} or {"tr", "turbo"} <= options
+        ):
             parser.error(
-                f"unknown method {method!r}: MODEL:ACQUISITION[+continual][+tr] with a model "
-                f"of {', '.join(SURROGATES)} and an acquisition of {', '.join(ACQUISITIONS)}"
+                f"unknown method {method!r}: MODEL:ACQUISITION[+continual][+tr|+turbo] with a "
+                f"model of {', '.join(SURROGATES)} and an acquisition of "
+                f"{', '.join(ACQUISITIONS)}"
             )
     return args
 
@@ -408,6 +482,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
                 "evaluations": result.values.numel(),
                 "seconds_per_step": result.seconds_per_iteration,
                 "total_seconds": sum(record.seconds for record in result.records),
+                "total_cpu_seconds": sum(record.cpu_seconds for record in result.records),
                 "min_batch_distance": min(r.batch_min_distance for r in result.records),
                 "duplicates": sum(r.batch_duplicates for r in result.records),
             }

@@ -7,6 +7,7 @@ from botorch_nn_uq.problems.scale import RandomTanhNetwork
 from botorch_nn_uq.problems.suite import (
     BO_PROBLEM_NAMES,
     NOMU_SUITE_NAMES,
+    NON_STATIONARY_PROBLEM_NAMES,
     SCALE_PROBLEM_NAMES,
     BOProblem,
     get_bo_problem,
@@ -17,6 +18,7 @@ from botorch_nn_uq.problems.warped import WarpedHartmann
 __all__ = [
     "BO_PROBLEM_NAMES",
     "NOMU_SUITE_NAMES",
+    "NON_STATIONARY_PROBLEM_NAMES",
     "SCALE_PROBLEM_NAMES",
     "BOProblem",
     "Brusselator",

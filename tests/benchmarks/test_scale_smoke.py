@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from benchmarks import scale_cost, scale_suite
 
 
@@ -54,3 +56,20 @@ def test_stored_only_summaries_leave_out_missing_runs(tmp_path, capsys) -> None:
     ).read_text()
     assert "| random |" in text
     assert "runs not stored yet (left out)" in capsys.readouterr().out
+
+
+def test_protocol_7_peers_and_turbo_arms_run_on_the_warped_hartmann(tmp_path) -> None:
+    methods = ["gp-turbo:ts+turbo", "gp-warp:qlogei", "deep-ensemble:ts+turbo+continual"]
+    argv = ["--smoke", "--problems", "warped-hartmann", "--methods", *methods]
+    text = scale_suite.main([*argv, "--out", str(tmp_path)]).read_text()
+    assert "**warped-hartmann-6d** (1 seeds)" in text
+    assert "better than GP-TuRBO" in text and "CPU s per step" in text
+    for method in methods:
+        assert f"| {method} |" in text
+    summary = (tmp_path / "summary.csv").read_text().splitlines()
+    header = summary[0].split(",")
+    assert all(float(row.split(",")[header.index("total_cpu_seconds")]) > 0 for row in summary[1:])
+    with pytest.raises(SystemExit):
+        scale_suite.main(["--smoke", "--problems", "ackley", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        scale_suite.main(["--smoke", "--methods", "gp:ts+tr+turbo", "--out", str(tmp_path)])

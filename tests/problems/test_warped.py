@@ -3,11 +3,13 @@ the warped minimiser, determinism under the seed."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from botorch.test_functions import Hartmann
 
-from botorch_nn_uq.problems import WarpedHartmann
+from botorch_nn_uq.problems import WarpedHartmann, get_bo_problem
 
 
 def test_the_default_warping_is_the_tutorials() -> None:
@@ -41,3 +43,16 @@ def test_the_warping_seed_decides_the_warping() -> None:
     X = torch.rand(8, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     assert torch.equal(WarpedHartmann(warping_seed=3)(X), WarpedHartmann(warping_seed=3)(X))
     assert not torch.equal(WarpedHartmann(warping_seed=3)(X), WarpedHartmann()(X))
+
+
+def test_the_registry_builds_it_in_six_dimensions_with_its_extrema() -> None:
+    problem = get_bo_problem("warped-hartmann", 6)
+    assert problem.min_value == pytest.approx(-3.32237) and problem.optimum_known
+    assert problem.max_value == pytest.approx(-2.8124505e-8, rel=1e-6)
+    # The largest value over the box is at a vertex: no vertex and no random point is larger.
+    vertices = torch.tensor(list(itertools.product([0.0, 1.0], repeat=6)), dtype=torch.float64)
+    X = torch.rand(20_000, 6, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    assert problem.evaluate(torch.cat([vertices, X])).max().item() == problem.max_value
+    assert problem.normalized_regret(problem.min_value) == 0.0
+    with pytest.raises(ValueError, match="'warped-hartmann' is 6-dimensional"):
+        get_bo_problem("warped-hartmann", 5)
