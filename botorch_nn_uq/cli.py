@@ -443,7 +443,8 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
         "--batch-size",
         type=integer_argument(1, MAX_POINTS),
         help="points of a BO step (default 1; the first batch is the initial design of "
-        "--n-initial points); with --trust-region it also sizes the region's tolerances",
+        "--n-initial points); with --trust-region or --turbo it also sizes the region's "
+        "tolerances (give it when the run starts)",
     )
     ask.add_argument("--csv", type=Path, help="write the batch to this file instead of stdout")
     _add_bounds_options(ask, "input dimension (repeats one --bounds)")
