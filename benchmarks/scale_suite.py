@@ -1,10 +1,13 @@
 """Protocol 6: where a GP is not enough (many points, many dimensions, big batches); and
-the problems of protocol 7 that this runner holds so far.
+protocol 7: the same against the field's standard peers, on non-stationary and control
+problems.
 
-Three problems, each with its own budget (``../shared``-free: all problems are built in),
-and the non-stationary problem of protocol 7 (design note ``peers.md``) at its two budgets,
-``warped-hartmann`` (6-D, 10 initial points + 90 steps of q = 1) and
-``warped-hartmann-q10`` (20 + 40 steps of q = 10), run when ``--problems`` names them:
+Protocol 6's three problems, each with its own budget (``../shared``-free: all problems
+are built in), run by default; protocol 7 (design note ``peers.md``) adds, run when
+``--problems`` names them, the non-stationary warped Hartmann-6 at its two budgets
+(``warped-hartmann``, ``warped-hartmann-q10``) and two control problems of TuRBO's paper,
+the lunar lander's 12 controller constants (``lunar-lander``, the ``lunar`` extra) and the
+rover's 60-D trajectory (``rover``):
 
 ========================  ===========  ================  ======================
 problem                   dimension    initial (Sobol)   steps x batch size q
@@ -14,6 +17,8 @@ ackley                    20           200               48 x 100
 rastrigin                 10           20                40 x 5
 warped-hartmann           6            10                90 x 1
 warped-hartmann-q10       6            20                40 x 10
+lunar-lander              12           50                30 x 50
+rover                     60           200               48 x 100
 ========================  ===========  ================  ======================
 
 Methods, side by side on the same seeds and the same Sobol initial designs:
@@ -123,6 +128,9 @@ BUDGETS = {
     "warped-hartmann-q10": ProblemBudget(
         dim=6, n_initial=20, iterations=40, batch_size=10, problem="warped-hartmann"
     ),
+    # Protocol 7's control problems (TuRBO's budgets).
+    "lunar-lander": ProblemBudget(dim=12, n_initial=50, iterations=30, batch_size=50),
+    "rover": ProblemBudget(dim=60, n_initial=200, iterations=48, batch_size=100),
 }
 #: The problems of protocol 6, which the runner runs by default.
 PROTOCOL_6_PROBLEMS = ("nn-draw", "ackley", "rastrigin")
@@ -130,6 +138,8 @@ SMOKE_BUDGETS = {
     "nn-draw": ProblemBudget(dim=6, n_initial=8, iterations=2, batch_size=3),
     "rastrigin": ProblemBudget(dim=3, n_initial=6, iterations=2, batch_size=4),
     "warped-hartmann": ProblemBudget(dim=6, n_initial=6, iterations=2, batch_size=3),
+    "lunar-lander": ProblemBudget(dim=12, n_initial=6, iterations=2, batch_size=3),
+    "rover": ProblemBudget(dim=60, n_initial=8, iterations=2, batch_size=4),
 }
 SMOKE_PROBLEMS = ("nn-draw", "rastrigin")
 DEFAULT_METHODS = (

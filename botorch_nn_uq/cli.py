@@ -58,6 +58,7 @@ from botorch_nn_uq.bo.problems import RegisteredProblem
 from botorch_nn_uq.bo.state import MAX_RUN_SEED
 from botorch_nn_uq.checks import NON_NEGATIVE, OPEN_UNIT_INTERVAL, REALS, Interval
 from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
+from botorch_nn_uq.problems.suite import FIXED_DIMENSIONS
 
 #: Upper bounds of the size options: far beyond what a run on one machine can do, and
 #: low enough that a typo (``--dim 1000000000``) is refused before any work instead of
@@ -382,7 +383,9 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
         help="--objective evaluates a whole batch (q x d tensor) at once",
     )
     _add_bounds_options(
-        problem, "input dimension (a built-in problem's, default 5; or repeats one --bounds)"
+        problem,
+        "input dimension (a built-in problem's, default 5, or its own for warped-hartmann, "
+        "lunar-lander and rover; or repeats one --bounds)",
     )
     _add_strategy_options(optimize, new_run_only=False)
     optimize.add_argument(
@@ -639,7 +642,10 @@ def _check_optimize(args: argparse.Namespace, optimize: argparse.ArgumentParser)
                 "argument --maximize: applies to --objective (built-in problems are minimised)"
             )
         args.problem = args.problem or "levy"
-        args.dim = 5 if args.dim is None else args.dim
+        fixed_dim = FIXED_DIMENSIONS.get(args.problem)
+        args.dim = (fixed_dim or 5) if args.dim is None else args.dim
+        if fixed_dim is not None and args.dim != fixed_dim:
+            optimize.error(f"argument --dim: {args.problem} is {fixed_dim}-dimensional")
         if args.dim < 2:
             optimize.error(
                 f"argument --dim: must be at least 2; got {args.dim} (a built-in problem)"

@@ -3,8 +3,8 @@
 # missing, installs the CPU build of torch and the package (editable) with the extras named
 # in the first argument, and puts the environment's bin/ first on PATH.
 #
-#   source scripts/setup_env.sh dev,plots,tutorials,ray,ax        # scripts/test.sh
-#   source scripts/setup_env.sh dev,plots,tutorials,ray,ax,docs   # .ci/run
+#   source scripts/setup_env.sh dev,plots,tutorials,ray,ax,lunar  # scripts/test.sh
+#   source scripts/setup_env.sh dev,plots,tutorials,ray,ax,lunar,docs  # .ci/run
 #   source scripts/setup_env.sh docs,ax                           # scripts/docs.sh
 #   source scripts/setup_env.sh plots                             # scripts/optimize.sh
 #

@@ -176,6 +176,12 @@ def test_turbo_from_the_command_line(tmp_path, capsys) -> None:
         assert {row["acquisition"] for row in csv.DictReader(handle)} == {"turbo"}
 
 
+def test_fixed_dimension_problems_default_to_their_dimension(capsys) -> None:
+    argv = ["optimize", "--problem", "rover", "--model", "random", "--iterations", "1"]
+    assert main([*argv, "--n-initial", "3"]) == 0
+    assert "rover" in capsys.readouterr().out
+
+
 def test_nn_draw_takes_a_problem_seed(capsys) -> None:
     argv = ["optimize", "--problem", "nn-draw", "--dim", "3", "--model", "random"]
     assert main([*argv, "--iterations", "1", "--n-initial", "3", "--problem-seed", "2"]) == 0
@@ -232,6 +238,7 @@ def no_work(monkeypatch):
         (["--warm-start-steps", "0"], "argument --warm-start-steps: must be at least 1"),
         (["--cold-refit-every", "0"], "argument --cold-refit-every: must be at least 1"),
         (["--problem", "nn-draw", "--problem-seed", "-1"], "argument --problem-seed: must be"),
+        (["--problem", "rover", "--dim", "5"], "argument --dim: rover is 60-dimensional"),
         (["--dim", "1000000000"], "argument --dim: must be at most 10000"),
         (["--n-initial", "10000000000"], "argument --n-initial: must be at most 1000000"),
         (["--raw-samples", "1000000000000"], "argument --raw-samples: must be at most 1000000"),

@@ -3,9 +3,12 @@ r"""BO test problems with their minimum and maximum over the box, and the proble
 Minimisation problems in any dimension ``d >= 2``: the four of the NOMU BO suite
 (``NOMU_SUITE_NAMES``; the NOMU paper uses ``d = 5`` and ``d = 10``) and the three
 large-scale problems of :mod:`botorch_nn_uq.problems.scale` (``SCALE_PROBLEM_NAMES``,
-"protocol 6"), and the non-stationary warped Hartmann-6 of
-:mod:`botorch_nn_uq.problems.warped` (``NON_STATIONARY_PROBLEM_NAMES``, ``d = 6`` only).
-``BO_PROBLEM_NAMES`` lists all eight.
+"protocol 6"), the non-stationary warped Hartmann-6 of
+:mod:`botorch_nn_uq.problems.warped` (``NON_STATIONARY_PROBLEM_NAMES``, ``d = 6`` only),
+and two control problems of TuRBO's paper (``CONTROL_PROBLEM_NAMES``): the lunar
+lander's 12 controller constants (:mod:`botorch_nn_uq.problems.lunar`, ``d = 12``; needs
+the ``lunar`` extra) and the rover's 60-D trajectory (:mod:`botorch_nn_uq.problems.rover`).
+``BO_PROBLEM_NAMES`` lists all ten.
 
 ============  =========================  ===========================================
 name          domain                     maximiser
@@ -19,6 +22,8 @@ ackley        ``[-32.768, 32.768]^d``    ``(32.500414..., ...)``, 1-D Brent sear
 rastrigin     ``[-5.12, 5.12]^d``        ``(4.52299366..., ...)``, 1-D Brent search
 warped-       ``[0, 1]^6``               ``(1, 1, 0, 1, 1, 1)``, the best vertex
 hartmann
+lunar-lander  ``[0, 2]^12``              the worst of 64 Sobol points (a reference)
+rover         ``[0, 1]^60``              the worst of 256 Sobol points (a reference)
 ============  =========================  ===========================================
 
 The NOMU-suite maxima are proven analytically (proofs in the ``_*_maximizer``
@@ -31,8 +36,12 @@ False). The warped Hartmann-6 keeps Hartmann-6's minimum (at the warped minimise
 its largest value over the box, ``-2.81e-8`` at a vertex, which the warping leaves in
 place: the best of the 64 vertices, which a multi-start local search from 200,000
 random points did not beat (the maximum is not proven, but it sets the regret's scale
-to within ``1e-8`` relative). The tests cross-check every maximum with random search plus local
-optimisation. The regret metric is the normalised regret
+to within ``1e-8`` relative). The control problems' extrema are references, not
+optima (``optimum_known`` is False): the lunar lander's ``min_value`` is the value of
+gymnasium's own heuristic controller (a negative regret beats it), the rover's is ``-5``,
+a bound on its reward that no trajectory attains; their ``max_value`` is the worst of a
+fixed scrambled Sobol sample (seed 0). The tests cross-check every maximum with random
+search plus local optimisation. The regret metric is the normalised regret
 ``2 (f(x_best) - f_min) / (f_max - f_min)``, which is ``0`` at the minimum and
 ``2`` at the maximum.
 
@@ -58,8 +67,11 @@ from botorch.test_functions.synthetic import (
     SyntheticTestFunction,
 )
 from torch import Tensor
+from torch.quasirandom import SobolEngine
 
 from botorch_nn_uq.compat import evaluate_true_unchecked
+from botorch_nn_uq.problems.lunar import DEFAULT_HEURISTIC_WEIGHTS, LunarLander
+from botorch_nn_uq.problems.rover import REWARD_OFFSET, RoverTrajectory
 from botorch_nn_uq.problems.scale import (
     RandomTanhNetwork,
     ackley_maximizer,
@@ -71,9 +83,14 @@ from botorch_nn_uq.problems.warped import WarpedHartmann
 NOMU_SUITE_NAMES: tuple[str, ...] = ("levy", "rosenbrock", "g-function", "perm")
 SCALE_PROBLEM_NAMES: tuple[str, ...] = ("nn-draw", "ackley", "rastrigin")
 NON_STATIONARY_PROBLEM_NAMES: tuple[str, ...] = ("warped-hartmann",)
+CONTROL_PROBLEM_NAMES: tuple[str, ...] = ("lunar-lander", "rover")
 BO_PROBLEM_NAMES: tuple[str, ...] = (
-    NOMU_SUITE_NAMES + SCALE_PROBLEM_NAMES + NON_STATIONARY_PROBLEM_NAMES
+    NOMU_SUITE_NAMES + SCALE_PROBLEM_NAMES + NON_STATIONARY_PROBLEM_NAMES + CONTROL_PROBLEM_NAMES
 )
+#: The fixed dimension of the problems that have one.
+FIXED_DIMENSIONS = {"warped-hartmann": 6, "lunar-lander": 12, "rover": 60}
+#: Size of the scrambled Sobol sample whose worst point sets a control problem's max_value.
+_REFERENCE_SAMPLE_SIZES = {"lunar-lander": 64, "rover": 256}
 #: The vertex where Hartmann-6, warped or not, takes its largest value over the box.
 _HARTMANN_MAXIMIZER = [1.0, 1.0, 0.0, 1.0, 1.0, 1.0]
 
@@ -303,8 +320,9 @@ def get_bo_problem(
     Args:
         name: One of ``BO_PROBLEM_NAMES``: ``"levy"``, ``"rosenbrock"``,
             ``"g-function"``, ``"perm"``, ``"nn-draw"``, ``"ackley"``, ``"rastrigin"``,
-            ``"warped-hartmann"``.
-        dim: The input dimension ``d >= 2`` (6 for ``"warped-hartmann"``).
+            ``"warped-hartmann"``, ``"lunar-lander"``, ``"rover"``.
+        dim: The input dimension ``d >= 2`` (6 for ``"warped-hartmann"``, 12 for
+            ``"lunar-lander"``, 60 for ``"rover"``).
         dtype: dtype of ``bounds`` and ``maximizer``.
         problem_seed: Seed of the random network of ``nn-draw`` (default ``0``); only
             ``nn-draw`` accepts it.
@@ -313,8 +331,10 @@ def get_bo_problem(
         The ``BOProblem`` with a minimisation test function (``negate=False``).
 
     Raises:
-        ValueError: For an unknown ``name``, ``dim < 2`` (or not 6 for the warped
-            Hartmann-6), or a ``problem_seed`` for a problem other than ``nn-draw``.
+        ValueError: For an unknown ``name``, ``dim < 2`` (or not the fixed dimension of
+            the warped Hartmann-6, the lunar lander or the rover), or a ``problem_seed``
+            for a problem other than ``nn-draw``.
+        ImportError: For ``"lunar-lander"`` without gymnasium (the ``lunar`` extra).
 
     Example:
         >>> problem = get_bo_problem("perm", 5)
@@ -333,9 +353,11 @@ def get_bo_problem(
         maximizer = test_function.maximizer
     elif problem_seed is not None:
         raise ValueError(f"Only 'nn-draw' takes a problem_seed; {name!r} is deterministic.")
+    elif name in FIXED_DIMENSIONS and dim != FIXED_DIMENSIONS[name]:
+        raise ValueError(f"{name!r} is {FIXED_DIMENSIONS[name]}-dimensional; got dim={dim}.")
+    elif name in CONTROL_PROBLEM_NAMES:
+        return _control_problem(name, dtype)
     elif name == "warped-hartmann":
-        if dim != 6:
-            raise ValueError(f"'warped-hartmann' is 6-dimensional; got dim={dim}.")
         test_function = WarpedHartmann(dtype=dtype)
         maximizer = torch.tensor(_HARTMANN_MAXIMIZER, dtype=torch.float64)
     else:
@@ -350,4 +372,29 @@ def get_bo_problem(
         max_value=max_value,
         maximizer=maximizer.to(dtype),
         optimum_known=name != "nn-draw",
+    )
+
+
+def _control_problem(name: str, dtype: torch.dtype) -> BOProblem:
+    r"""The lunar lander or the rover with the reference extrema of the module docstring."""
+    if name == "lunar-lander":
+        test_function: SyntheticTestFunction = LunarLander(dtype=dtype)
+        heuristic = torch.tensor(DEFAULT_HEURISTIC_WEIGHTS, dtype=torch.float64)
+        min_value = test_function.evaluate_true(heuristic).item()
+    else:
+        test_function = RoverTrajectory(dtype=dtype)
+        min_value = -REWARD_OFFSET
+    lower, upper = test_function.bounds.double()
+    sobol = SobolEngine(test_function.dim, scramble=True, seed=0)
+    unit = sobol.draw(_REFERENCE_SAMPLE_SIZES[name], dtype=torch.float64)
+    sample = lower + (upper - lower) * unit
+    values = test_function.evaluate_true(sample)
+    worst = int(values.argmax())
+    return BOProblem(
+        name=name,
+        test_function=test_function,
+        min_value=min_value,
+        max_value=values[worst].item(),
+        maximizer=sample[worst].to(dtype),
+        optimum_known=False,
     )

@@ -73,3 +73,15 @@ def test_protocol_7_peers_and_turbo_arms_run_on_the_warped_hartmann(tmp_path) ->
         scale_suite.main(["--smoke", "--problems", "ackley", "--out", str(tmp_path)])
     with pytest.raises(SystemExit):
         scale_suite.main(["--smoke", "--methods", "gp:ts+tr+turbo", "--out", str(tmp_path)])
+
+
+def test_protocol_7_control_problems_run_with_their_smoke_budgets(tmp_path) -> None:
+    pytest.importorskip("gymnasium", reason="the lunar lander needs the lunar extra (gymnasium)")
+    methods = ["deep-ensemble:ts+turbo+continual", "random"]
+    argv = ["--smoke", "--problems", "lunar-lander", "rover", "--methods", *methods]
+    text = scale_suite.main([*argv, "--out", str(tmp_path)]).read_text()
+    assert "**lunar-lander-12d** (1 seeds)" in text and "**rover-60d** (1 seeds)" in text
+    runs = (tmp_path / "runs.csv").read_text().splitlines()
+    # 2 problems x 2 methods x (initial design + 2 steps)
+    assert len(runs) == 1 + 2 * 2 * 3
+    assert (tmp_path / "best_value_rover.png").stat().st_size > 1000

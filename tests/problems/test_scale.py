@@ -76,7 +76,11 @@ def _assert_max_not_exceeded(problem: BOProblem, seed: int) -> None:
 def test_names() -> None:
     assert NOMU_SUITE_NAMES == ("levy", "rosenbrock", "g-function", "perm")
     assert SCALE_PROBLEM_NAMES == ("nn-draw", "ackley", "rastrigin")
-    assert BO_PROBLEM_NAMES == NOMU_SUITE_NAMES + SCALE_PROBLEM_NAMES + ("warped-hartmann",)
+    assert BO_PROBLEM_NAMES == NOMU_SUITE_NAMES + SCALE_PROBLEM_NAMES + (
+        "warped-hartmann",
+        "lunar-lander",
+        "rover",
+    )
 
 
 @pytest.mark.parametrize(
