@@ -170,6 +170,7 @@ def run_bo(
     time_budget: float | None = None,
     trust_region: bool = False,
     turbo: bool = False,
+    turbo_options: Mapping[str, Any] | None = None,
     on_evaluations: Callable[[Tensor, Tensor, BOIterationRecord], None] | None = None,
 ) -> BOResult:
     r"""Minimise ``problem`` (or, with ``target``, hit a target value) with Bayesian
@@ -225,6 +226,10 @@ def run_bo(
             lengthscales, restarts from a fresh Sobol design of ``n_initial`` points
             with the run's data set aside) instead of ``acquisition``; not with
             ``trust_region`` or a ``target``.
+        turbo_options: Keyword arguments of
+            :class:`~botorch_nn_uq.bo.turbo.TurboProposer` with ``turbo``, e.g.
+            ``{"success_tolerance": 3}`` (the TuRBO paper's code) in place of the
+            tutorial's 10.
         on_evaluations: Called after every evaluated batch, the initial design first,
             with the batch's ``q x d`` inputs, its ``q`` objective values and its
             record (before ``callback``), e.g. to write each evaluation to disk as it
@@ -242,12 +247,14 @@ def run_bo(
     proposer: Proposer
     if turbo and (trust_region or random_search):
         raise ValueError("TuRBO has its own trust region and needs a surrogate.")
+    if turbo_options and not turbo:
+        raise ValueError("turbo_options apply to turbo=True only.")
     if random_search:
         if trust_region:
             raise ValueError("Random search proposes in the whole box; it takes no trust region.")
         proposer = RandomProposer()
     elif turbo:
-        proposer = TurboProposer(batch_size, n_initial)
+        proposer = TurboProposer(batch_size, n_initial, **(turbo_options or {}))
     else:
         proposer = AcquisitionProposer(
             acquisition,

@@ -85,3 +85,22 @@ def test_protocol_7_control_problems_run_with_their_smoke_budgets(tmp_path) -> N
     # 2 problems x 2 methods x (initial design + 2 steps)
     assert len(runs) == 1 + 2 * 2 * 3
     assert (tmp_path / "best_value_rover.png").stat().st_size > 1000
+
+
+def test_the_turbo_success_tolerance_reaches_the_proposer_and_marks_the_runs(
+    tmp_path, monkeypatch
+) -> None:
+    seen = []
+    run_bo = scale_suite.run_bo
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["turbo_options"])
+        return run_bo(*args, **kwargs)
+
+    monkeypatch.setattr(scale_suite, "run_bo", recording)
+    argv = ["--smoke", "--problems", "rastrigin", "--methods", "gp-turbo:ts+turbo", "random"]
+    text = scale_suite.main([*argv, "--turbo-success-tolerance", "3", "--out", str(tmp_path)])
+    assert "success tolerance (`+turbo` methods): 3." in text.read_text()
+    assert seen == [{"success_tolerance": 3}, None]
+    stored = sorted(path.name for path in (tmp_path / "runs").glob("*.pt"))
+    assert "_success3" in stored[0] and "_success" not in stored[1]

@@ -83,6 +83,11 @@ def test_run_bo_runs_turbo_and_refuses_it_with_another_region(problem) -> None:
         run_bo(problem, "gp", turbo=True, trust_region=True)
     with pytest.raises(ValueError, match="needs a surrogate"):
         run_bo(problem, "random", turbo=True)
+    options = {"length_init": 0.4, "success_tolerance": 3}
+    shorter = run_bo(problem, "gp", turbo=True, iterations=1, n_initial=5, turbo_options=options)
+    assert shorter.records[-1].trust_region_length == 0.4
+    with pytest.raises(ValueError, match="turbo_options apply to turbo=True only"):
+        run_bo(problem, "gp", turbo_options=options)
 
 
 def test_target_value_mode_tracks_the_point_closest_to_the_target() -> None:
