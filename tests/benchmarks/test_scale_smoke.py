@@ -1,10 +1,13 @@
-"""Smoke runs of the protocol-6 runners (benchmarks/scale_suite.py, scale_cost.py)."""
+"""Smoke runs of the protocol-6 and protocol-7 runners (benchmarks/scale_suite.py,
+scale_cost.py) and their summary's comparisons."""
 
 import json
 
 import pytest
+import torch
 
 from benchmarks import scale_cost, scale_suite
+from botorch_nn_uq.bo import BOIterationRecord, BOResult
 
 
 def test_scale_suite_smoke_writes_tables_curves_and_stored_runs(tmp_path, monkeypatch) -> None:
@@ -104,3 +107,32 @@ def test_the_turbo_success_tolerance_reaches_the_proposer_and_marks_the_runs(
     assert seen == [{"success_tolerance": 3}, None]
     stored = sorted(path.name for path in (tmp_path / "runs").glob("*.pt"))
     assert "_success3" in stored[0] and "_success" not in stored[1]
+
+
+def _run(best_values: list[float], cpu_seconds: list[float]) -> BOResult:
+    r"""A stored run with these best values after the initial design and each step, whose
+    steps cost these CPU seconds."""
+    records = [
+        BOIterationRecord(
+            iteration=step, num_evaluations=step + 1, value=best, best_value=best,
+            regret=0.0, seconds=cpu, cpu_seconds=cpu,
+        )
+        for step, (best, cpu) in enumerate(zip(best_values, [0.0, *cpu_seconds], strict=True))
+    ]  # fmt: skip
+    empty = torch.zeros(0)
+    return BOResult("p", "m", "a", 0, empty, empty, records)
+
+
+def test_wins_at_equal_cpu_compare_what_each_run_had_found_within_the_cheaper_run() -> None:
+    # A cheap arm (1 CPU s per step) against an expensive one (10 s per step): the cheap
+    # arm's 3 s buy it 2.0; the expensive arm had found nothing past its design by then,
+    # though its final value is better.
+    cheap = _run([9.0, 5.0, 3.0, 2.0], [1.0, 1.0, 1.0])
+    expensive = _run([9.0, 4.0, 1.0, 0.5], [10.0, 10.0, 10.0])
+    assert scale_suite.best_within_cpu_seconds(cheap, 2.5) == 3.0
+    assert scale_suite.best_within_cpu_seconds(expensive, 3.0) == 9.0
+    assert scale_suite.best_within_cpu_seconds(expensive, 30.0) == 0.5
+    runs = {("cheap", 0): cheap, ("expensive", 0): expensive}
+    assert scale_suite._wins_at_equal_cpu(runs, "cheap", "expensive", [0]) == "1/1"
+    assert scale_suite._wins_at_equal_cpu(runs, "expensive", "cheap", [0]) == "0/1"
+    assert scale_suite._wins(runs, "cheap", "expensive", [0]) == "0/1"
