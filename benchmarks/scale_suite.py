@@ -40,7 +40,8 @@ minimised) and the normalised regret, mean ± standard error over seeds, each me
 mean rank among the methods on the same seed, its wins against the GP and against VBLL
 paired by seed, its wins against GP-TuRBO-1 (``gp-turbo``) at the end and at equal CPU
 time (each pair compared within the smaller of its two runs' CPU seconds of BO), seconds
-and process CPU seconds per step (CPU time is what other jobs on a shared machine do not
+and process CPU seconds per step, the most points a step's surrogate was fitted on
+(TuRBO-1's restarts set data aside) (CPU time is what other jobs on a shared machine do not
 inflate), the evaluations reached (a run of the models in ``--capped-models``, the GP
 and VBLL by default, stops after the step at which its BO passes ``--time-budget``
 seconds), and the batches' diversity: the closest pair of points within any batch
@@ -274,8 +275,9 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
             "",
             "| method | best value | normalised regret | mean rank | better than GP | "
             "better than VBLL | better than GP-TuRBO | ... at equal CPU s | s per step | "
-            "CPU s per step | evaluations | closest pair in a batch | repeated points |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "CPU s per step | largest n fitted on | evaluations | closest pair in a batch | "
+            "repeated points |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for method in methods:
             own = [runs[(method, seed)] for seed in seeds if (method, seed) in runs]
@@ -295,6 +297,7 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
                 else _wins_at_equal_cpu(runs, method, _reference(methods, "gp-turbo"), seeds),
                 "-" if method == RANDOM_SEARCH else f"{_seconds_per_step(own):.2f}",
                 "-" if method == RANDOM_SEARCH else f"{_cpu_seconds_per_step(own):.2f}",
+                "-" if method == RANDOM_SEARCH else _largest_fit(own),
                 _evaluations(own),
                 f"{min(r.batch_min_distance for run in own for r in run.records):.3g}",
                 str(sum(r.batch_duplicates for run in own for r in run.records)),
@@ -366,6 +369,13 @@ def _cpu_seconds_per_step(runs: Sequence[BOResult]) -> float:
     recorded)."""
     steps = [r.cpu_seconds for run in runs for r in run.records if r.iteration > 0]
     return statistics.fmean(steps) if steps else 0.0
+
+
+def _largest_fit(runs: Sequence[BOResult]) -> str:
+    r"""The most points a step's surrogate was fitted on, over the runs (``n/a`` for runs
+    stored before it was recorded)."""
+    largest = max(r.fit_points for run in runs for r in run.records)
+    return str(largest) if largest else "n/a"
 
 
 def _evaluations(runs: Sequence[BOResult]) -> str:

@@ -46,6 +46,7 @@ class BOIterationRecord:
             acquisition optimisation and the batch-diversity metric); 0 for the initial
             design.
         fit_seconds: The part of ``seconds`` spent fitting the surrogate.
+        fit_points: The points the step's surrogate was fitted on (0 without a fit).
         warm_start: Whether the step's fit continued from the previous model's weights.
         batch_min_distance: The smallest distance between two points of the step's
             batch in the unit cube (``inf`` for a single point).
@@ -63,6 +64,7 @@ class BOIterationRecord:
     regret: float
     seconds: float
     fit_seconds: float = 0.0
+    fit_points: int = 0
     warm_start: bool = False
     batch_min_distance: float = math.inf
     batch_duplicates: int = 0
@@ -81,6 +83,7 @@ class BOIterationRecord:
             regret=regret,
             seconds=record.seconds,
             fit_seconds=record.fit_seconds,
+            fit_points=record.fit_points,
             warm_start=record.warm_start,
             batch_min_distance=record.batch_min_distance,
             batch_duplicates=record.batch_duplicates,

@@ -103,6 +103,8 @@ class StepRecord:
             ``time.process_time``) during the step's ``ask``: a cost that other jobs on
             a shared machine do not inflate.
         fit_seconds: The part of ``seconds`` spent fitting the surrogate.
+        fit_points: The points the step's surrogate was fitted on (all evaluations so
+            far, or the current run's with TuRBO-1's restarts); 0 without a fit.
         warm_start: Whether the step's fit continued from the previous model's weights.
         batch_min_distance: The smallest distance between two points of the batch in
             the unit cube (``inf`` for a single point).
@@ -118,6 +120,7 @@ class StepRecord:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     fit_seconds: float = 0.0
+    fit_points: int = 0
     warm_start: bool = False
     batch_min_distance: float = math.inf
     batch_duplicates: int = 0
@@ -134,6 +137,7 @@ class PendingBatch:
         seconds: Wall-clock seconds of its ``ask``.
         cpu_seconds: CPU seconds of the process during its ``ask``.
         fit_seconds: The part spent fitting.
+        fit_points: The points the surrogate was fitted on (0 without a fit).
         warm_start: Whether the fit was warm-started.
         batch_min_distance: See :class:`StepRecord`.
         batch_duplicates: See :class:`StepRecord`.
@@ -145,6 +149,7 @@ class PendingBatch:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     fit_seconds: float = 0.0
+    fit_points: int = 0
     warm_start: bool = False
     batch_min_distance: float = math.inf
     batch_duplicates: int = 0

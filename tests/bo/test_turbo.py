@@ -57,7 +57,8 @@ def test_tolerances_follow_turbo_and_a_collapse_restarts_with_the_data_set_aside
     optimizer = BayesianOptimizer.for_problem(
         problem, surrogate="gp", proposer=proposer, n_initial=5, seed=0
     )
-    optimizer.run(problem, steps=1, q=3)
+    design, first = optimizer.run(problem, steps=1, q=3)
+    assert (design.fit_points, first.fit_points) == (0, 5)
     region = proposer.region
     # The tutorial's success tolerance; failures: ceil(max(4 / q, d / q)) = 2.
     assert (region.success_tolerance, region.failure_tolerance) == (10, 2)
@@ -73,6 +74,7 @@ def test_tolerances_follow_turbo_and_a_collapse_restarts_with_the_data_set_aside
     records = optimizer.run(problem, steps=3, q=3)
     assert [("restart_design" in r.details) for r in records] == [True, True, False]
     assert records[0].fit_seconds == records[1].fit_seconds == 0.0 < records[2].fit_seconds
+    assert [r.fit_points for r in records] == [0, 0, 6]
     # The model after the design is fitted on the new run's 6 points only, around its best.
     assert optimizer.model.train_inputs[0].shape[-2] == 6
     new_run = optimizer.values[collapse : collapse + 6]
