@@ -39,7 +39,9 @@ Per problem the markdown summary gives the best value found (the objective is
 minimised) and the normalised regret, mean ± standard error over seeds, each method's
 mean rank among the methods on the same seed, its wins against the GP and against VBLL
 paired by seed, its wins against GP-TuRBO-1 (``gp-turbo``) at the end and at equal CPU
-time (each pair compared within the smaller of its two runs' CPU seconds of BO), seconds
+time (each pair compared within the smaller of its two runs' CPU seconds of BO), the
+evaluations and CPU seconds its mean curve needs to reach GP-TuRBO-1's final mean value
+(fractions of GP-TuRBO-1's: below 1 is sooner), seconds
 and process CPU seconds per step, the most points a step's surrogate was fitted on
 (TuRBO-1's restarts set data aside) (CPU time is what other jobs on a shared machine do not
 inflate), the evaluations reached (a run of the models in ``--capped-models``, the GP
@@ -72,6 +74,7 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from torch import Tensor
 
 import benchmarks.gp_peers  # noqa: F401  (registers the GP peers of protocol 7)
 import benchmarks.vbll_peer  # noqa: F401  (registers the VBLL peer)
@@ -274,10 +277,12 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
             f"**{name}** ({len(seeds)} seeds)",
             "",
             "| method | best value | normalised regret | mean rank | better than GP | "
-            "better than VBLL | better than GP-TuRBO | ... at equal CPU s | s per step | "
+            "better than VBLL | better than GP-TuRBO | ... at equal CPU s | "
+            "evaluations, CPU s to reach GP-TuRBO's final value | s per step | "
             "CPU s per step | largest n fitted on | evaluations | closest pair in a batch | "
             "repeated points |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+            "| --- |",
         ]
         for method in methods:
             own = [runs[(method, seed)] for seed in seeds if (method, seed) in runs]
@@ -295,6 +300,7 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
                 "-"
                 if method == RANDOM_SEARCH
                 else _wins_at_equal_cpu(runs, method, _reference(methods, "gp-turbo"), seeds),
+                _reach_ratios(runs, method, _reference(methods, "gp-turbo"), seeds),
                 "-" if method == RANDOM_SEARCH else f"{_seconds_per_step(own):.2f}",
                 "-" if method == RANDOM_SEARCH else f"{_cpu_seconds_per_step(own):.2f}",
                 "-" if method == RANDOM_SEARCH else _largest_fit(own),
@@ -358,6 +364,46 @@ def _wins_at_equal_cpu(runs: dict, method: str, reference: str | None, seeds: Se
         budget = min(sum(r.cpu_seconds for r in run.records) for run in (own, other))
         wins += best_within_cpu_seconds(own, budget) < best_within_cpu_seconds(other, budget)
     return f"{wins}/{len(paired)}"
+
+
+def mean_curve(runs: Sequence[BOResult]) -> tuple[Tensor, Tensor, Tensor]:
+    r"""The mean over runs of the best value, the evaluations and the cumulative process
+    CPU seconds of BO after the initial design and each step (up to the shortest run)."""
+    length = min(len(run.records) for run in runs)
+
+    def mean(field: str) -> Tensor:
+        values = [[getattr(r, field) for r in run.records[:length]] for run in runs]
+        return torch.tensor(values, dtype=torch.float64).mean(0)
+
+    return mean("best_value"), mean("num_evaluations"), mean("cpu_seconds").cumsum(0)
+
+
+def reach_ratios(runs: Sequence[BOResult], reference: Sequence[BOResult]) -> str:
+    r"""``"<e>×, <c>×"``: the evaluations and the cumulative CPU seconds of BO after
+    which the mean best value of ``runs`` first reaches the reference's final mean best
+    value, as fractions of the reference's evaluations and CPU seconds (below 1: the
+    method gets there sooner); ``"not reached"`` if it never does."""
+    best, evaluations, cpu = mean_curve(runs)
+    target, reference_evaluations, reference_cpu = (c[-1] for c in mean_curve(reference))
+    reached = (best <= target).nonzero()
+    if reached.numel() == 0:
+        return "not reached"
+    first = int(reached[0])
+    return (
+        f"{float(evaluations[first] / reference_evaluations):.2g}×, "
+        f"{float(cpu[first] / reference_cpu):.2g}×"
+    )
+
+
+def _reach_ratios(runs: dict, method: str, reference: str | None, seeds: Sequence[int]) -> str:
+    if method in (reference, RANDOM_SEARCH):
+        return "-"
+    if reference is None:
+        return "n/a"
+    paired = [s for s in seeds if (method, s) in runs and (reference, s) in runs]
+    if not paired:
+        return "n/a"
+    return reach_ratios([runs[(method, s)] for s in paired], [runs[(reference, s)] for s in paired])
 
 
 def _seconds_per_step(runs: Sequence[BOResult]) -> float:

@@ -136,3 +136,14 @@ def test_wins_at_equal_cpu_compare_what_each_run_had_found_within_the_cheaper_ru
     assert scale_suite._wins_at_equal_cpu(runs, "cheap", "expensive", [0]) == "1/1"
     assert scale_suite._wins_at_equal_cpu(runs, "expensive", "cheap", [0]) == "0/1"
     assert scale_suite._wins(runs, "cheap", "expensive", [0]) == "0/1"
+
+
+def test_reach_ratios_read_the_mean_curves_against_the_references_end() -> None:
+    # The reference ends at 0.5 after 4 records (3 steps, 30 CPU s); the cheap arm's mean
+    # curve reaches 0.5 at its third record: 3 of 4 evaluations, 2 of 30 CPU seconds.
+    reference = [_run([9.0, 4.0, 1.0, 0.5], [10.0, 10.0, 10.0])]
+    cheap = [_run([9.0, 5.0, 1.0, 0.0], [1.0, 1.0, 1.0]), _run([9.0, 5.0, 0.0, 0.0], [1.0] * 3)]
+    assert scale_suite.reach_ratios(cheap, reference) == "0.75×, 0.067×"
+    assert scale_suite.reach_ratios([_run([9.0, 8.0, 7.0, 6.0], [1.0] * 3)], reference) == (
+        "not reached"
+    )
