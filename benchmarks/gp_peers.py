@@ -6,7 +6,9 @@ designs as every other method. Importing this module registers:
   tutorial): ``SingleTaskGP`` with ``ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=d))``,
   lengthscales constrained to ``[0.005, 4]``, the likelihood's noise to ``[1e-8, 1e-3]``
   (noise-free problems), inputs scaled to the unit cube and standardised outcomes,
-  fitted by its marginal likelihood. With the ``+turbo`` option of a runner (TuRBO-1's
+  fitted by its marginal likelihood with exact Cholesky factorisations at every size
+  (the tutorial's ``max_cholesky_size(inf)``; GPyTorch switches to conjugate gradients
+  above 4,096 points otherwise). With the ``+turbo`` option of a runner (TuRBO-1's
   proposer, ``TurboProposer``) it is fitted on the current restart's data only;
 - ``gp-warp``: ``SingleTaskGP`` with BoTorch's ``Warp`` input transform (Kumaraswamy CDFs
   learned with the kernel, LogNormal(0, 0.75) priors on their concentrations, median 1:
@@ -15,9 +17,13 @@ designs as every other method. Importing this module registers:
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any
 
+import gpytorch
 from botorch.models import SingleTaskGP
+from botorch.models.model import Model
 from botorch.models.transforms import Standardize
 from botorch.models.transforms.input import Normalize, Warp
 from gpytorch.constraints import Interval
@@ -67,16 +73,25 @@ def warped_gp(train_X: Tensor, train_Y: Tensor, bounds: Tensor) -> SingleTaskGP:
     return SingleTaskGP(train_X, train_Y, input_transform=warp, outcome_transform=Standardize(1))
 
 
+def with_exact_cholesky(spec: SurrogateSpec) -> SurrogateSpec:
+    r"""``spec`` whose fits use exact Cholesky factorisations at every data size."""
+
+    def build(*args: Any, **kwargs: Any) -> Model:
+        with gpytorch.settings.max_cholesky_size(math.inf):
+            return spec.build(*args, **kwargs)
+
+    return dataclasses.replace(spec, build=build)
+
+
 def register() -> None:
     r"""Register ``gp-turbo`` and ``gp-warp`` (once per process)."""
     if "gp-turbo" not in SURROGATES:
-        register_surrogate(
-            SurrogateSpec.from_constructor(
-                "gp-turbo",
-                "TuRBO-1's GP: Matern-5/2 ARD, lengthscales in [0.005, 4], noise in [1e-8, 1e-3]",
-                turbo_gp,
-            )
+        spec = SurrogateSpec.from_constructor(
+            "gp-turbo",
+            "TuRBO-1's GP: Matern-5/2 ARD, lengthscales in [0.005, 4], noise in [1e-8, 1e-3]",
+            turbo_gp,
         )
+        register_surrogate(with_exact_cholesky(spec))
     if "gp-warp" not in SURROGATES:
         register_surrogate(
             SurrogateSpec.from_constructor(

@@ -19,7 +19,10 @@ surrogate fitted on all data), it is TuRBO's own machinery:
   coordinate taken from the Sobol point with probability ``min(20 / d, 1)`` (at least
   one per candidate) and from the centre otherwise;
 - a batch is ``q`` distinct candidates by Thompson sampling
-  (``MaxPosteriorSampling(replacement=False)``).
+  (``MaxPosteriorSampling(replacement=False)``), with the joint posterior over the
+  candidates factorised exactly by Cholesky, as the tutorial does (GPyTorch's default
+  above 4,096 points is an approximate Lanczos root; exact is also faster there, 3.5 CPU
+  s against 4.9 s for 5,000 candidates in 60-D).
 
 The defaults are those of BoTorch's TuRBO-1 tutorial (success tolerance 10; the paper's
 code uses 3). Sides are fractions of the problem's box (the unit cube after
@@ -32,6 +35,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
+import gpytorch
 import torch
 from botorch.generation import MaxPosteriorSampling
 from botorch.models.model import Model
@@ -236,7 +240,11 @@ class TurboProposer(Proposer):
         num_candidates = self.num_candidates or turbo_num_candidates(dim)
         unit = turbo_candidates(center, lower, upper, num_candidates, context.seed)
         candidates = bounds[0] + span * unit
-        with manual_seed(context.seed), torch.no_grad():
+        with (
+            manual_seed(context.seed),
+            torch.no_grad(),
+            gpytorch.settings.max_cholesky_size(math.inf),
+        ):
             X = MaxPosteriorSampling(model, replacement=False)(candidates, num_samples=q)
         return Proposal(X.detach().to(bounds).clamp(bounds[0], bounds[1]), details)
 

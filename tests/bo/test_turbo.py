@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import gpytorch
 import pytest
 import torch
 from botorch.models import SingleTaskGP
@@ -15,6 +16,7 @@ from botorch_nn_uq.bo import (
     FunctionProblem,
     HitTarget,
     TurboProposer,
+    turbo,
 )
 from botorch_nn_uq.bo.proposers import proposer_from_config
 from botorch_nn_uq.bo.turbo import lengthscale_weights, turbo_candidates, turbo_num_candidates
@@ -113,3 +115,22 @@ def test_turbo_serves_minimisation_and_maximisation_only() -> None:
         BayesianOptimizer(
             bounds, proposer=TurboProposer(batch_size=2, n_initial=4), objective=composite
         )
+
+
+def test_thompson_samples_factorise_the_candidates_exactly(monkeypatch) -> None:
+    sizes = []
+    sampler = turbo.MaxPosteriorSampling
+
+    class Recording(sampler):
+        def forward(self, X, num_samples=1, observation_noise=False):
+            sizes.append(gpytorch.settings.max_cholesky_size.value())
+            return super().forward(X, num_samples=num_samples)
+
+    monkeypatch.setattr(turbo, "MaxPosteriorSampling", Recording)
+    problem = FunctionProblem(_bowl, [[0.0] * 4, [1.0] * 4], vectorized=True)
+    proposer = TurboProposer(batch_size=2, n_initial=4, num_candidates=900)
+    optimizer = BayesianOptimizer.for_problem(
+        problem, surrogate="gp", proposer=proposer, n_initial=4, seed=0
+    )
+    optimizer.run(problem, steps=1, q=2)
+    assert sizes == [math.inf]
