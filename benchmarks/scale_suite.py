@@ -31,9 +31,11 @@ proposals inside a TuRBO-style trust region when it has ``+tr``, BoTorch's commu
 and random search. A method is ``MODEL:ACQUISITION`` with optional ``+continual`` and
 ``+tr``, or ``+turbo`` for TuRBO-1 itself (``TurboProposer``: its region weighted by a
 GP's lengthscales, TuRBO's candidates and restarts that set the run's data aside; the
-acquisition is not used). Protocol 7's GP peers are registered by ``gp_peers.py``:
-``gp-turbo:ts+turbo`` is GP-TuRBO-1 with the tutorial's kernel and constraints, and
-``gp-warp:qlogei`` the GP with BoTorch's ``Warp`` input transform.
+acquisition is not used), with ``+bts`` choosing the batch among TuRBO's candidates by
+the package's batch Thompson sampling instead of ``MaxPosteriorSampling``. Protocol 7's
+GP peers are registered by ``gp_peers.py``: ``gp-turbo:ts+turbo`` is GP-TuRBO-1 with the
+tutorial's kernel and constraints, and ``gp-warp:qlogei`` the GP with BoTorch's ``Warp``
+input transform.
 
 Per problem the markdown summary gives the best value found (the objective is
 minimised) and the normalised regret, mean ± standard error over seeds, each method's
@@ -72,6 +74,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -197,6 +200,16 @@ class RunSpec:
         return "turbo" in method_options(self.method)
 
     @property
+    def turbo_options(self) -> dict[str, Any] | None:
+        r"""``TurboProposer``'s settings for a ``+turbo`` method (``None`` otherwise)."""
+        if not self.turbo:
+            return None
+        return {
+            "success_tolerance": self.turbo_success_tolerance,
+            "batch_thompson": "bts" in method_options(self.method),
+        }
+
+    @property
     def key(self) -> str:
         r"""A file-name-safe identifier of the run and its budget."""
         b = self.budget
@@ -211,7 +224,7 @@ class RunSpec:
 
 
 def method_options(method: str) -> set[str]:
-    r"""The ``+option`` suffixes of a method (``continual``, ``tr``, ``turbo``)."""
+    r"""The ``+option`` suffixes of a method (``continual``, ``tr``, ``turbo``, ``bts``)."""
     return set(method.split("+")[1:])
 
 
@@ -235,7 +248,7 @@ def run(spec: RunSpec) -> BOResult:
         time_budget=spec.time_budget,
         trust_region=spec.trust_region,
         turbo=spec.turbo,
-        turbo_options={"success_tolerance": spec.turbo_success_tolerance} if spec.turbo else None,
+        turbo_options=spec.turbo_options,
     )
 
 
@@ -539,11 +552,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         known = model in SURROGATES and acquisition in ACQUISITIONS
         options = method_options(method)
         if model != RANDOM_SEARCH and (
-            not known or options - {"continual", "tr", "turbo"} or {"tr", "turbo"} <= options
+            not known
+            or options - {"continual", "tr", "turbo", "bts"}
+            or {"tr", "turbo"} <= options
+            or ("bts" in options and "turbo" not in options)
         ):
             parser.error(
-                f"unknown method {method!r}: MODEL:ACQUISITION[+continual][+tr|+turbo] with a "
-                f"model of {', '.join(SURROGATES)} and an acquisition of "
+                f"unknown method {method!r}: MODEL:ACQUISITION[+continual][+tr|+turbo[+bts]] "
+                f"with a model of {', '.join(SURROGATES)} and an acquisition of "
                 f"{', '.join(ACQUISITIONS)}"
             )
     return args

@@ -47,6 +47,7 @@ from botorch_nn_uq.bo.problems import Objective
 from botorch_nn_uq.bo.proposers import Proposal, Proposer
 from botorch_nn_uq.bo.registry import AcquisitionContext
 from botorch_nn_uq.bo.trust_region import TrustRegion
+from botorch_nn_uq.generation import batch_thompson_sampling
 
 
 def turbo_num_candidates(dim: int) -> int:
@@ -122,6 +123,13 @@ class TurboProposer(Proposer):
         length_max: The largest side.
         num_candidates: Thompson-sampling candidates; ``None``:
             :func:`turbo_num_candidates`.
+        batch_thompson: Choose the batch among TuRBO's candidates with the package's
+            batch Thompson sampling
+            (:func:`~botorch_nn_uq.generation.batch_thompson_sampling`: every slot the
+            best candidate of its function of the model's bank, at least 1% of the
+            region's diagonal from the points already chosen and the run's evaluated
+            points) instead of ``MaxPosteriorSampling``, which gives an ensemble of
+            ``K`` members at most ``K`` maximisers and their next-best neighbours.
 
     Example:
         >>> optimizer = BayesianOptimizer(
@@ -141,6 +149,7 @@ class TurboProposer(Proposer):
         length_min: float = 0.5**7,
         length_max: float = 1.6,
         num_candidates: int | None = None,
+        batch_thompson: bool = False,
     ) -> None:
         for name, value in (("batch_size", batch_size), ("n_initial", n_initial)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -166,6 +175,7 @@ class TurboProposer(Proposer):
         }
         TrustRegion(1, batch_size, **self.region_options)  # checks the options
         self.num_candidates = num_candidates
+        self.batch_thompson = bool(batch_thompson)
         self.region: TrustRegion | None = None
         #: The first row of the current run (rows before it were set aside by restarts).
         self.segment_start = 0
@@ -240,6 +250,17 @@ class TurboProposer(Proposer):
         num_candidates = self.num_candidates or turbo_num_candidates(dim)
         unit = turbo_candidates(center, lower, upper, num_candidates, context.seed)
         candidates = bounds[0] + span * unit
+        if self.batch_thompson:
+            region_bounds = torch.stack([bounds[0] + span * lower, bounds[0] + span * upper])
+            X = batch_thompson_sampling(
+                model,
+                region_bounds,
+                q,
+                X_baseline=context.train_X,
+                candidates=candidates,
+                seed=context.seed,
+            )
+            return Proposal(X.to(bounds).clamp(bounds[0], bounds[1]), details)
         with (
             manual_seed(context.seed),
             torch.no_grad(),
@@ -275,6 +296,7 @@ class TurboProposer(Proposer):
             "batch_size": self.batch_size,
             "n_initial": self.n_initial,
             "num_candidates": self.num_candidates,
+            "batch_thompson": self.batch_thompson,
             **options,
         }
 

@@ -195,6 +195,7 @@ def batch_thompson_sampling(
     perturbation_scale: float = 0.2,
     exclusion_radius: float | None = None,
     seed: int = 0,
+    candidates: Tensor | None = None,
 ) -> Tensor:
     r"""Propose a batch of ``q`` distinct points by Thompson sampling.
 
@@ -221,6 +222,10 @@ def batch_thompson_sampling(
         exclusion_radius: The smallest distance between two proposals in the unit cube;
             ``None`` uses ``0.01 sqrt(d)`` (one percent of the cube's diagonal).
         seed: Seed of the candidates, the slot assignment and joint samples.
+        candidates: An optional ``N x d`` tensor of candidates inside ``bounds`` (e.g.
+            TuRBO-1's) to choose from instead of drawing them; ``centers``,
+            ``num_candidates``, ``local_fraction`` and ``perturbation_scale`` are then
+            unused.
 
     Returns:
         A ``q x d`` tensor of proposals in the units and dtype of ``bounds``.
@@ -235,14 +240,17 @@ def batch_thompson_sampling(
     radius = 0.01 * math.sqrt(dim) if exclusion_radius is None else exclusion_radius
     if not radius >= 0:
         raise ValueError(f"exclusion_radius must be non-negative; got {exclusion_radius}.")
-    candidates = thompson_candidates(
-        bounds,
-        num_candidates,
-        centers=centers,
-        local_fraction=local_fraction,
-        perturbation_scale=perturbation_scale,
-        seed=seed,
-    )
+    if candidates is None:
+        candidates = thompson_candidates(
+            bounds,
+            num_candidates,
+            centers=centers,
+            local_fraction=local_fraction,
+            perturbation_scale=perturbation_scale,
+            seed=seed,
+        )
+    elif candidates.dim() != 2 or candidates.shape[-1] != dim:
+        raise ValueError(f"candidates must have shape N x {dim}; got {tuple(candidates.shape)}.")
     scores, weights = function_bank_scores(model, candidates, num_draws=q, seed=seed)
     functions = slot_functions(weights, q, seed)
     scale = bounds[1] - bounds[0]

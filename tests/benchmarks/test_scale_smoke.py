@@ -76,6 +76,8 @@ def test_protocol_7_peers_and_turbo_arms_run_on_the_warped_hartmann(tmp_path) ->
         scale_suite.main(["--smoke", "--problems", "ackley", "--out", str(tmp_path)])
     with pytest.raises(SystemExit):
         scale_suite.main(["--smoke", "--methods", "gp:ts+tr+turbo", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        scale_suite.main(["--smoke", "--methods", "mc-dropout:ts+bts", "--out", str(tmp_path)])
 
 
 def test_protocol_7_control_problems_run_with_their_smoke_budgets(tmp_path) -> None:
@@ -90,9 +92,7 @@ def test_protocol_7_control_problems_run_with_their_smoke_budgets(tmp_path) -> N
     assert (tmp_path / "best_value_rover.png").stat().st_size > 1000
 
 
-def test_the_turbo_success_tolerance_reaches_the_proposer_and_marks_the_runs(
-    tmp_path, monkeypatch
-) -> None:
+def test_turbo_settings_reach_the_proposer_and_mark_the_runs(tmp_path, monkeypatch) -> None:
     seen = []
     run_bo = scale_suite.run_bo
 
@@ -101,12 +101,17 @@ def test_the_turbo_success_tolerance_reaches_the_proposer_and_marks_the_runs(
         return run_bo(*args, **kwargs)
 
     monkeypatch.setattr(scale_suite, "run_bo", recording)
-    argv = ["--smoke", "--problems", "rastrigin", "--methods", "gp-turbo:ts+turbo", "random"]
+    methods = ["gp-turbo:ts+turbo", "deep-ensemble:ts+turbo+bts", "random"]
+    argv = ["--smoke", "--problems", "rastrigin", "--methods", *methods]
     text = scale_suite.main([*argv, "--turbo-success-tolerance", "3", "--out", str(tmp_path)])
     assert "success tolerance (`+turbo` methods): 3." in text.read_text()
-    assert seen == [{"success_tolerance": 3}, None]
+    assert seen == [
+        {"success_tolerance": 3, "batch_thompson": False},
+        {"success_tolerance": 3, "batch_thompson": True},
+        None,
+    ]
     stored = sorted(path.name for path in (tmp_path / "runs").glob("*.pt"))
-    assert "_success3" in stored[0] and "_success" not in stored[1]
+    assert ["_success3" in name for name in stored] == [True, True, False]
 
 
 def _run(best_values: list[float], cpu_seconds: list[float]) -> BOResult:

@@ -134,3 +134,24 @@ def test_thompson_samples_factorise_the_candidates_exactly(monkeypatch) -> None:
     )
     optimizer.run(problem, steps=1, q=2)
     assert sizes == [math.inf]
+
+
+def test_batch_thompson_spreads_an_ensembles_batch_over_turbos_candidates() -> None:
+    problem = FunctionProblem(_bowl, [[0.0] * 4, [1.0] * 4], vectorized=True)
+    proposer = TurboProposer(batch_size=12, n_initial=8, num_candidates=500, batch_thompson=True)
+    optimizer = BayesianOptimizer.for_problem(
+        problem, surrogate="deep-ensemble", proposer=proposer, n_initial=8, seed=0
+    )
+    optimizer.run(problem, steps=0)
+    batch = optimizer.ask(12)
+    # Inside the cube region of side 0.8 around the best point (a network has no
+    # lengthscales), and 12 distinct points from 5 members: every pair at least 1% of the
+    # region's diagonal apart, and none on an evaluated point.
+    center = optimizer.X[optimizer.values.argmin()]
+    lower, upper = (center - 0.4).clamp(0, 1), (center + 0.4).clamp(0, 1)
+    assert ((batch >= lower) & (batch <= upper)).all()
+    unit = (batch - lower) / (upper - lower)
+    distances = torch.cdist(unit, unit) + torch.eye(12, dtype=unit.dtype)
+    assert distances.min() > 0.01 * math.sqrt(4)
+    assert torch.cdist(batch, optimizer.X).min() > 0
+    assert proposer_from_config(proposer.to_config()).batch_thompson

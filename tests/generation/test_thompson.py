@@ -101,6 +101,17 @@ def test_each_slot_takes_the_best_free_candidate_of_its_function(ensemble):
         free &= (unit - unit[best]).norm(dim=-1) > 0.01 * math.sqrt(3)
 
 
+def test_given_candidates_replace_the_drawn_ones(ensemble):
+    candidates = thompson_candidates(BOUNDS, 128, seed=7)
+    proposals = batch_thompson_sampling(ensemble, BOUNDS, 6, candidates=candidates, seed=0)
+    # Every proposal is one of the given candidates (the drawn set would not contain them).
+    assert (torch.cdist(proposals, candidates).min(dim=-1).values < 1e-6).all()
+    drawn = batch_thompson_sampling(ensemble, BOUNDS, 6, num_candidates=128, seed=0)
+    assert not torch.equal(proposals, drawn)
+    with pytest.raises(ValueError, match="candidates must have shape N x 3"):
+        batch_thompson_sampling(ensemble, BOUNDS, 2, candidates=candidates[:, :2])
+
+
 def test_proposals_are_reproducible_from_the_seed(ensemble):
     first = batch_thompson_sampling(ensemble, BOUNDS, 10, num_candidates=512, seed=5)
     again = batch_thompson_sampling(ensemble, BOUNDS, 10, num_candidates=512, seed=5)
