@@ -99,6 +99,7 @@ STRATEGY_DEFAULTS: dict[str, Any] = {
     "cold_refit_every": 10,
     "trust_region": False,
     "turbo": False,
+    "batch_thompson": False,
 }
 #: The columns of the batch that ``ask`` writes (then ``x0``, ``x1``, ...) and the
 #: column of the results that ``tell`` reads.
@@ -321,6 +322,14 @@ def _add_strategy_options(parser: argparse.ArgumentParser, new_run_only: bool) -
         "weighted by the model's lengthscales, restarting from a fresh design of --n-initial "
         "points with the run's data set aside when it collapses (--acquisition is not used)",
     )
+    add(
+        "batch_thompson",
+        "--batch-thompson",
+        action="store_true",
+        help="with --turbo: choose each batch among TuRBO's candidates by the package's "
+        "batch Thompson sampling (distinct, separated points from a network's functions) "
+        "instead of BoTorch's MaxPosteriorSampling",
+    )
 
 
 def _add_bounds_options(parser: argparse.ArgumentParser, dim_help: str) -> None:
@@ -506,7 +515,7 @@ def _components(args: argparse.Namespace, batch_size: int) -> dict[str, Any]:
     if args.trust_region:
         proposer = TrustRegionProposer(proposer, batch_size)
     if args.turbo:
-        proposer = TurboProposer(batch_size, args.n_initial)
+        proposer = TurboProposer(batch_size, args.n_initial, batch_thompson=args.batch_thompson)
     continual = ContinualTraining(
         warm_start_steps=args.warm_start_steps, cold_refit_every=args.cold_refit_every
     )
@@ -535,6 +544,8 @@ def _check_strategy(args: argparse.Namespace, parser: argparse.ArgumentParser, q
             option = "--trust-region" if args.trust_region else "--turbo"
             parser.error(f"argument {option}: needs a surrogate (not random search)")
         return
+    if args.batch_thompson and not args.turbo:
+        parser.error("argument --batch-thompson: applies to --turbo only")
     if args.turbo and args.trust_region:
         parser.error("argument --turbo: has its own trust region (not with --trust-region)")
     if args.turbo and args.target is not None:

@@ -174,6 +174,11 @@ def test_turbo_from_the_command_line(tmp_path, capsys) -> None:
     assert "acquisition turbo" in output and "| 13 evaluations |" in output
     with csv_path.open() as handle:
         assert {row["acquisition"] for row in csv.DictReader(handle)} == {"turbo"}
+    state = tmp_path / "run.state"
+    argv = ["ask", "--state", str(state), "--bounds", "0", "1", "--dim", "3", "--model", "gp"]
+    argv += ["--turbo", "--batch-thompson", "--batch-size", "2", "--n-initial", "3"]
+    assert main(argv) == 0
+    assert cli.BayesianOptimizer.load(state).proposer.batch_thompson
 
 
 def test_fixed_dimension_problems_default_to_their_dimension(capsys) -> None:
@@ -239,6 +244,7 @@ def no_work(monkeypatch):
         (["--cold-refit-every", "0"], "argument --cold-refit-every: must be at least 1"),
         (["--problem", "nn-draw", "--problem-seed", "-1"], "argument --problem-seed: must be"),
         (["--problem", "rover", "--dim", "5"], "argument --dim: rover is 60-dimensional"),
+        (["--batch-thompson"], "argument --batch-thompson: applies to --turbo only"),
         (["--dim", "1000000000"], "argument --dim: must be at most 10000"),
         (["--n-initial", "10000000000"], "argument --n-initial: must be at most 1000000"),
         (["--raw-samples", "1000000000000"], "argument --raw-samples: must be at most 1000000"),
