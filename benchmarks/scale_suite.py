@@ -43,14 +43,13 @@ mean rank among the methods on the same seed, its wins against the GP and agains
 paired by seed, its wins against GP-TuRBO-1 (``gp-turbo``) at the end and at equal CPU
 time (each pair compared within the smaller of its two runs' CPU seconds of BO), the
 evaluations and CPU seconds its mean curve needs to reach GP-TuRBO-1's final mean value
-(fractions of GP-TuRBO-1's: below 1 is sooner), seconds
-and process CPU seconds per step, the most points a step's surrogate was fitted on
-(TuRBO-1's restarts set data aside) (CPU time is what other jobs on a shared machine do not
-inflate), the evaluations reached (a run of the models in ``--capped-models``, the GP
-and VBLL by default, stops after the step at which its BO passes ``--time-budget``
-seconds), and the batches' diversity: the closest pair of points within any batch
-(Euclidean, unit cube) and the number of repeated points. The
-nn-draw optimum is not known: its regret is relative to the best value a gradient search
+(fractions of GP-TuRBO-1's: below 1 is sooner), seconds and process CPU seconds per step
+(CPU time is what other jobs on a shared machine do not inflate), the most points a step's
+surrogate was fitted on (TuRBO-1's restarts set data aside), the evaluations reached (a
+run of the models in ``--capped-models``, the GP and VBLL by default, stops after the step
+at which its BO passes ``--time-budget`` seconds), and the batches' diversity: the closest
+pair of points within any batch (Euclidean, unit cube) and the number of repeated points.
+The nn-draw optimum is not known: its regret is relative to the best value a gradient search
 on the network found, and the best value and the ranks are what count. Plots: best value
 against evaluations and against cumulative CPU seconds. Finished runs are stored in
 ``--out/runs/`` and loaded again, so an interrupted benchmark resumes.
@@ -70,7 +69,7 @@ import statistics
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -313,7 +312,9 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
                 "-"
                 if method == RANDOM_SEARCH
                 else _wins_at_equal_cpu(runs, method, _reference(methods, "gp-turbo"), seeds),
-                _reach_ratios(runs, method, _reference(methods, "gp-turbo"), seeds),
+                "-"
+                if method == RANDOM_SEARCH
+                else _reach_ratios(runs, method, _reference(methods, "gp-turbo"), seeds),
                 "-" if method == RANDOM_SEARCH else f"{_seconds_per_step(own):.2f}",
                 "-" if method == RANDOM_SEARCH else f"{_cpu_seconds_per_step(own):.2f}",
                 "-" if method == RANDOM_SEARCH else _largest_fit(own),
@@ -331,21 +332,38 @@ def _reference(methods: Sequence[str], model: str) -> str | None:
     return next((method for method in methods if method.partition(":")[0] == model), None)
 
 
-def _wins(runs: dict, method: str, reference: str | None, seeds: Sequence[int]) -> str:
-    r"""``wins/pairs``: of the seeds both methods ran, those on which ``method`` ended
-    with a smaller best value than ``reference``."""
+def _against(
+    runs: dict,
+    method: str,
+    reference: str | None,
+    seeds: Sequence[int],
+    compare: Callable[[list[tuple[BOResult, BOResult]]], str],
+) -> str:
+    r"""``compare`` of the ``(method's run, reference's run)`` pairs of the seeds both
+    methods ran; ``-`` for the reference itself, ``n/a`` without a reference or a pair."""
     if method == reference:
         return "-"
     if reference is None:
         return "n/a"
-    paired = [s for s in seeds if (method, s) in runs and (reference, s) in runs]
-    if not paired:
-        return "n/a"
-    wins = sum(
-        runs[(method, s)].records[-1].best_value < runs[(reference, s)].records[-1].best_value
-        for s in paired
-    )
-    return f"{wins}/{len(paired)}"
+    pairs = [
+        (runs[(method, s)], runs[(reference, s)])
+        for s in seeds
+        if (method, s) in runs and (reference, s) in runs
+    ]
+    return compare(pairs) if pairs else "n/a"
+
+
+def _wins(runs: dict, method: str, reference: str | None, seeds: Sequence[int]) -> str:
+    r"""``wins/pairs``: of the seeds both methods ran, those on which ``method`` ended
+    with a smaller best value than ``reference``."""
+
+    def count(pairs: list[tuple[BOResult, BOResult]]) -> str:
+        wins = sum(
+            own.records[-1].best_value < other.records[-1].best_value for own, other in pairs
+        )
+        return f"{wins}/{len(pairs)}"
+
+    return _against(runs, method, reference, seeds, count)
 
 
 def best_within_cpu_seconds(result: BOResult, seconds: float) -> float:
@@ -364,19 +382,15 @@ def best_within_cpu_seconds(result: BOResult, seconds: float) -> float:
 def _wins_at_equal_cpu(runs: dict, method: str, reference: str | None, seeds: Sequence[int]) -> str:
     r"""``wins/pairs`` at equal CPU time: on each seed both methods ran, the best values
     each had found within the smaller of the two runs' total CPU seconds of BO."""
-    if method == reference:
-        return "-"
-    if reference is None:
-        return "n/a"
-    paired = [s for s in seeds if (method, s) in runs and (reference, s) in runs]
-    if not paired:
-        return "n/a"
-    wins = 0
-    for seed in paired:
-        own, other = runs[(method, seed)], runs[(reference, seed)]
-        budget = min(sum(r.cpu_seconds for r in run.records) for run in (own, other))
-        wins += best_within_cpu_seconds(own, budget) < best_within_cpu_seconds(other, budget)
-    return f"{wins}/{len(paired)}"
+
+    def count(pairs: list[tuple[BOResult, BOResult]]) -> str:
+        wins = 0
+        for own, other in pairs:
+            budget = min(sum(r.cpu_seconds for r in run.records) for run in (own, other))
+            wins += best_within_cpu_seconds(own, budget) < best_within_cpu_seconds(other, budget)
+        return f"{wins}/{len(pairs)}"
+
+    return _against(runs, method, reference, seeds, count)
 
 
 def mean_curve(runs: Sequence[BOResult]) -> tuple[Tensor, Tensor, Tensor]:
@@ -409,14 +423,13 @@ def reach_ratios(runs: Sequence[BOResult], reference: Sequence[BOResult]) -> str
 
 
 def _reach_ratios(runs: dict, method: str, reference: str | None, seeds: Sequence[int]) -> str:
-    if method in (reference, RANDOM_SEARCH):
-        return "-"
-    if reference is None:
-        return "n/a"
-    paired = [s for s in seeds if (method, s) in runs and (reference, s) in runs]
-    if not paired:
-        return "n/a"
-    return reach_ratios([runs[(method, s)] for s in paired], [runs[(reference, s)] for s in paired])
+    return _against(
+        runs,
+        method,
+        reference,
+        seeds,
+        lambda pairs: reach_ratios([own for own, _ in pairs], [other for _, other in pairs]),
+    )
 
 
 def _seconds_per_step(runs: Sequence[BOResult]) -> float:
