@@ -171,6 +171,7 @@ def run_bo(
     continual: ContinualTraining | None = None,
     design: str = "uniform",
     time_budget: float | None = None,
+    cpu_budget: float | None = None,
     trust_region: bool = False,
     turbo: bool = False,
     turbo_options: Mapping[str, Any] | None = None,
@@ -221,6 +222,9 @@ def run_bo(
         time_budget: Stop after the step at which the BO steps' cumulative wall-clock
             seconds pass this budget (a cap for slow surrogates; the result then has
             fewer steps); ``None`` runs all ``iterations``.
+        cpu_budget: The same cap in the BO steps' cumulative process CPU seconds, which
+            other jobs on a shared machine do not inflate; ``None`` runs all
+            ``iterations``.
         trust_region: Propose inside a TuRBO-style trust region around the best point
             (:class:`~botorch_nn_uq.bo.proposers.TrustRegionProposer`), resized after
             every batch; the surrogate is still fitted on all data.
@@ -296,5 +300,12 @@ def run_bo(
         if callback is not None:
             callback(record)
 
-    optimizer.run(bo_problem, iterations, q=batch_size, callback=on_batch, time_budget=time_budget)
+    optimizer.run(
+        bo_problem,
+        iterations,
+        q=batch_size,
+        callback=on_batch,
+        time_budget=time_budget,
+        cpu_budget=cpu_budget,
+    )
     return result

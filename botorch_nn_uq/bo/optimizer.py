@@ -460,6 +460,7 @@ class BayesianOptimizer:
         *,
         callback: RunCallback | None = None,
         time_budget: float | None = None,
+        cpu_budget: float | None = None,
     ) -> list[StepRecord]:
         r"""Ask, evaluate, tell: the initial design (if not told yet), then ``steps``
         BO steps of ``q`` points.
@@ -473,6 +474,9 @@ class BayesianOptimizer:
                 each evaluation to disk as it happens).
             time_budget: Stop after the step at which the steps' cumulative ``ask``
                 seconds pass this budget; ``None`` runs all ``steps``.
+            cpu_budget: Stop after the step at which the steps' cumulative ``ask``
+                process CPU seconds pass this budget (a cap that other jobs on a shared
+                machine do not shorten); ``None`` runs all ``steps``.
 
         Returns:
             The records of the batches told by this call.
@@ -481,8 +485,9 @@ class BayesianOptimizer:
             raise ValueError("The problem's bounds are not the optimizer's.")
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise ValueError(f"steps must be a non-negative integer; got {steps!r}.")
-        if time_budget is not None and not time_budget > 0:
-            raise ValueError(f"time_budget must be positive or None; got {time_budget}.")
+        for name, budget in (("time_budget", time_budget), ("cpu_budget", cpu_budget)):
+            if budget is not None and not budget > 0:
+                raise ValueError(f"{name} must be positive or None; got {budget}.")
         records: list[StepRecord] = []
 
         def evaluate(q: int | None) -> None:
@@ -496,8 +501,13 @@ class BayesianOptimizer:
             evaluate(None)
         for _ in range(steps):
             evaluate(q)
-            spent = sum(record.seconds for record in self.state.records)
-            if time_budget is not None and spent > time_budget:
+            if time_budget is not None and time_budget < sum(
+                record.seconds for record in self.state.records
+            ):
+                break
+            if cpu_budget is not None and cpu_budget < sum(
+                record.cpu_seconds for record in self.state.records
+            ):
                 break
         return records
 

@@ -114,6 +114,21 @@ def test_turbo_settings_reach_the_proposer_and_mark_the_runs(tmp_path, monkeypat
     assert ["_success3" in name for name in stored] == [True, True, False]
 
 
+def test_a_cpu_budget_caps_the_capped_models_and_marks_their_runs(tmp_path) -> None:
+    argv = ["--smoke", "--problems", "rastrigin", "--methods", "gp-turbo:ts+turbo", "random"]
+    capped = ["--capped-models", "gp-turbo", "--cpu-budget", "1e-6", "--out", str(tmp_path)]
+    scale_suite.main([*argv, *capped])
+    stored = {path.name.split("_")[1]: path.name for path in (tmp_path / "runs").glob("*.pt")}
+    assert stored["gp-turbo+ts+turbo"].endswith("_cpucap1e-06.pt")
+    assert "cap" not in stored["random"]
+    rows = (tmp_path / "runs.csv").read_text().splitlines()
+    # GP-TuRBO-1 stops after its first step (initial design + 1), random runs both steps.
+    assert sum(row.split(",")[-1] == "gp-turbo:ts+turbo" for row in rows) == 2
+    assert sum(row.split(",")[-1] == "random" for row in rows) == 3
+    with pytest.raises(SystemExit):
+        scale_suite.parse_args([*argv, "--cpu-budget", "0"])
+
+
 def _run(best_values: list[float], cpu_seconds: list[float]) -> BOResult:
     r"""A stored run with these best values after the initial design and each step, whose
     steps cost these CPU seconds."""
@@ -141,6 +156,20 @@ def test_wins_at_equal_cpu_compare_what_each_run_had_found_within_the_cheaper_ru
     assert scale_suite._wins_at_equal_cpu(runs, "cheap", "expensive", [0]) == "1/1"
     assert scale_suite._wins_at_equal_cpu(runs, "expensive", "cheap", [0]) == "0/1"
     assert scale_suite._wins(runs, "cheap", "expensive", [0]) == "0/1"
+
+
+def test_wins_at_equal_evaluations_meet_a_capped_run_where_it_stopped() -> None:
+    # The capped reference stopped after 2 evaluations at 4.0; the full run had 5.0 there
+    # and ends at 1.0: it wins at its end, loses at equal evaluations.
+    full = _run([9.0, 5.0, 3.0, 1.0], [1.0, 1.0, 1.0])
+    capped = _run([9.0, 4.0], [10.0])
+    assert scale_suite.best_within_evaluations(full, 2) == 5.0
+    assert scale_suite.best_within_evaluations(full, 0) == 9.0
+    assert scale_suite.best_within_evaluations(full, 10) == 1.0
+    runs = {("full", 0): full, ("capped", 0): capped}
+    assert scale_suite._wins(runs, "full", "capped", [0]) == "1/1"
+    assert scale_suite._wins_at_equal_evaluations(runs, "full", "capped", [0]) == "0/1"
+    assert scale_suite._wins_at_equal_evaluations(runs, "capped", "full", [0]) == "1/1"
 
 
 def test_reach_ratios_read_the_mean_curves_against_the_references_end() -> None:

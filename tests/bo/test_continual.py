@@ -119,3 +119,5 @@ def test_sobol_designs_and_time_budgets(problem) -> None:
         initial_design(problem.bounds, 4, seed=0, design="grid")
     capped = run_bo(problem, "gp", "logei", iterations=50, n_initial=4, time_budget=1e-9)
     assert len(capped.records) == 2
+    cpu_capped = run_bo(problem, "gp", "logei", iterations=50, n_initial=4, cpu_budget=1e-9)
+    assert len(cpu_capped.records) == 2

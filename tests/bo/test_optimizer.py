@@ -281,6 +281,18 @@ def test_the_cold_policy_is_the_default_and_time_budget_stops_a_run() -> None:
     assert len(records) == 2 and optimizer.step == 2
 
 
+def test_a_cpu_budget_stops_a_run_after_the_step_that_passes_it() -> None:
+    problem = registered_problem(*PROBLEM)
+    capped = _optimizer("gp")
+    records = capped.run(problem, steps=50, q=1, cpu_budget=1e-9)
+    assert len(records) == 2 and capped.step == 2 and records[-1].cpu_seconds > 0
+    generous = _optimizer("gp")
+    assert len(generous.run(problem, steps=3, q=1, cpu_budget=1e6)) == 4
+    for budget in ("time_budget", "cpu_budget"):
+        with pytest.raises(ValueError, match=f"{budget} must be positive"):
+            _optimizer("gp").run(problem, steps=1, **{budget: 0.0})
+
+
 def test_a_batch_that_asks_for_one_point_twice_is_told_twice() -> None:
     class Twice(RandomProposer):
         def propose(self, model, context, q, random):
