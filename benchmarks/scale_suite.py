@@ -383,6 +383,28 @@ def best_within_evaluations(result: BOResult, evaluations: int) -> float:
     return best
 
 
+def _wins_within(
+    runs: dict,
+    method: str,
+    reference: str | None,
+    seeds: Sequence[int],
+    spent: Callable[[BOResult], float],
+    best_within: Callable[[BOResult, float], float],
+) -> str:
+    r"""``wins/pairs`` at an equal budget: on each seed both methods ran, the best values
+    ``best_within(run, budget)`` each had found within the smaller of the two runs'
+    ``spent(run)``."""
+
+    def count(pairs: list[tuple[BOResult, BOResult]]) -> str:
+        wins = 0
+        for own, other in pairs:
+            budget = min(spent(own), spent(other))
+            wins += best_within(own, budget) < best_within(other, budget)
+        return f"{wins}/{len(pairs)}"
+
+    return _against(runs, method, reference, seeds, count)
+
+
 def _wins_at_equal_evaluations(
     runs: dict, method: str, reference: str | None, seeds: Sequence[int]
 ) -> str:
@@ -390,17 +412,14 @@ def _wins_at_equal_evaluations(
     values each had found within the smaller of the two runs' evaluations (the final
     values, where both ran the whole budget; a run stopped by a cap is compared where it
     stopped)."""
-
-    def count(pairs: list[tuple[BOResult, BOResult]]) -> str:
-        wins = 0
-        for own, other in pairs:
-            evaluations = min(run.records[-1].num_evaluations for run in (own, other))
-            wins += best_within_evaluations(own, evaluations) < best_within_evaluations(
-                other, evaluations
-            )
-        return f"{wins}/{len(pairs)}"
-
-    return _against(runs, method, reference, seeds, count)
+    return _wins_within(
+        runs,
+        method,
+        reference,
+        seeds,
+        lambda run: run.records[-1].num_evaluations,
+        best_within_evaluations,
+    )
 
 
 def best_within_cpu_seconds(result: BOResult, seconds: float) -> float:
@@ -419,15 +438,14 @@ def best_within_cpu_seconds(result: BOResult, seconds: float) -> float:
 def _wins_at_equal_cpu(runs: dict, method: str, reference: str | None, seeds: Sequence[int]) -> str:
     r"""``wins/pairs`` at equal CPU time: on each seed both methods ran, the best values
     each had found within the smaller of the two runs' total CPU seconds of BO."""
-
-    def count(pairs: list[tuple[BOResult, BOResult]]) -> str:
-        wins = 0
-        for own, other in pairs:
-            budget = min(sum(r.cpu_seconds for r in run.records) for run in (own, other))
-            wins += best_within_cpu_seconds(own, budget) < best_within_cpu_seconds(other, budget)
-        return f"{wins}/{len(pairs)}"
-
-    return _against(runs, method, reference, seeds, count)
+    return _wins_within(
+        runs,
+        method,
+        reference,
+        seeds,
+        lambda run: sum(record.cpu_seconds for record in run.records),
+        best_within_cpu_seconds,
+    )
 
 
 def mean_curve(runs: Sequence[BOResult]) -> tuple[Tensor, Tensor, Tensor]:
