@@ -2,8 +2,10 @@ r"""Continual training across BO steps: warm-started refits with cold refits on 
 
 After a BO step adds a batch of points, the network fitted at the previous step is a
 good initialisation for the next one: a warm-started refit continues from its weights
-for a short schedule (``warm_start_steps`` optimizer steps) instead of training a fresh
-network for the full budget (the continual-training idea of Brunzema et al., ICLR
+for a short schedule (``warm_start_steps`` optimizer steps, at the package's models'
+warm-start learning rate, a tenth of their own: see
+:data:`~botorch_nn_uq.models.base.WARM_START_LEARNING_RATE_FACTOR`) instead of training a
+fresh network for the full budget (the continual-training idea of Brunzema et al., ICLR
 2025, for last-layer models). Two safeguards bring back a cold (fresh) fit:
 
 - every ``cold_refit_every`` BO steps, so a run never drifts far from what a cold fit

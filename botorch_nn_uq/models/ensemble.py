@@ -238,7 +238,7 @@ class DeepEnsemble(MemberEnsemble):
             members,
             train_X,
             train_Y,
-            hp.training_config(),
+            self._loop_config(hp),
             l2_regularization=hp.l2_regularization,
             row_weights=row_weights,
             validation_row_weights=validation_masks,

@@ -146,7 +146,7 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
             network,
             mse_loss,
             num_data=train_X.shape[0],
-            config=hp.training_config(),
+            config=self._loop_config(hp),
             progress=progress,
             description="MC dropout",
             generator=generator,

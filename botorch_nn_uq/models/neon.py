@@ -361,7 +361,7 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
             network,
             loss,
             num_data=num_rows,
-            config=hp.training_config(),
+            config=self._loop_config(hp),
             progress=progress,
             description="NEON",
             generator=generator,

@@ -421,7 +421,7 @@ class NOMU(NeuralSurrogateModel):
             train_X,
             train_Y,
             box,
-            hp.training_config(),
+            self._loop_config(hp),
             pi_sqr=hp.pi_sqr,
             pi_exp=hp.pi_exp,
             c_exp=hp.c_exp,

@@ -52,6 +52,15 @@ def test_warm_start_initialises_from_previous_weights() -> None:
         warm.fit(seed=0, warm_start=MCDropout(train_X, train_Y, **FAST))
 
 
+@pytest.mark.parametrize("factor", [0.0, 1.5, float("nan"), True])
+def test_the_warm_start_learning_rate_factor_is_validated(factor) -> None:
+    train_X, train_Y = _data()
+    model = MCDropout(train_X, train_Y, **FAST)
+    with pytest.raises(ValueError, match="warm_start_learning_rate_factor must be"):
+        model.fit(seed=0, warm_start_learning_rate_factor=factor)
+    assert not model.is_fitted
+
+
 def test_unsupported_posterior_arguments_are_named() -> None:
     train_X, train_Y = _data()
     model = MCDropout(train_X, train_Y, **FAST).fit(seed=0)

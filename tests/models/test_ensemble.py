@@ -474,11 +474,58 @@ def _converged_and_more_data():
 
 def test_a_warm_start_at_its_optimum_is_not_taken_for_a_divergence() -> None:
     converged, model = _converged_and_more_data()
-    warm = model(400, max_steps=20).fit(seed=1, warm_start=converged)
+    # At the full learning rate no step improves on a start at the optimum.
+    warm = model(400, max_steps=20).fit(
+        seed=1, warm_start=converged, warm_start_learning_rate_factor=1.0
+    )
     result = warm.training_result
     # A member that started at its optimum never improved, and yet is served.
     assert (result.best_epoch == 0).any() and warm.warm_started
     assert not result.diverged.any()
+
+
+def _converged_on_a_rugged_function():
+    r"""A deep ensemble trained to its minimum on a Rastrigin-like function in 10-D, and
+    the same data with five more points (one BO step)."""
+    generator = torch.Generator().manual_seed(1)
+    X = torch.rand(205, 10, generator=generator, dtype=DTYPE)
+    Y = (100 * (X - 0.55) ** 2 - 10 * torch.cos(20 * torch.pi * (X - 0.55))).sum(-1, keepdim=True)
+
+    def model(rows: int, **options) -> DeepEnsemble:
+        transforms = {"input_transform": Normalize(10), "outcome_transform": Standardize(1)}
+        return DeepEnsemble(X[:rows], Y[:rows], **transforms, **options)
+
+    return model(200, max_steps=500).fit(seed=0), model
+
+
+def test_a_warm_start_continues_from_the_minimum_at_a_tenth_of_the_learning_rate() -> None:
+    converged, model = _converged_on_a_rugged_function()
+    # At the full learning rate Adam's first steps throw every member off its minimum.
+    with pytest.raises(NonFiniteLossError, match="ended clearly above"):
+        model(205, max_steps=100).fit(
+            seed=1, warm_start=converged, warm_start_learning_rate_factor=1.0
+        )
+    warm = model(205, max_steps=100).fit(seed=1, warm_start=converged)
+    history = torch.stack(warm.training_result.loss_history)
+    assert (history[-1] < history[0]).all()
+    assert (history.max(0).values < history[0] + 1.0).all()
+
+
+def test_the_warm_start_factor_scales_the_learning_rate_of_that_fit_only() -> None:
+    converged, model = _converged_and_more_data()
+    scaled = model(400, max_steps=20, learning_rate=0.02)
+    scaled.fit(seed=1, warm_start=converged, warm_start_learning_rate_factor=0.25)
+    explicit = model(400, max_steps=20, learning_rate=0.005)
+    explicit.fit(seed=1, warm_start=converged, warm_start_learning_rate_factor=1.0)
+    for a, b in zip(_parameters(scaled), _parameters(explicit), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+    assert scaled.hyperparameters.learning_rate == 0.02
+    cold = model(400, max_steps=20, learning_rate=0.005).fit(seed=1)
+    recold = model(400, max_steps=20, learning_rate=0.005).fit(
+        seed=1, warm_start_learning_rate_factor=0.25
+    )
+    for a, b in zip(_parameters(cold), _parameters(recold), strict=True):
+        assert torch.equal(a, b)
 
 
 def test_a_warm_start_that_ends_clearly_worse_is_refused() -> None:
