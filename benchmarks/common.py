@@ -134,6 +134,36 @@ def add_jobs_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def device_argument(text: str) -> str:
+    r"""An argparse type: the name of a torch device this machine can compute on
+    (``cpu``, ``cuda``, ``cuda:1``; :func:`botorch_nn_uq.bo.check_device`), with an error
+    that says why not (``cuda`` without CUDA).
+
+    Example:
+        >>> device_argument("cpu")
+        'cpu'
+    """
+    from botorch_nn_uq.bo import check_device
+
+    try:
+        return str(check_device("device", text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("device ")) from None
+
+
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    r"""Add ``--device`` (default ``cpu``), the torch device of a runner's models, problems
+    and BO runs, to ``parser``; an unknown or unavailable device is refused before any
+    work. Random draws are made on the CPU and moved, so a seed gives the same run on any
+    device up to floating-point rounding."""
+    parser.add_argument(
+        "--device",
+        type=device_argument,
+        default="cpu",
+        help="torch device of the models, problems and BO runs (cpu, cuda, cuda:1, ...)",
+    )
+
+
 def add_uci_data_option(parser: argparse.ArgumentParser) -> None:
     r"""Add ``--data-dir``, the folder of the UCI data sets, to ``parser``."""
     from benchmarks.uci import UCI_DIR_VARIABLE, default_uci_dir
@@ -206,7 +236,8 @@ def _reported(
 def stored_run(spec: Any, store: Path, run: Callable[[Any], Result]) -> Result:
     r"""``run(spec)``, stored in ``store`` as ``<spec.key>.pt`` (atomically, with
     ``torch.save``), or the result an earlier invocation stored there: an interrupted
-    benchmark resumes where it stopped.
+    benchmark resumes where it stopped. A stored result's tensors load on the CPU,
+    whatever device the run was made on.
 
     Args:
         spec: A run's spec, with a ``key`` that names the run and its budget.
@@ -215,7 +246,8 @@ def stored_run(spec: Any, store: Path, run: Callable[[Any], Result]) -> Result:
     """
     path = store / f"{spec.key}.pt"
     if path.exists():
-        return torch.load(path, weights_only=False)
+        # A run stored on a GPU loads on a machine without one.
+        return torch.load(path, weights_only=False, map_location="cpu")
     result = run(spec)
     save_atomically(result, path)
     return result

@@ -61,6 +61,7 @@ from botorch.models.transforms import Normalize, Standardize
 from torch import Tensor
 
 from benchmarks.common import (
+    add_device_option,
     add_jobs_option,
     add_seed_options,
     integer_argument,
@@ -477,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--num-restarts", type=int, default=10)
     parser.add_argument("--raw-samples", type=int, default=256)
     add_jobs_option(parser)
-    parser.add_argument("--device", default="cpu", help="torch device for models and problems")
+    add_device_option(parser)
     add_neon_options(parser)
     args = parser.parse_args(argv)
     use_threads(args.threads)

@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import (
+    add_device_option,
     add_jobs_option,
     add_nomu_suite_options,
     add_seed_options,
@@ -65,6 +66,7 @@ class RunSpec:
     n_initial: int
     num_restarts: int
     raw_samples: int
+    device: str = "cpu"
 
     @property
     def method(self) -> str:
@@ -72,18 +74,21 @@ class RunSpec:
 
     @property
     def key(self) -> str:
-        r"""A file-name-safe identifier of the run and its budget."""
+        r"""A file-name-safe identifier of the run and its budget; a run on another
+        device than the CPU ends in the device's name (``_cuda``)."""
+        device = "" if self.device == "cpu" else f"_{self.device.replace(':', '')}"
         return (
             f"{self.problem}-{self.dim}d_{self.method}_seed{self.seed}_it{self.iterations}"
-            f"_init{self.n_initial}_r{self.num_restarts}_raw{self.raw_samples}"
+            f"_init{self.n_initial}_r{self.num_restarts}_raw{self.raw_samples}{device}"
         )
 
 
 def run(spec: RunSpec) -> BOResult:
-    r"""One BO run, on this process's torch threads (``--threads``)."""
+    r"""One BO run on ``spec.device`` and this process's torch threads (``--threads``);
+    the result's tensors are moved to the CPU for storing."""
     # Only the final "optimisation failed" notice; optimize_acqf has retried by then.
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
-    return run_bo(
+    result = run_bo(
         get_bo_problem(spec.problem, spec.dim),
         spec.model,
         spec.acquisition,
@@ -92,7 +97,10 @@ def run(spec: RunSpec) -> BOResult:
         seed=spec.seed,
         num_restarts=spec.num_restarts,
         raw_samples=spec.raw_samples,
+        device=spec.device,
     )
+    result.X, result.values = result.X.cpu(), result.values.cpu()
+    return result
 
 
 def progress_line(spec: RunSpec, result: BOResult) -> str:
@@ -172,6 +180,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add_nomu_suite_options(parser)
     add_seed_options(parser, default=5)
     add_jobs_option(parser)
+    add_device_option(parser)
     args = parser.parse_args(argv)
     if args.smoke:
         args.problems, args.dims, args.seeds = ["levy", "g-function"], [2], 1
@@ -217,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
             n_initial=args.n_initial,
             num_restarts=args.num_restarts,
             raw_samples=args.raw_samples,
+            device=args.device,
         )
         for seed in seed_range(args)
         for dim in args.dims

@@ -32,6 +32,7 @@ from botorch.models.transforms import Normalize, Standardize
 from torch import Tensor
 
 from benchmarks.common import (
+    add_device_option,
     add_jobs_option,
     add_nomu_suite_options,
     add_seed_options,
@@ -64,13 +65,17 @@ class RunSpec:
     num_restarts: int
     raw_samples: int
     mw_factor: float
+    device: str = "cpu"
 
     @property
     def key(self) -> str:
-        r"""A file-name-safe identifier of the run and its budget."""
+        r"""A file-name-safe identifier of the run and its budget; a run on another
+        device than the CPU ends in the device's name (``_cuda``)."""
+        device = "" if self.device == "cpu" else f"_{self.device.replace(':', '')}"
         return (
             f"{self.problem}-{self.dim}d_seed{self.seed}_it{self.iterations}_init"
             f"{self.n_initial}_r{self.num_restarts}_raw{self.raw_samples}_mw{self.mw_factor:g}"
+            f"{device}"
         )
 
 
@@ -104,9 +109,9 @@ NOMU_FIXED_C = SurrogateSpec.from_constructor(
 
 
 def run(spec: RunSpec) -> RunResult:
-    r"""One BO run, on this process's torch threads (``--threads``): the BO core with
-    NOMU and :class:`~botorch_nn_uq.bo.DynamicCalibrationProposer`."""
-    problem = registered_problem(spec.problem, spec.dim)
+    r"""One BO run on ``spec.device`` and this process's torch threads (``--threads``):
+    the BO core with NOMU and :class:`~botorch_nn_uq.bo.DynamicCalibrationProposer`."""
+    problem = registered_problem(spec.problem, spec.dim, device=spec.device)
     optimizer = BayesianOptimizer.for_problem(
         problem,
         surrogate=NOMU_FIXED_C,
@@ -162,6 +167,7 @@ def main(argv: list[str] | None = None) -> Path:
         "--mw-factor", type=float, default=0.1, help="MW target width / std of initial values"
     )
     add_jobs_option(parser)
+    add_device_option(parser)
     args = parser.parse_args(argv)
     use_threads(args.threads)
     if args.smoke:
@@ -180,6 +186,7 @@ def main(argv: list[str] | None = None) -> Path:
             args.num_restarts,
             args.raw_samples,
             args.mw_factor,
+            args.device,
         )
         for seed in seed_range(args)
         for dim in args.dims

@@ -70,6 +70,7 @@ from gpytorch.utils.warnings import NumericalWarning
 from torch import Tensor
 
 from benchmarks.common import (
+    add_device_option,
     draw_band,
     mean_and_standard_error,
     pyplot,
@@ -147,7 +148,8 @@ class OutputNoiseProblem(TargetProblem):
     def observe(self, X: Tensor, noisy: bool, generator: torch.Generator) -> Tensor:
         Y = torch.sin(X)
         if noisy:
-            Y = Y + self.noise_std * torch.randn(Y.shape, generator=generator, dtype=DTYPE)
+            noise = torch.randn(Y.shape, generator=generator, dtype=DTYPE).to(Y)
+            Y = Y + self.noise_std * noise
         return Y
 
     def expected_squared_error(self, X: Tensor) -> Tensor:
@@ -178,8 +180,10 @@ class InputNoiseProblem(TargetProblem):
         return steep_test_function(X)
 
     def expected_squared_error(self, X: Tensor) -> Tensor:
-        nodes = torch.as_tensor(_HERMITE_NODES, dtype=DTYPE)
-        weights = torch.as_tensor(_HERMITE_WEIGHTS / _HERMITE_WEIGHTS.sum(), dtype=DTYPE)
+        nodes = torch.as_tensor(_HERMITE_NODES, dtype=DTYPE, device=X.device)
+        weights = torch.as_tensor(
+            _HERMITE_WEIGHTS / _HERMITE_WEIGHTS.sum(), dtype=DTYPE, device=X.device
+        )
         outputs = steep_test_function(X + self.input_std * nodes)  # n x nodes
         mean = outputs @ weights
         variance = (outputs - mean.unsqueeze(-1)).square() @ weights
@@ -319,21 +323,23 @@ class RunResult:
     seconds_per_iteration: float
 
 
-def make_optimizer(problem: TargetProblem, method: str, repetition: int) -> BayesianOptimizer:
-    r"""``method`` as a BO configuration: its GP and acquisition over the candidate grid
-    (one point per step, never a grid point twice, ties broken from the run's random
-    stream), ``INITIAL_POINTS`` uniform initial points seeded by the repetition."""
+def make_optimizer(
+    problem: TargetProblem, method: str, repetition: int, device: str = "cpu"
+) -> BayesianOptimizer:
+    r"""``method`` as a BO configuration on ``device``: its GP and acquisition over the
+    candidate grid (one point per step, never a grid point twice, ties broken from the
+    run's random stream), ``INITIAL_POINTS`` uniform initial points seeded by the
+    repetition."""
+    grid = candidate_grid(problem, device)
     if method == "random":
-        surrogate, proposer = None, CandidateSetProposer(candidate_grid(problem))
+        surrogate, proposer = None, CandidateSetProposer(grid)
     else:
         noisy = uses_noisy_observations(method, problem)
         noise_variance = problem.observation_noise_variance if noisy else NOISE_FREE_VARIANCE
         surrogate = target_gp(noise_variance)
-        proposer = CandidateSetProposer(
-            candidate_grid(problem), acquisition_builder(method, problem)
-        )
+        proposer = CandidateSetProposer(grid, acquisition_builder(method, problem))
     return BayesianOptimizer(
-        problem.bounds,
+        problem.bounds.to(device),
         surrogate=surrogate,
         proposer=proposer,
         objective=HitTarget(TARGET),
@@ -342,9 +348,12 @@ def make_optimizer(problem: TargetProblem, method: str, repetition: int) -> Baye
     )
 
 
-def run(problem: TargetProblem, method: str, repetition: int, iterations: int) -> RunResult:
-    r"""One optimisation run; the initial design depends only on the repetition."""
-    optimizer = make_optimizer(problem, method, repetition)
+def run(
+    problem: TargetProblem, method: str, repetition: int, iterations: int, device: str = "cpu"
+) -> RunResult:
+    r"""One optimisation run on ``device``; the initial design and the observation noise
+    depend only on the repetition (drawn on the CPU, the same on every device)."""
+    optimizer = make_optimizer(problem, method, repetition, device)
     observations = Observations(problem, uses_noisy_observations(method, problem), repetition)
     start = time.perf_counter()
     optimizer.run(observations, steps=iterations)
@@ -354,10 +363,11 @@ def run(problem: TargetProblem, method: str, repetition: int, iterations: int) -
     return RunResult(e_min=e_min, seconds_per_iteration=seconds)
 
 
-def candidate_grid(problem: TargetProblem) -> Tensor:
-    r"""The ``GRID_SIZE x 1`` equispaced candidates of the acquisition's grid search."""
-    lower, upper = problem.bounds[0, 0], problem.bounds[1, 0]
-    return torch.linspace(lower, upper, GRID_SIZE, dtype=DTYPE).unsqueeze(-1)
+def candidate_grid(problem: TargetProblem, device: str = "cpu") -> Tensor:
+    r"""The ``GRID_SIZE x 1`` equispaced candidates of the acquisition's grid search, on
+    ``device``."""
+    lower, upper = problem.bounds[0, 0].item(), problem.bounds[1, 0].item()
+    return torch.linspace(lower, upper, GRID_SIZE, dtype=DTYPE, device=device).unsqueeze(-1)
 
 
 def best_on_grid(problem: TargetProblem) -> float:
@@ -453,6 +463,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--repetitions", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=20)
+    add_device_option(parser)
     args = parser.parse_args(argv)
     if args.smoke:
         args.repetitions, args.iterations = 1, 2
@@ -478,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
             for method in METHODS:
                 runs = results[(problem.experiment, problem.setting, method)]
                 for repetition in range(args.repetitions):
-                    runs.append(run(problem, method, repetition, args.iterations))
+                    runs.append(run(problem, method, repetition, args.iterations, args.device))
                 final = statistics.fmean(r.e_min[-1] for r in runs)
                 print(f"{problem.experiment}, {problem.setting}, {method}: {final:.4f}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,11 @@ uniform points of Ackley-20 (the large-n problem of protocol 6), it measures:
 Every (method, n) is measured in a fresh process with ``--threads`` torch threads (default
 one; the same setting for all methods), so peak memory belongs to that measurement alone.
 Times are the process's CPU seconds: with one thread they equal the wall-clock seconds on
-an idle core, and unlike wall-clock they do not grow when other jobs share the machine. A
+an idle core, and unlike wall-clock they do not grow when other jobs share the machine.
+With ``--device cuda`` the data, models and proposals live on the GPU and times are
+wall-clock seconds up to the GPU's last kernel (``torch.cuda.synchronize``), since the
+GPU's work is not the process's CPU time; those measurements are stored apart (their
+files end in the device's name). A
 measurement that runs past ``--timeout`` seconds is reported as such, with the n it could
 not reach. Results are stored per measurement in ``--out/runs/`` (an interrupted benchmark
 resumes), and ``--out`` receives ``cost.csv``, ``cost.md`` and ``cost.png`` (seconds
@@ -30,6 +34,7 @@ Examples:
     python -m benchmarks.scale_cost --methods gp deep-ensemble --points 500 5000
     python -m benchmarks.scale_cost --methods hyper-deep-ensemble nes-rs autodeuq \
         --points 500 5000
+    python -m benchmarks.scale_cost --device cuda --methods gp deep-ensemble --points 500 5000
     python -m benchmarks.scale_cost --smoke
 """
 
@@ -41,12 +46,13 @@ import multiprocessing
 import resource
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 
 from benchmarks.common import (
+    add_device_option,
     pyplot,
     runner_parser,
     save_figure,
@@ -69,7 +75,30 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int, threads: int) -> dict:
+def _clock(device: torch.device) -> Callable[[], float]:
+    r"""The clock of a measurement on ``device``: the process's CPU seconds on the CPU;
+    elsewhere wall-clock seconds once the device's queued work is done (a GPU's kernels
+    run asynchronously and cost no CPU time)."""
+    if device.type == "cpu":
+        return time.process_time
+
+    def wall_clock() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    return wall_clock
+
+
+def measure(
+    method: str,
+    n: int,
+    dim: int,
+    seed: int,
+    warm_start_steps: int,
+    threads: int,
+    device: str = "cpu",
+) -> dict:
     r"""Time one method at one n, in the calling process (see the module docstring), which
     it runs on ``threads`` torch threads: it is the process of this measurement alone.
 
@@ -80,9 +109,12 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int, thr
         seed: Seed of the data, the fits and the proposals.
         warm_start_steps: Optimizer steps of the warm-started refit.
         threads: Torch's intra-op threads.
+        device: The torch device of the data, the models and the proposals (the data
+            are drawn on the CPU and moved, so every device measures the same points).
 
     Returns:
-        A dict with the seconds of every phase and the peak-memory growth in MB.
+        A dict with the seconds of every phase (CPU seconds on the CPU, wall-clock
+        seconds elsewhere) and the peak-memory growth of the process in MB.
     """
     from botorch.optim import optimize_acqf
     from botorch.utils.sampling import manual_seed
@@ -93,28 +125,30 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int, thr
 
     use_threads(threads)
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
+    device = torch.device(device)
+    clock = _clock(device)
     problem = get_bo_problem("ackley", dim)
-    bounds = problem.bounds
+    bounds = problem.bounds.to(device)
     generator = torch.Generator().manual_seed(seed)
-    unit = torch.rand(n + 100, dim, generator=generator, dtype=torch.float64)
+    unit = torch.rand(n + 100, dim, generator=generator, dtype=torch.float64).to(device)
     X = bounds[0] + (bounds[1] - bounds[0]) * unit
     Y = -problem.evaluate(X).unsqueeze(-1)
     baseline_mb = _peak_rss_mb()
     surrogate = get_surrogate(method)
     seconds = {}
 
-    start = time.process_time()
+    start = clock()
     model = surrogate.build(X[:n], Y[:n], bounds, seed)
-    seconds["fit"] = time.process_time() - start
+    seconds["fit"] = clock() - start
 
     seconds["warm"] = None
     if method == "gp" or surrogate.supports_warm_start:
-        start = time.process_time()
+        start = clock()
         if method == "gp":
             _refit_gp_from(model, X, Y, bounds, seed)
         else:
             surrogate.build(X, Y, bounds, seed, warm_start=model, max_steps=warm_start_steps)
-        seconds["warm"] = time.process_time() - start
+        seconds["warm"] = clock() - start
 
     context = AcquisitionContext(train_X=X[:n], train_Y=Y[:n], bounds=bounds, seed=seed)
     for phase, q, acquisition in (
@@ -122,7 +156,7 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int, thr
         ("q100", 100, Q100_ACQUISITION.get(method, "ts")),
     ):
         spec = get_acquisition(acquisition)
-        start = time.process_time()
+        start = clock()
         if spec.propose is not None:
             spec.propose(model, context, q)
         else:
@@ -135,7 +169,7 @@ def measure(method: str, n: int, dim: int, seed: int, warm_start_steps: int, thr
                     raw_samples=512,
                     options={"seed": seed},
                 )
-        seconds[phase] = time.process_time() - start
+        seconds[phase] = clock() - start
     return {**seconds, "peak_mb": _peak_rss_mb() - baseline_mb}
 
 
@@ -204,8 +238,11 @@ def table(rows: Sequence[dict], methods: Sequence[str], points: Sequence[int]) -
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: Sequence[dict], methods: Sequence[str], threads: int, path: Path) -> None:
-    r"""Seconds of a fit and of a whole q = 100 step against n, log-log."""
+def plot(
+    rows: Sequence[dict], methods: Sequence[str], threads: int, path: Path, device: str = "cpu"
+) -> None:
+    r"""Seconds of a fit and of a whole q = 100 step against n, log-log (measured on
+    ``device``)."""
     figure, axes = pyplot().subplots(1, 2, figsize=(10, 4), sharey=True)
     for method in methods:
         done = sorted(
@@ -222,9 +259,15 @@ def plot(rows: Sequence[dict], methods: Sequence[str], threads: int, path: Path)
         axis.set_yscale("log")
         axis.set_xlabel("training points n")
         axis.set_title(title)
-    axes[0].set_ylabel(f"CPU seconds ({threads_phrase(threads)})")
+    axes[0].set_ylabel(f"{seconds_phrase(device)} ({threads_phrase(threads)})")
     axes[1].legend()
     save_figure(figure, path)
+
+
+def seconds_phrase(device: str) -> str:
+    r"""What the times measured on ``device`` are: ``"CPU seconds"`` on the CPU, else
+    ``"wall-clock seconds on <device>"``."""
+    return "CPU seconds" if device == "cpu" else f"wall-clock seconds on {device}"
 
 
 def threads_phrase(threads: int) -> str:
@@ -248,6 +291,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=1200.0, help="seconds allowed per (method, n)"
     )
+    add_device_option(parser)
     parser.add_argument(
         "--gp-max-points",
         type=int,
@@ -272,15 +316,23 @@ def main(argv: Sequence[str] | None = None) -> Path:
     rows = []
     for n in args.points:
         for method in args.methods:
-            path = (
-                store / f"{method}_n{n}_d{args.dim}_seed{args.seed}_w{args.warm_start_steps}.json"
-            )
+            device = "" if args.device == "cpu" else f"_{args.device.replace(':', '')}"
+            name = f"{method}_n{n}_d{args.dim}_seed{args.seed}_w{args.warm_start_steps}{device}"
+            path = store / f"{name}.json"
             if path.exists():
                 rows.append(json.loads(path.read_text()))
                 continue
             if method == "gp" and n > args.gp_max_points:
                 continue
-            arguments = (method, n, args.dim, args.seed, args.warm_start_steps, args.threads)
+            arguments = (
+                method,
+                n,
+                args.dim,
+                args.seed,
+                args.warm_start_steps,
+                args.threads,
+                args.device,
+            )
             result = run_isolated(arguments, args.timeout)
             row = {"method": method, "n": n, "timed_out": result is None, "timeout": args.timeout}
             row.update(result or {})
@@ -298,10 +350,10 @@ def main(argv: Sequence[str] | None = None) -> Path:
     markdown = args.out / "cost.md"
     markdown.write_text(
         f"{summary_header(__file__, argv, args.threads)}\n\nAckley-{args.dim}, torch on "
-        f"{threads_phrase(args.threads)}, one fresh process per row, CPU seconds.\n\n"
-        + table(rows, args.methods, args.points)
+        f"{threads_phrase(args.threads)}, one fresh process per row, "
+        f"{seconds_phrase(args.device)}.\n\n" + table(rows, args.methods, args.points)
     )
-    plot(rows, args.methods, args.threads, args.out / "cost.png")
+    plot(rows, args.methods, args.threads, args.out / "cost.png", args.device)
     print(markdown.read_text())
     return markdown
 

@@ -83,6 +83,7 @@ from torch import Tensor
 import benchmarks.gp_peers  # noqa: F401  (registers the GP peers of protocol 7)
 import benchmarks.vbll_peer  # noqa: F401  (registers the VBLL peer)
 from benchmarks.common import (
+    add_device_option,
     add_jobs_option,
     add_seed_options,
     integer_argument,
@@ -180,6 +181,7 @@ class RunSpec:
     time_budget: float | None
     turbo_success_tolerance: int = TURBO_SUCCESS_TOLERANCE
     cpu_budget: float | None = None
+    device: str = "cpu"
 
     @property
     def model(self) -> str:
@@ -213,13 +215,17 @@ class RunSpec:
 
     @property
     def key(self) -> str:
-        r"""A file-name-safe identifier of the run and its budget."""
+        r"""A file-name-safe identifier of the run and its budget; a run on another
+        device than the CPU ends in the device's name (``_cuda``), so the CPU runs'
+        names stay those of the runs stored before ``--device`` existed."""
         b = self.budget
         cap = "" if self.time_budget is None else f"_cap{self.time_budget:g}"
         if self.cpu_budget is not None:
             cap += f"_cpucap{self.cpu_budget:g}"
         if self.turbo and self.turbo_success_tolerance != TURBO_SUCCESS_TOLERANCE:
             cap += f"_success{self.turbo_success_tolerance}"
+        if self.device != "cpu":
+            cap += f"_{self.device.replace(':', '')}"
         return (
             f"{self.problem}-{b.dim}d_{self.method.replace(':', '+')}_seed{self.seed}"
             f"_init{b.n_initial}_it{b.iterations}_q{b.batch_size}"
@@ -233,10 +239,11 @@ def method_options(method: str) -> set[str]:
 
 
 def run(spec: RunSpec) -> BOResult:
-    r"""One BO run, on this process's torch threads (``--threads``)."""
+    r"""One BO run on ``spec.device`` and this process's torch threads (``--threads``);
+    the result's tensors are moved to the CPU for storing."""
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
     budget = spec.budget
-    return run_bo(
+    result = run_bo(
         get_bo_problem(budget.problem or spec.problem, budget.dim),
         spec.model,
         spec.acquisition,
@@ -254,7 +261,10 @@ def run(spec: RunSpec) -> BOResult:
         trust_region=spec.trust_region,
         turbo=spec.turbo,
         turbo_options=spec.turbo_options,
+        device=spec.device,
     )
+    result.X, result.values = result.X.cpu(), result.values.cpu()
+    return result
 
 
 def progress_line(spec: RunSpec, result: BOResult) -> str:
@@ -599,6 +609,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "other values mark the stored runs' files",
     )
     add_jobs_option(parser)
+    add_device_option(parser)
     parser.add_argument(
         "--runs",
         type=Path,
@@ -661,6 +672,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
             else None,
             turbo_success_tolerance=args.turbo_success_tolerance,
             cpu_budget=args.cpu_budget if method.partition(":")[0] in args.capped_models else None,
+            device=args.device,
         )
         for seed in seed_range(args)
         for problem in args.problems

@@ -181,6 +181,51 @@ def check_seed(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be an integer in [0, 2**64); got {value!r}.")
 
 
+def check_device(name: str, value: Any) -> torch.device:
+    r"""``value`` as a ``torch.device`` that this process can compute on, or a
+    ``ValueError`` naming ``name``.
+
+    Args:
+        name: The argument's name, for the error message.
+        value: A device or its name (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``).
+
+    Returns:
+        The device.
+
+    Raises:
+        ValueError: If ``value`` names no device, names the ``meta`` device (which holds
+            no values to compute on), or names a backend that is not available here
+            (``"cuda"`` without a CUDA device, ``"cuda:3"`` with three).
+    """
+    if not isinstance(value, (str, torch.device)):
+        raise ValueError(f"{name} must be a device name such as 'cpu' or 'cuda'; got {value!r}.")
+    try:
+        device = torch.device(value)
+    except RuntimeError:
+        raise ValueError(
+            f"{name} must be a device name such as 'cpu' or 'cuda'; got {value!r}."
+        ) from None
+    if device.type == "cpu":
+        return device
+    if device.type == "meta":
+        raise ValueError(f"{name} must be a device that holds values; got {value!r}.")
+    backend = getattr(torch, device.type, None)
+    if device.type == "mps":
+        backend = torch.backends.mps
+    if backend is None or not backend.is_available():
+        raise ValueError(
+            f"{name} must be a device available on this machine; got {str(value)!r} (torch "
+            f"has no {device.type} device here)."
+        )
+    count = getattr(backend, "device_count", None)
+    if device.index is not None and count is not None and device.index >= count():
+        raise ValueError(
+            f"{name} must be a device available on this machine; got {str(value)!r} (torch "
+            f"sees {count()} {device.type} device(s))."
+        )
+    return device
+
+
 def check_finite_tensor(
     name: str, value: Any, interval: Interval = REALS, dtype: torch.dtype | None = None
 ) -> Tensor:

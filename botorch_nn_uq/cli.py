@@ -56,7 +56,7 @@ from botorch_nn_uq.bo import (
 )
 from botorch_nn_uq.bo.problems import RegisteredProblem
 from botorch_nn_uq.bo.state import MAX_RUN_SEED
-from botorch_nn_uq.checks import NON_NEGATIVE, OPEN_UNIT_INTERVAL, REALS, Interval
+from botorch_nn_uq.checks import NON_NEGATIVE, OPEN_UNIT_INTERVAL, REALS, Interval, check_device
 from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
 from botorch_nn_uq.problems.suite import FIXED_DIMENSIONS
 
@@ -162,6 +162,20 @@ def integer_argument(minimum: int, maximum: int | None = None) -> Callable[[str]
         return value
 
     return parse
+
+
+def device_argument(text: str) -> torch.device:
+    r"""An argparse type: a device this machine can compute on
+    (:func:`~botorch_nn_uq.checks.check_device`), with an error that says why not.
+
+    Example:
+        >>> device_argument("cpu")
+        device(type='cpu')
+    """
+    try:
+        return check_device("device", text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("device ")) from None
 
 
 def _real(interval: Interval = REALS) -> Callable[[str], float]:
@@ -436,6 +450,14 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
         "only; default: torch's own, OMP_NUM_THREADS or one per core); on a busy machine "
         "--threads 1 avoids oversubscription and is much faster (network training, GP fits "
         "and the acquisition optimisation all run on these threads)",
+    )
+    optimize.add_argument(
+        "--device",
+        type=device_argument,
+        default="cpu",
+        help="torch device of the run (cpu, cuda, cuda:1, ...): the problem's points and "
+        "evaluations, the surrogate's fits and the acquisition optimisation; random draws "
+        "are made on the CPU, so a seed gives the same run on any device up to rounding",
     )
 
     ask = commands.add_parser(
@@ -745,10 +767,10 @@ def _problem(
     (its failures reported as :class:`ObjectiveError`)."""
     if function is None:
         bo_problem = get_bo_problem(args.problem, args.dim, problem_seed=args.problem_seed)
-        return RegisteredProblem(bo_problem, args.target)
+        return RegisteredProblem(bo_problem, args.target, device=args.device)
     problem = FunctionProblem(
         function,
-        bounds,
+        bounds.to(args.device),
         _objective(args),
         name=args.objective.partition(":")[2],
         vectorized=args.vectorized,

@@ -5,7 +5,7 @@ the objectives and problems (:mod:`~botorch_nn_uq.bo.problems`), the surrogates
 (:mod:`~botorch_nn_uq.bo.surrogates`), the fit policies (:mod:`~botorch_nn_uq.bo.fitting`),
 the proposers (:mod:`~botorch_nn_uq.bo.proposers`) and the run state with its seeding
 rule (:mod:`~botorch_nn_uq.bo.state`). :func:`run_bo` runs the core on a registered test
-problem, configured by keyword arguments.
+problem, configured by keyword arguments, on the device :func:`check_device` accepts.
 """
 
 from botorch_nn_uq.bo.continual import ContinualTraining
@@ -50,6 +50,7 @@ from botorch_nn_uq.bo.surrogates import (
 )
 from botorch_nn_uq.bo.trust_region import TrustRegion
 from botorch_nn_uq.bo.turbo import TurboProposer
+from botorch_nn_uq.checks import check_device
 
 __all__ = [
     "ACQUISITIONS",
@@ -85,6 +86,7 @@ __all__ = [
     "TrustRegion",
     "TrustRegionProposer",
     "TurboProposer",
+    "check_device",
     "composite_problem",
     "get_acquisition",
     "get_surrogate",

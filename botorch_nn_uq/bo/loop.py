@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from botorch_nn_uq.bo.continual import ContinualTraining
@@ -27,6 +28,7 @@ from botorch_nn_uq.bo.proposers import (
 from botorch_nn_uq.bo.state import StepRecord
 from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH
 from botorch_nn_uq.bo.turbo import TurboProposer
+from botorch_nn_uq.checks import check_device
 from botorch_nn_uq.problems import BOProblem
 
 
@@ -176,6 +178,7 @@ def run_bo(
     turbo: bool = False,
     turbo_options: Mapping[str, Any] | None = None,
     on_evaluations: Callable[[Tensor, Tensor, BOIterationRecord], None] | None = None,
+    device: str | torch.device = "cpu",
 ) -> BOResult:
     r"""Minimise ``problem`` (or, with ``target``, hit a target value) with Bayesian
     optimisation, ``batch_size`` evaluations per step: a
@@ -241,11 +244,21 @@ def run_bo(
             with the batch's ``q x d`` inputs, its ``q`` objective values and its
             record (before ``callback``), e.g. to write each evaluation to disk as it
             happens, so an interrupted run keeps every evaluation made.
+        device: The device of the run: the problem's bounds and evaluations, the
+            initial design, the surrogate's fits and the acquisition optimisation. Every
+            random draw of the run is made on the CPU and moved, so a seed gives the
+            same run on any device up to floating-point rounding.
 
     Returns:
         A :class:`BOResult` with one record for the initial design and one per step
-        (its ``value`` is the best of the step's batch).
+        (its ``value`` is the best of the step's batch); ``X`` and ``values`` are on
+        ``device``.
+
+    Raises:
+        ValueError: If an argument is invalid, e.g. ``device`` names no device or one
+            that is not available (``"cuda"`` without CUDA).
     """
+    device = check_device("device", device)
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
         raise ValueError(f"iterations must be >= 0; got {iterations!r}.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -272,7 +285,7 @@ def run_bo(
         )
         if trust_region:
             proposer = TrustRegionProposer(proposer, batch_size)
-    bo_problem = RegisteredProblem(problem, target)
+    bo_problem = RegisteredProblem(problem, target, device=device)
     optimizer = BayesianOptimizer.for_problem(
         bo_problem,
         surrogate=None if random_search else model,

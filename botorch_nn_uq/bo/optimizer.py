@@ -55,6 +55,7 @@ from botorch_nn_uq.bo.state import (
     step_seed,
 )
 from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SURROGATES, SurrogateSpec, get_surrogate
+from botorch_nn_uq.checks import check_device
 from botorch_nn_uq.metrics import batch_diversity
 
 INITIAL_DESIGNS = ("uniform", "sobol")
@@ -368,7 +369,10 @@ class BayesianOptimizer:
                 )
             pending = PendingBatch(step=0, X=self._check_points(X))
         order = self._match(X, pending.X)
-        Y = self.objective.check_outputs(torch.as_tensor(Y, dtype=self.bounds.dtype))
+        # Outputs may come from anywhere (a user's function returns CPU numbers); the
+        # run keeps them on its own device.
+        Y = torch.as_tensor(Y, dtype=self.bounds.dtype, device=self.bounds.device)
+        Y = self.objective.check_outputs(Y)
         if Y.shape[0] != X.shape[0]:
             raise ValueError(f"Got {Y.shape[0]} outputs for {X.shape[0]} points.")
         if state.Y.shape[0] and Y.shape[-1] != state.Y.shape[-1]:
@@ -421,7 +425,7 @@ class BayesianOptimizer:
             )
         X = X.to(asked)
         if X.shape == asked.shape and torch.equal(X, asked):
-            return torch.arange(asked.shape[0])
+            return torch.arange(asked.shape[0], device=asked.device)
         tolerance = MATCH_TOLERANCE * (self.bounds[1] - self.bounds[0])
         close = ((X.unsqueeze(1) - asked.unsqueeze(0)).abs() <= tolerance).all(-1)
         unmatched = (~close.any(1)).nonzero().squeeze(-1).tolist()
@@ -431,7 +435,7 @@ class BayesianOptimizer:
             )
         # Told rows take the asked rows they match in order, so repeated asked points
         # are matched one to one.
-        order = torch.full((asked.shape[0],), -1, dtype=torch.long)
+        order = torch.full((asked.shape[0],), -1, dtype=torch.long, device=asked.device)
         repeated = []
         for row, candidates in enumerate(close):
             free = (candidates & (order < 0)).nonzero().squeeze(-1)
@@ -577,11 +581,12 @@ class BayesianOptimizer:
         Raises:
             StateFileError: If the file is not a run state of this version, is corrupted
                 or holds an unexpected layout.
-            ValueError: If a component is missing or differs from the saved one.
+            ValueError: If a component is missing or differs from the saved one, or
+                ``device`` is not available.
         """
         state = RunState.load(path)
         if device is not None:
-            state.to(device)
+            state.to(check_device("device", device))
         config = state.config
         expected = {"bounds", "objective", "surrogate", "proposer", "fit_policy"}
         if not expected | {"n_initial", "design"} <= set(config):

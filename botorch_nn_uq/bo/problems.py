@@ -30,6 +30,7 @@ import torch
 from botorch.acquisition.objective import GenericMCObjective, MCAcquisitionObjective
 from torch import Tensor
 
+from botorch_nn_uq.checks import check_device
 from botorch_nn_uq.problems import BOProblem, CompositeProblem, get_bo_problem
 
 
@@ -298,12 +299,16 @@ class FunctionProblem:
         self.vectorized = vectorized
 
     def evaluate(self, X: Tensor) -> Tensor:
-        r"""The function's outputs at the ``q x d`` points ``X`` (``q x m``)."""
+        r"""The function's outputs at the ``q x d`` points ``X`` (``q x m``, on the device
+        of ``X``)."""
         if self.vectorized:
-            outputs = torch.as_tensor(self.function(X), dtype=X.dtype)
+            outputs = torch.as_tensor(self.function(X), dtype=X.dtype, device=X.device)
         else:
             outputs = torch.stack(
-                [torch.as_tensor(self.function(x), dtype=X.dtype).reshape(-1) for x in X]
+                [
+                    torch.as_tensor(self.function(x), dtype=X.dtype, device=X.device).reshape(-1)
+                    for x in X
+                ]
             )
         if outputs.dim() == 1:
             outputs = outputs.unsqueeze(-1)
@@ -322,12 +327,21 @@ class RegisteredProblem:
         problem: The test function with its known extrema.
         target: A target value of ``f`` (target-value optimisation), or ``None`` to
             minimise.
+        device: The device of ``bounds`` (and so of a run's points and evaluations);
+            ``None`` keeps the test function's, the CPU.
     """
 
-    def __init__(self, problem: BOProblem, target: float | None = None) -> None:
+    def __init__(
+        self,
+        problem: BOProblem,
+        target: float | None = None,
+        device: str | torch.device | None = None,
+    ) -> None:
         self.problem = problem
         self.name = f"{problem.name}-{problem.dim}d"
-        self.bounds = problem.bounds
+        self.bounds = (
+            problem.bounds if device is None else problem.bounds.to(check_device("device", device))
+        )
         self.objective: Objective = Minimize() if target is None else HitTarget(target)
 
     def evaluate(self, X: Tensor) -> Tensor:
@@ -344,7 +358,11 @@ class RegisteredProblem:
 
 
 def registered_problem(
-    name: str, dim: int, problem_seed: int | None = None, target: float | None = None
+    name: str,
+    dim: int,
+    problem_seed: int | None = None,
+    target: float | None = None,
+    device: str | torch.device | None = None,
 ) -> RegisteredProblem:
     r"""The registered test function ``name`` in ``dim`` dimensions as a :class:`Problem`.
 
@@ -353,8 +371,11 @@ def registered_problem(
         dim: The input dimension.
         problem_seed: The seed of ``nn-draw``'s random network.
         target: A target value of ``f`` (target-value optimisation), or ``None``.
+        device: The device of the problem's bounds (``None``: the CPU).
     """
-    return RegisteredProblem(get_bo_problem(name, dim, problem_seed=problem_seed), target)
+    return RegisteredProblem(
+        get_bo_problem(name, dim, problem_seed=problem_seed), target, device=device
+    )
 
 
 class CompositeFunctionProblem:

@@ -551,7 +551,7 @@ class CandidateSetProposer(Proposer):
         self.candidates = candidates
         self.acquisition = acquisition
         self.uses_model = acquisition is not None
-        self.used = torch.zeros(candidates.shape[0], dtype=torch.bool)
+        self.used = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
 
     @property
     def proposes_batches(self) -> bool:
@@ -566,7 +566,7 @@ class CandidateSetProposer(Proposer):
         if available.numel() == 0:
             raise ValueError("Every candidate has been proposed.")
         if self.acquisition is None:
-            scores = torch.zeros(available.numel(), dtype=self.candidates.dtype)
+            scores = self.candidates.new_zeros(available.numel())
         else:
             with torch.no_grad():
                 scores = self.acquisition(model, context)(self.candidates[available].unsqueeze(-2))
@@ -579,8 +579,9 @@ class CandidateSetProposer(Proposer):
         return {"used": self.used.nonzero().squeeze(-1).tolist()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.used = torch.zeros(self.candidates.shape[0], dtype=torch.bool)
-        self.used[torch.as_tensor(state["used"], dtype=torch.long)] = True
+        candidates = self.candidates
+        self.used = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
+        self.used[torch.as_tensor(state["used"], dtype=torch.long, device=candidates.device)] = True
 
 
 def proposer_from_config(config: dict[str, Any]) -> Proposer:

@@ -89,7 +89,11 @@ def thompson_candidates(
     if num_local > 0:
         if centers.ndim != 2 or centers.shape[-1] != dim or centers.shape[0] < 1:
             raise ValueError(f"centers must be a c x {dim} tensor; got {tuple(centers.shape)}.")
-        unit_centers = ((centers - bounds[0]) / (bounds[1] - bounds[0])).to(torch.float64)
+        # The local candidates are drawn on the CPU, next to the generator that seeds
+        # them, and moved with the global ones: the same candidates on every device.
+        unit_centers = ((centers - bounds[0]) / (bounds[1] - bounds[0])).to(
+            device="cpu", dtype=torch.float64
+        )
         chosen = torch.randint(unit_centers.shape[0], (num_local,), generator=generator)
         base = unit_centers[chosen].clamp(0, 1)
         probability = min(1.0, 20.0 / dim)
@@ -149,7 +153,7 @@ def function_bank_scores(
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
                 values = posterior.rsample(torch.Size([num_draws]))
-            weights = torch.full((num_draws,), 1.0 / num_draws, dtype=values.dtype)
+            weights = values.new_full((num_draws,), 1.0 / num_draws)
     if values.ndim != 3 or values.shape[-1] != 1:
         raise ValueError(
             "Batch Thompson sampling needs a single-output model without batch dimensions; "
@@ -255,7 +259,7 @@ def batch_thompson_sampling(
     functions = slot_functions(weights, q, seed)
     scale = bounds[1] - bounds[0]
     unit = (candidates - bounds[0]) / scale
-    available = torch.ones(candidates.shape[0], dtype=torch.bool)
+    available = torch.ones(candidates.shape[0], dtype=torch.bool, device=candidates.device)
     if X_baseline is not None and X_baseline.numel() > 0:
         evaluated = (X_baseline.to(candidates) - bounds[0]) / scale
         available &= _distance_to_nearest(unit, evaluated) > radius
@@ -279,7 +283,7 @@ def _distance_to_nearest(points: Tensor, others: Tensor, chunk_size: int = 1024)
     r"""Each of the ``N`` points' distance to its nearest of the ``n`` others, ``chunk_size``
     others at a time, so memory stays ``O(N chunk_size)`` however many points were
     evaluated."""
-    nearest = torch.full(points.shape[:1], math.inf, dtype=points.dtype)
+    nearest = points.new_full(points.shape[:1], math.inf)
     for start in range(0, others.shape[0], chunk_size):
         chunk = torch.cdist(points, others[start : start + chunk_size]).min(dim=-1).values
         nearest = torch.minimum(nearest, chunk)
