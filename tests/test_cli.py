@@ -514,3 +514,14 @@ def test_the_note_suggests_what_fits_the_model() -> None:
     assert note.endswith("or a surrogate (--model gp)")
     assert cli.no_improvement_note([first], "gp", 2) is None
     assert cli.no_improvement_note([first, replace(later, best_value=-1.0)], "gp", 2) is None
+
+
+def test_optimize_runs_on_the_device_it_is_given_and_refuses_unusable_ones(capsys) -> None:
+    argv = ["optimize", "--model", "random", "--iterations", "1", "--dim", "2", "--quiet"]
+    assert main([*argv, "--device", "cpu"]) == 0
+    assert "summary | best value" in capsys.readouterr().out
+    message = _rejected([*argv, "--device", "gpu"], capsys)
+    assert "argument --device: must be a device name such as 'cpu' or 'cuda'; got 'gpu'" in message
+    if not torch.cuda.is_available():
+        message = _rejected([*argv, "--device", "cuda"], capsys)
+        assert "argument --device: must be a device available on this machine" in message

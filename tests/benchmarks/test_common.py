@@ -124,3 +124,41 @@ def test_best_so_far_plots_are_written_per_problem(tmp_path, centre) -> None:
     (path,) = common.plot_best_so_far(curves, tmp_path, "regret", centre=centre)
     assert path == tmp_path / "best_so_far_levy-2d.png"
     assert path.stat().st_size > 1000
+
+
+def test_the_device_option_defaults_to_the_cpu_and_refuses_unusable_devices() -> None:
+    parser = argparse.ArgumentParser()
+    common.add_device_option(parser)
+    assert parser.parse_args([]).device == "cpu"
+    assert parser.parse_args(["--device", "cpu"]).device == "cpu"
+    with pytest.raises(argparse.ArgumentTypeError, match="must be a device name .* got 'gpu'"):
+        common.device_argument("gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(argparse.ArgumentTypeError, match="no cuda device here"):
+            common.device_argument("cuda")
+
+
+def test_every_model_runner_takes_a_device(tmp_path, capsys) -> None:
+    from benchmarks import (
+        neon_composite,
+        nomu_bo_suite,
+        nomu_paper_variant,
+        robust_target,
+        scale_cost,
+        scale_suite,
+        uci_regression,
+    )
+
+    for runner in (
+        neon_composite,
+        nomu_bo_suite,
+        nomu_paper_variant,
+        robust_target,
+        scale_cost,
+        scale_suite,
+        uci_regression,
+    ):
+        with pytest.raises(SystemExit) as error:
+            runner.main(["--out", str(tmp_path), "--device", "gpu"])
+        assert error.value.code == 2
+        assert "argument --device: must be a device name" in capsys.readouterr().err

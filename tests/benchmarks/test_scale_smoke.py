@@ -1,6 +1,7 @@
 """Smoke runs of the protocol-6 and protocol-7 runners (benchmarks/scale_suite.py,
 scale_cost.py) and their summary's comparisons."""
 
+import dataclasses
 import json
 
 import pytest
@@ -181,3 +182,23 @@ def test_reach_ratios_read_the_mean_curves_against_the_references_end() -> None:
     assert scale_suite.reach_ratios([_run([9.0, 8.0, 7.0, 6.0], [1.0] * 3)], reference) == (
         "not reached"
     )
+
+
+def test_runs_on_the_cpu_keep_their_stored_names_and_other_devices_mark_theirs() -> None:
+    spec = scale_suite.RunSpec(
+        problem="ackley",
+        method="deep-ensemble:ts+continual",
+        seed=2,
+        budget=scale_suite.BUDGETS["ackley"],
+        num_restarts=10,
+        raw_samples=512,
+        time_budget=None,
+    )
+    b = spec.budget
+    # The names of the runs stored before --device existed.
+    assert spec.key == (
+        f"ackley-{b.dim}d_deep-ensemble+ts+continual_seed2_init{b.n_initial}"
+        f"_it{b.iterations}_q{b.batch_size}_r10_raw512"
+    )
+    assert dataclasses.replace(spec, device="cpu").key == spec.key
+    assert dataclasses.replace(spec, device="cuda:1").key == f"{spec.key}_cuda1"

@@ -111,3 +111,28 @@ def test_target_and_acquisition_must_match() -> None:
         run_bo(problem, "gp", "robust-lcb", iterations=0)
     with pytest.raises(ValueError, match="does not take a target value"):
         run_bo(problem, "gp", "logei", iterations=0, target=1.0)
+
+
+def test_run_bo_keeps_every_tensor_on_its_device(problem) -> None:
+    result = run_bo(
+        problem, "gp", "qlogei", iterations=1, n_initial=4, raw_samples=16, device="cpu"
+    )
+    assert result.X.device.type == result.values.device.type == "cpu"
+    default = run_bo(problem, "gp", "qlogei", iterations=1, n_initial=4, raw_samples=16)
+    assert torch.equal(result.X, default.X)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_run_bo_refuses_a_device_it_cannot_use_before_any_work(problem) -> None:
+    with pytest.raises(ValueError, match="device must be a device available on this machine"):
+        run_bo(problem, "gp", device="cuda")
+    with pytest.raises(ValueError, match="device must be a device name"):
+        run_bo(problem, "gp", device="gpu")
+
+
+def test_the_initial_design_follows_the_device_of_the_bounds(problem) -> None:
+    # Meta tensors hold no values: a tensor created on the CPU by mistake and combined
+    # with the bounds fails, as it would on a GPU.
+    for design in ("uniform", "sobol"):
+        points = initial_design(problem.bounds.to("meta"), 5, seed=0, design=design)
+        assert points.device.type == "meta" and points.shape == (5, 2)

@@ -132,3 +132,12 @@ def test_single_precision_candidates_become_points_of_the_box() -> None:
     point = proposer.propose(None, context, 1, torch.Generator()).X
     assert point.dtype == torch.float64
     assert ((point >= bounds[0]) & (point <= bounds[1])).all()
+
+
+def test_random_points_follow_the_device_of_the_box() -> None:
+    # Drawn from the run's CPU stream and moved: meta tensors (no values) fail on a CPU
+    # tensor left behind, as a GPU would.
+    bounds = torch.tensor([[0.0, -1.0], [1.0, 2.0]], dtype=torch.float64, device="meta")
+    context = AcquisitionContext(train_X=bounds, train_Y=bounds[:, :1], bounds=bounds, seed=0)
+    proposal = RandomProposer().propose(None, context, 3, torch.Generator().manual_seed(0))
+    assert proposal.X.device.type == "meta" and proposal.X.shape == (3, 2)

@@ -155,3 +155,10 @@ def test_batch_thompson_spreads_an_ensembles_batch_over_turbos_candidates() -> N
     assert distances.min() > 0.01 * math.sqrt(4)
     assert torch.cdist(batch, optimizer.X).min() > 0
     assert proposer_from_config(proposer.to_config()).batch_thompson
+
+
+def test_candidates_follow_the_device_of_the_region() -> None:
+    # Drawn on the CPU and moved: meta tensors (no values) fail on a CPU tensor left behind.
+    center = torch.full((4,), 0.5, dtype=torch.float64, device="meta")
+    candidates = turbo_candidates(center, center - 0.1, center + 0.1, 64, seed=0)
+    assert candidates.device.type == "meta" and candidates.shape == (64, 4)

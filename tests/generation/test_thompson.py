@@ -188,3 +188,13 @@ def test_candidates_on_the_upper_face_stay_inside_an_inexact_box():
     candidates = thompson_candidates(bounds, 200, centers=centers, local_fraction=1.0, seed=0)
     assert ((candidates >= bounds[0]) & (candidates <= bounds[1])).all()
     assert (candidates == bounds[1]).any()
+
+
+def test_distances_to_evaluated_points_stay_on_the_points_device():
+    from botorch_nn_uq.generation.thompson import _distance_to_nearest
+
+    # Meta tensors hold no values: a running minimum created on the CPU would fail here
+    # as it failed on a GPU.
+    points, others = torch.empty(50, 4, device="meta"), torch.empty(33, 4, device="meta")
+    distances = _distance_to_nearest(points, others, chunk_size=7)
+    assert distances.device.type == "meta" and distances.shape == (50,)

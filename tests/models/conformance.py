@@ -44,7 +44,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from botorch_nn_uq.models import ModelCard
 from botorch_nn_uq.posteriors import GaussianMarginalPosterior
 from botorch_nn_uq.training import NonFiniteLossError, resolve_seed
-from tests.testing import allow_single_member_warning
+from tests.testing import allow_single_member_warning, tolerances
 
 BOUNDS_LOW, BOUNDS_HIGH = -2.0, 3.0
 DIM = 2
@@ -101,7 +101,7 @@ class ConformanceEntry:
 
 
 def bounds_like(X: Tensor) -> Tensor:
-    return torch.tensor([[BOUNDS_LOW] * DIM, [BOUNDS_HIGH] * DIM], dtype=X.dtype)
+    return torch.tensor([[BOUNDS_LOW] * DIM, [BOUNDS_HIGH] * DIM], dtype=X.dtype, device=X.device)
 
 
 def toy_function(X: Tensor) -> Tensor:
@@ -629,6 +629,45 @@ class ConformanceKit:
             assert torch.equal(loaded.variance, expected.variance)
             sampler = get_sampler(expected, torch.Size([8]), seed=0)
             assert torch.equal(sampler(loaded), sampler(expected))
+
+    def test_every_result_stays_on_the_device_of_the_data(
+        self, entry: ConformanceEntry, device: torch.device
+    ) -> None:
+        r"""Fit, posterior, samples, an acquisition's optimisation, fantasies and a
+        checkpoint of a CPU fit, all on ``device`` (each available device: the CPU, and
+        CUDA where there is one), with the CPU fit's predictions."""
+        cpu_model, cpu_X, cpu_Y = standard_model(entry)
+        train_X, train_Y = cpu_X.to(device), cpu_Y.to(device)
+        bounds = bounds_like(train_X)
+
+        def transforms() -> dict[str, Any]:
+            return {
+                "input_transform": Normalize(DIM, bounds=bounds),
+                "outcome_transform": Standardize(1),
+            }
+
+        model = entry.fitted(train_X, train_Y, seed=0, **transforms())
+        assert {p.device.type for p in model.parameters()} <= {device.type}
+        X = test_points(4, 1).to(device)
+        posterior = model.posterior(X, observation_noise=True)
+        samples = get_sampler(posterior, torch.Size([4]), seed=0)(posterior)
+        for value in (posterior.mean, posterior.variance, samples):
+            assert value.device.type == device.type and value.isfinite().all()
+        acquisition = qLogExpectedImprovement(model, best_f=train_Y.max())
+        candidate, _ = optimize_acqf(
+            acquisition, bounds, q=2, num_restarts=2, raw_samples=16, options={"seed": 0}
+        )
+        assert candidate.device.type == device.type
+        fantasy = model.fantasize(X, SobolQMCNormalSampler(torch.Size([2])))
+        assert fantasy.posterior(X).mean.device.type == device.type
+        fresh = entry.build(train_X, train_Y, **transforms())
+        fresh.load_state_dict(cpu_model.state_dict())
+        # Another device's kernels round differently; the function is the same.
+        torch.testing.assert_close(
+            fresh.posterior(X).mean.cpu(),
+            cpu_model.posterior(X.cpu()).mean,
+            **tolerances(torch.float64, rounding_steps=1e6),
+        )
 
     def test_a_checkpoint_holds_no_training_data(self, entry: ConformanceEntry) -> None:
         model, train_X, train_Y = standard_model(entry)
