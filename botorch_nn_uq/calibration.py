@@ -123,12 +123,11 @@ def nll_calibration_factor(
 
 def uniform_points(bounds: Tensor, num_points: int, seed: int = 0) -> Tensor:
     r"""``num_points x d`` points drawn uniformly from the box ``bounds`` (``2 x d``) with
-    a private generator seeded by ``seed``."""
-    generator = torch.Generator(device=bounds.device).manual_seed(seed)
-    unit = torch.rand(
-        num_points, bounds.shape[-1], generator=generator, dtype=bounds.dtype, device=bounds.device
-    )
-    return bounds[0] + (bounds[1] - bounds[0]) * unit
+    a private generator seeded by ``seed``, drawn on the CPU (the same points on every
+    device) and moved to ``bounds``' device."""
+    generator = torch.Generator().manual_seed(seed)
+    unit = torch.rand(num_points, bounds.shape[-1], generator=generator, dtype=bounds.dtype)
+    return bounds[0] + (bounds[1] - bounds[0]) * unit.to(bounds.device)
 
 
 def mean_width(

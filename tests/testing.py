@@ -8,11 +8,16 @@ precisions and on every available device, and compare results with
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 #: The floating-point precisions the tests run in.
 DTYPES = (torch.float32, torch.float64)
@@ -79,3 +84,38 @@ def seeded_randn(*shape: int, seed: int, **tkwargs: Any) -> Tensor:
     generator = torch.Generator().manual_seed(seed)
     values = torch.randn(shape, generator=generator, dtype=tkwargs.get("dtype"))
     return values.to(**tkwargs)
+
+
+class DeviceDrawRecorder(TorchDispatchMode):
+    r"""Inside the block, records every random draw (an operation tagged
+    ``nondeterministic_seeded``) that touches a tensor off the CPU (its name in
+    ``draws``).
+
+    The package draws on the CPU, from CPU generators, and moves the values: a seed then
+    gives the same run on every device. A draw on the data's device breaks that, and
+    fails on a GPU when it takes one of the package's CPU generators. With meta tensors
+    (shapes without values) as the data, the block finds such draws without a GPU.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.draws: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            tensors = (
+                leaf for leaf in tree_leaves((result, args, kwargs)) if isinstance(leaf, Tensor)
+            )
+            if any(tensor.device.type != "cpu" for tensor in tensors):
+                self.draws.append(str(func))
+        return result
+
+
+@contextlib.contextmanager
+def saved_as_if_on_cuda() -> Iterator[None]:
+    r"""Inside the block, ``torch.save`` tags every tensor's storage as a ``cuda:0`` one,
+    as a save on a GPU does; loading such a file without ``map_location`` fails where
+    CUDA is absent."""
+    with mock.patch.object(torch.serialization, "location_tag", lambda storage: "cuda:0"):
+        yield

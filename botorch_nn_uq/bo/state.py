@@ -296,7 +296,9 @@ class RunState:
                 f"{str(path)!r} is corrupted: its content does not match its checksum."
             )
         try:
-            raw = torch.load(io.BytesIO(payload), weights_only=True)
+            # Saved from the CPU; a state written by another build on another device
+            # still loads where that device is absent.
+            raw = torch.load(io.BytesIO(payload), weights_only=True, map_location="cpu")
             return cls._from_payload(raw)
         except StateFileError:
             raise

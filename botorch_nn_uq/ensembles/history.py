@@ -135,7 +135,9 @@ class SearchHistory:
         r"""Load a history written by :meth:`save`.
 
         The payload is unpickled with ``weights_only=True`` (no code runs) and only
-        after its checksum matched.
+        after its checksum matched. Its tensors load onto the CPU, where the pool keeps
+        candidates' weights, whatever device wrote them: a history saved on a GPU
+        resumes on a machine without one.
 
         Args:
             path: The file to read.
@@ -156,7 +158,9 @@ class SearchHistory:
                 "match its content."
             )
         try:
-            return cls._from_payload(torch.load(io.BytesIO(payload), weights_only=True))
+            return cls._from_payload(
+                torch.load(io.BytesIO(payload), weights_only=True, map_location="cpu")
+            )
         # A payload with a valid checksum that does not parse was crafted or written by
         # other code; whatever fails, it is not a history.
         except Exception as error:

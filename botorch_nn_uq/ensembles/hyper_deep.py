@@ -326,6 +326,8 @@ def _score_and_select(
         dropout = configurations["dropout"].repeat_interleave(num_splits)
         return architecture.build(copy_seeds[:num_members], dropout)
 
+    # Scores move to the CPU: the selection's indices pick the configurations, which
+    # live there (the served weights move back to the data's device).
     log_likelihoods = validation_log_likelihoods(
         make_network,
         train_X,
@@ -336,7 +338,7 @@ def _score_and_select(
         learning_rates=configurations["learning_rate"].to(train_X),
         dropout_generator=generator,
         progress=progress,
-    ).to(torch.float64)
+    ).to(device="cpu", dtype=torch.float64)
     selection = caruana_select(log_likelihoods, ensemble_size, max_selection_iterations)
     weights = torch.zeros(len(seeds), dtype=torch.float64)
     weights[selection.indices] = selection.weights.to(torch.float64)

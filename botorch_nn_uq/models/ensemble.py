@@ -128,9 +128,24 @@ def resampling_row_weights(
     bootstrap: bool,
     subset_fraction: float | None,
     dtype: torch.dtype,
+    device: torch.device | str | None = None,
 ) -> Tensor | None:
-    r"""Per-member training multiplicities (``K x n``) for bootstraps or random subsets,
-    each drawn from the member's own resampling stream; ``None`` for all rows."""
+    r"""Per-member training multiplicities for bootstraps or random subsets, each drawn
+    from the member's own resampling stream.
+
+    Args:
+        network: The ``K`` members, whose seeds give the streams.
+        num_data: The number ``n`` of training rows.
+        bootstrap: Draw bootstrap resamples (multiplicities ``0, 1, 2, ...``).
+        subset_fraction: Otherwise, the fraction of the rows in each member's subset.
+        dtype: The weights' dtype.
+        device: The weights' device (the CPU if ``None``); they are drawn on the CPU and
+            moved, so a seed gives the same rows on every device.
+
+    Returns:
+        A ``K x n`` tensor of multiplicities, or ``None`` (all rows) without bootstrap
+        and subsets.
+    """
     if not bootstrap and subset_fraction is None:
         return None
     rows = []
@@ -142,20 +157,36 @@ def resampling_row_weights(
             size = max(1, round(subset_fraction * num_data))
             chosen = torch.randperm(num_data, generator=generator)[:size]
             rows.append(torch.zeros(num_data, dtype=torch.long).index_fill(0, chosen, 1))
-    return torch.stack(rows).to(dtype)
+    return torch.stack(rows).to(dtype=dtype, device=device)
 
 
 def member_validation_masks(
-    network: BatchedMLP, num_data: int, validation_fraction: float, dtype: torch.dtype
+    network: BatchedMLP,
+    num_data: int,
+    validation_fraction: float,
+    dtype: torch.dtype,
+    device: torch.device | str | None = None,
 ) -> Tensor:
-    r"""``K x n`` 0/1 masks of each member's held-out rows
+    r"""Each member's held-out rows
     (:func:`~botorch_nn_uq.ensembles.holdout.holdout_size` rows), drawn from the
-    member's validation stream."""
+    member's validation stream.
+
+    Args:
+        network: The ``K`` members, whose seeds give the streams.
+        num_data: The number ``n`` of training rows.
+        validation_fraction: The held-out fraction in ``(0, 1)``.
+        dtype: The masks' dtype.
+        device: The masks' device (the CPU if ``None``); they are drawn on the CPU and
+            moved, so a seed gives the same rows on every device.
+
+    Returns:
+        A ``K x n`` tensor of 0/1 masks (1: held out).
+    """
     size = holdout_size(num_data, validation_fraction)
     masks = torch.zeros(network.num_members, num_data, dtype=dtype)
     for member, generator in enumerate(network.member_generators(VALIDATION_STREAM)):
         masks[member, torch.randperm(num_data, generator=generator)[:size]] = 1.0
-    return masks
+    return masks.to(device)
 
 
 class DeepEnsemble(MemberEnsemble):
@@ -221,13 +252,13 @@ class DeepEnsemble(MemberEnsemble):
         (members,) = self.network.groups
         num_data = train_X.shape[0]
         row_weights = resampling_row_weights(
-            members, num_data, hp.bootstrap, hp.subset_fraction, train_X.dtype
+            members, num_data, hp.bootstrap, hp.subset_fraction, train_X.dtype, train_X.device
         )
         validation_masks = None
         if hp.validation_fraction is not None:
             validation_masks = member_validation_masks(
-                members, num_data, hp.validation_fraction, train_X.dtype
-            ).to(train_X)
+                members, num_data, hp.validation_fraction, train_X.dtype, train_X.device
+            )
             row_weights = (1.0 if row_weights is None else row_weights) * (1 - validation_masks)
             if (row_weights.sum(-1) == 0).any():
                 raise ValueError(

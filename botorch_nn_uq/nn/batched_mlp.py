@@ -210,8 +210,8 @@ class BatchedMLP(nn.Module):
                 ``per_member=True`` member-specific inputs ``K x n x d``.
             per_member: Whether ``X`` holds one row set per member.
             generator: The source of the training-time dropout masks of all members (in
-                ``training`` mode with positive dropout rates); ``None`` draws from
-                torch's global generator.
+                ``training`` mode with positive dropout rates), a CPU generator; ``None``
+                draws from torch's global CPU generator.
             return_features: Also return the inputs of the output layer.
 
         Returns:
@@ -243,11 +243,11 @@ class BatchedMLP(nn.Module):
             if dropout:
                 keep = (1 - self.dropout_rates).to(hidden)[:, None, None]
                 # Single-precision uniforms compared with the keep rate are Bernoulli
-                # draws at under half the cost of torch.bernoulli with a per-member rate.
-                uniform = torch.rand(
-                    hidden.shape, dtype=torch.float32, device=hidden.device, generator=generator
-                )
-                hidden = hidden * ((uniform < keep) / keep)
+                # draws at under half the cost of torch.bernoulli with a per-member rate;
+                # drawn on the CPU and moved, so a seed gives the same masks on every
+                # device.
+                uniform = torch.rand(hidden.shape, dtype=torch.float32, generator=generator)
+                hidden = hidden * ((uniform.to(hidden.device) < keep) / keep)
             outputs.append(hidden)
         features = hidden if return_features else None
         hidden = torch.matmul(hidden, self.weights[-1]) + self.biases[-1]

@@ -90,8 +90,8 @@ class DropoutMLP(nn.Module):
 
         Args:
             num_masks: The number of masks ``s``.
-            generator: The source of the masks; ``None`` draws from torch's global
-                generator.
+            generator: The source of the masks, a CPU generator; ``None`` draws from
+                torch's global CPU generator.
 
         Returns:
             One ``num_masks x width_l`` tensor per hidden layer, with entries
@@ -99,13 +99,11 @@ class DropoutMLP(nn.Module):
         """
         reference = self.output_layer.weight
         keep = 1.0 - self.dropout
+        # Drawn on the CPU and moved: a seed gives the same masks on every device.
         return [
             torch.bernoulli(
-                torch.full(
-                    (num_masks, width), keep, dtype=reference.dtype, device=reference.device
-                ),
-                generator=generator,
-            )
+                torch.full((num_masks, width), keep, dtype=reference.dtype), generator=generator
+            ).to(reference.device)
             / keep
             for width in self.hidden_widths
         ]
@@ -123,7 +121,8 @@ class DropoutMLP(nn.Module):
             X: A ``batch_shape x q x d`` tensor of inputs.
             masks: Optional fixed masks from :meth:`sample_masks` (``s x width_l`` each).
             generator: The source of the training-time dropout masks (``training`` mode
-                without ``masks``); ``None`` draws from torch's global generator.
+                without ``masks``), a CPU generator; ``None`` draws from torch's global
+                CPU generator.
             return_features: Also return the output layer's inputs.
 
         Returns:
@@ -157,7 +156,8 @@ def dropout(X: Tensor, p: float, generator: torch.Generator | None = None) -> Te
     Args:
         X: The activations (any shape).
         p: The dropout rate in ``[0, 1)``.
-        generator: The source of the mask; ``None`` draws from torch's global generator.
+        generator: The source of the mask, a CPU generator (the mask is drawn on the CPU
+            and moved to ``X``'s device); ``None`` draws from torch's global CPU generator.
 
     Returns:
         The thinned activations, of ``X``'s shape.
@@ -165,5 +165,6 @@ def dropout(X: Tensor, p: float, generator: torch.Generator | None = None) -> Te
     if p == 0 or X.numel() == 0:
         return X
     keep = 1.0 - p
-    mask = torch.empty_like(X).bernoulli_(keep, generator=generator)
-    return X * mask.div_(keep)
+    # Drawn on the CPU and moved: a seed gives the same mask on every device.
+    mask = torch.empty_like(X, device="cpu").bernoulli_(keep, generator=generator)
+    return X * mask.to(X.device).div_(keep)

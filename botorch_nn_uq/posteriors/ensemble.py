@@ -163,7 +163,8 @@ class FunctionEnsemblePosterior(MomentMatchedGaussianMixin, EnsemblePosterior):
         # MaxPosteriorSampling would return fewer distinct points than asked for.
         fresh = self._draw_functions(num_samples - self.ensemble_size)
         values = torch.cat([self.values, fresh], dim=-3)
-        order = torch.randperm(num_samples, device=self.device)
+        # Drawn on the CPU and moved: a seed gives the same order on every device.
+        order = torch.randperm(num_samples).to(self.device)
         selected = values.index_select(-3, order).movedim(len(self.batch_shape), 0)
         return selected.reshape(self._extended_shape(sample_shape))
 

@@ -269,10 +269,9 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
         sample_shape = torch.Size([1]) if not sample_shape else torch.Size(sample_shape)
         indices = systematic_member_indices(self.weights, sample_shape)
         normal_shape = sample_shape + torch.Size([1] * len(self.batch_shape))
-        noise = torch.randn(
-            normal_shape + self.component_means.shape[-2:], dtype=self.dtype, device=self.device
-        )
-        return self.rsample_from_base_samples(sample_shape, noise, indices)
+        # Drawn on the CPU and moved: a seed gives the same samples on every device.
+        noise = torch.randn(normal_shape + self.component_means.shape[-2:], dtype=self.dtype)
+        return self.rsample_from_base_samples(sample_shape, noise.to(self.device), indices)
 
     def rsample_from_base_samples(
         self, sample_shape: torch.Size, base_samples: Tensor, base_indices: Tensor | None = None

@@ -94,18 +94,19 @@ def train_network(
     Args:
         module: The network; all parameters with ``requires_grad`` are trained.
         loss_fn: Maps a tensor of training-row indices (a mini-batch: ``b`` indices, or
-            ``K x b`` in member mode), or ``None`` for the full batch, to a scalar loss
-            (a ``K``-vector in member mode).
+            ``K x b`` in member mode, on the device of ``module``'s parameters), or
+            ``None`` for the full batch, to a scalar loss (a ``K``-vector in member mode).
         num_data: The number of training rows.
         config: Optimiser, epochs, batching, early stopping and decay settings.
         validation_loss_fn: Optional callable returning a scalar validation loss (a
             ``K``-vector in member mode), evaluated without gradients once per epoch.
         progress: Show a tqdm progress bar.
         description: The progress bar's label.
-        generator: The source of one network's mini-batch order; ``None`` draws from
-            torch's global generator. Member mode takes ``member_generators`` instead.
-        member_generators: One ``torch.Generator`` per member for its mini-batch order;
-            switches on member mode.
+        generator: The source of one network's mini-batch order, a CPU generator;
+            ``None`` draws from torch's global CPU generator. Member mode takes
+            ``member_generators`` instead.
+        member_generators: One CPU ``torch.Generator`` per member for its mini-batch
+            order; switches on member mode.
         member_learning_rates: Optional ``K``-vector of per-member learning rates (member
             mode only); ``config.learning_rate`` is then only the decay schedule's base.
         member_early_stopping_patience: Optional ``K``-vector of per-member
@@ -411,6 +412,9 @@ def _train(
 
         epochs = tqdm(epochs, desc=description, leave=False)
 
+    # Orders are drawn on the CPU (a seed gives the same order on every device) and
+    # index the training data on the network's device.
+    device = network.parameters[0].device if network.parameters else torch.device("cpu")
     num_members = network.num_members
     best_loss = torch.full((num_members,), math.inf, dtype=torch.float64)
     best_epoch = torch.full((num_members,), -1, dtype=torch.long)
@@ -423,7 +427,7 @@ def _train(
     steps_run = 0
     for epoch in epochs:
         module.train()
-        order = None if full_batch else network.shuffle(num_data)
+        order = None if full_batch else network.shuffle(num_data).to(device)
         epoch_loss = torch.zeros(num_members, dtype=torch.float64)
         epoch_rows = 0
         pre_step_state = None

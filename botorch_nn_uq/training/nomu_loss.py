@@ -109,16 +109,15 @@ def artificial_inputs(
     Args:
         box: A ``2 x d`` tensor of lower and upper corners.
         num_points: The number ``l`` of points.
-        generator: The source of the points; ``None`` draws from torch's global
-            generator.
+        generator: The source of the points, a CPU generator; ``None`` draws from
+            torch's global CPU generator.
 
     Returns:
         An ``l x d`` tensor in ``box``'s dtype and device.
     """
-    unit = torch.rand(
-        num_points, box.shape[-1], dtype=box.dtype, device=box.device, generator=generator
-    )
-    return box[0] + (box[1] - box[0]) * unit
+    # Drawn on the CPU and moved: a seed gives the same points on every device.
+    unit = torch.rand(num_points, box.shape[-1], dtype=box.dtype, generator=generator)
+    return box[0] + (box[1] - box[0]) * unit.to(box.device)
 
 
 def enlarge_box(box: Tensor, enlargement: float) -> Tensor:

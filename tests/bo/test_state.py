@@ -8,6 +8,7 @@ import torch
 
 from botorch_nn_uq.bo import BayesianOptimizer, StateFileError, registered_problem, step_seed
 from botorch_nn_uq.bo.state import STATE_FORMAT, STATE_MAGIC, RunState
+from tests.testing import saved_as_if_on_cuda
 
 
 @pytest.fixture
@@ -29,6 +30,17 @@ def test_the_state_is_read_back_exactly(saved) -> None:
     assert loaded.records == optimizer.records and loaded.step == optimizer.step == 3
     assert torch.equal(loaded.state.random_state, optimizer.state.random_state)
     assert [p.name for p in path.parent.iterdir()] == ["run.state"]
+
+
+def test_a_state_saved_on_a_gpu_loads_without_one(saved, tmp_path) -> None:
+    optimizer, _ = saved
+    path = tmp_path / "gpu.state"
+    with saved_as_if_on_cuda():
+        optimizer.save(path)
+    loaded = BayesianOptimizer.load(path)
+    for name in ("X", "Y", "values", "pending"):
+        assert torch.equal(getattr(loaded, name), getattr(optimizer, name))
+        assert getattr(loaded, name).device.type == "cpu"
 
 
 def test_step_seeds_follow_the_one_rule() -> None:

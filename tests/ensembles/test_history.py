@@ -28,7 +28,7 @@ from botorch_nn_uq.ensembles.history import (
 from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.ensembles.pool import CandidateSpec, PoolData, PoolSettings, TrainedCandidate
 from botorch_nn_uq.models import AutoDEUQ, NESRandomSearch, NESRegularizedEvolution
-from tests.testing import allow_single_member_warning
+from tests.testing import allow_single_member_warning, saved_as_if_on_cuda
 
 DTYPE = torch.float64
 HYPERPARAMETERS = TrainingHyperparameters(
@@ -156,6 +156,20 @@ def test_save_and_load_without_diagnostics(tmp_path) -> None:
     loaded = SearchHistory.load(tmp_path / "empty.pt")
     assert loaded.method == "autodeuq" and loaded.candidates == []
     assert loaded.diagnostics is None and loaded.records() == []
+
+
+def test_a_history_saved_on_a_gpu_loads_onto_the_cpu(tmp_path) -> None:
+    original = _history()
+    path = tmp_path / "history.pt"
+    with saved_as_if_on_cuda():
+        original.save(path)
+    loaded = SearchHistory.load(path)
+    _assert_same_candidates(loaded.candidates, original.candidates)
+    tensors = [
+        loaded.candidates[0].validation_log_likelihoods,
+        *loaded.candidates[0].state.values(),
+    ]
+    assert {tensor.device.type for tensor in tensors} == {"cpu"}
 
 
 def test_a_saved_history_loads_with_weights_only(tmp_path) -> None:
