@@ -2,7 +2,8 @@
 variances and candidates it is given, it answers with a clear ``ValueError`` /
 ``TypeError`` or with finite values of the right shape (``-inf`` only for a log
 probability where no improvement is possible). Never a silent NaN or all-zero answer
-from a NaN argument."""
+from a NaN argument. Each example runs on every available device (the CPU, and CUDA
+where there is one)."""
 
 import math
 
@@ -22,6 +23,7 @@ from botorch_nn_uq.acquisition import (
     qRobustTargetExpectedImprovement,
 )
 from botorch_nn_uq.models import NOMU, DeepEnsemble
+from tests.testing import available_devices
 
 DTYPE = torch.float64
 NON_FINITE = (math.nan, math.inf, -math.inf)
@@ -34,12 +36,16 @@ def _data():
 
 @pytest.fixture(scope="module")
 def models():
-    X, Y = _data()
-    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
-    return {
-        "deep-ensemble": DeepEnsemble(X, Y, epochs=30).fit(seed=0),
-        "nomu": NOMU(X, Y, bounds=bounds, epochs=30, num_artificial_points=16).fit(seed=0),
-    }
+    r"""The models by name on each available device, fitted once per module."""
+    fitted = {}
+    for device in available_devices():
+        X, Y = (tensor.to(device) for tensor in _data())
+        bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE, device=device)
+        fitted[device] = {
+            "deep-ensemble": DeepEnsemble(X, Y, epochs=30).fit(seed=0),
+            "nomu": NOMU(X, Y, bounds=bounds, epochs=30, num_artificial_points=16).fit(seed=0),
+        }
+    return fitted
 
 
 @st.composite
@@ -116,15 +122,19 @@ def arguments(draw):
     }
 
 
+# Parametrised, not the `device` fixture: hypothesis refuses function-scoped fixtures.
+@pytest.mark.parametrize("device", available_devices(), ids=str)
 @pytest.mark.parametrize("model_name", ["deep-ensemble", "nomu"])
 @pytest.mark.parametrize("name", list(ACQUISITIONS))
 @given(a=arguments())
-def test_a_clear_error_or_finite_values(models, model_name, name, a) -> None:
-    model = models[model_name]
+def test_a_clear_error_or_finite_values(models, device, model_name, name, a) -> None:
+    model = models[device][model_name]
     q = a["q"] if name in MONTE_CARLO else 1
     X = torch.rand(*a["batch"], q, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(1))
     if a["nan_candidate"]:
         X[..., 0, 0] = math.nan
+    X = X.to(device)
+    a = {**a, "e_min_data": a["e_min_data"].to(device)}
     try:
         a["e_min"] = (
             compute_e_min(a["e_min_data"], a["target"], a["variance"])
@@ -137,7 +147,7 @@ def test_a_clear_error_or_finite_values(models, model_name, name, a) -> None:
         assert str(error)
         return
     event("evaluated")
-    assert values.shape == a["batch"]
+    assert values.shape == a["batch"] and values.device == device
     assert not values.isnan().any()
     if name == "log-robust-poi":
         assert (values <= 0).all()

@@ -50,6 +50,7 @@ BOUNDS_LOW, BOUNDS_HIGH = -2.0, 3.0
 DIM = 2
 #: The epochs of the fits that check how a fit draws its random choices, not its result.
 SHORT_FIT_EPOCHS = 20
+CPU = torch.device("cpu")
 
 
 @dataclass(frozen=True)
@@ -111,35 +112,49 @@ def toy_function(X: Tensor) -> Tensor:
     return torch.stack([first, second], dim=-1)
 
 
-def toy_data(n: int = 24, dtype: torch.dtype = torch.float64, num_outputs: int = 1):
+def toy_data(
+    n: int = 24,
+    dtype: torch.dtype = torch.float64,
+    num_outputs: int = 1,
+    device: torch.device = CPU,
+):
+    r"""``n`` training points in the box and their toy outputs, drawn on the CPU and
+    moved to ``device`` (the same data on every device)."""
     generator = torch.Generator().manual_seed(123)
     X = BOUNDS_LOW + (BOUNDS_HIGH - BOUNDS_LOW) * torch.rand(
         n, DIM, generator=generator, dtype=dtype
     )
+    X = X.to(device)
     return X, toy_function(X)[..., :num_outputs]
 
 
-def test_points(*batch: int, dtype: torch.dtype = torch.float64) -> Tensor:
+def test_points(
+    *batch: int, dtype: torch.dtype = torch.float64, device: torch.device = CPU
+) -> Tensor:
+    r"""Points of shape ``batch x d`` in the box, drawn on the CPU and moved to
+    ``device``."""
     generator = torch.Generator().manual_seed(7)
-    return BOUNDS_LOW + (BOUNDS_HIGH - BOUNDS_LOW) * torch.rand(
+    points = BOUNDS_LOW + (BOUNDS_HIGH - BOUNDS_LOW) * torch.rand(
         *batch, DIM, generator=generator, dtype=dtype
     )
+    return points.to(device)
 
 
 _STANDARD_MODELS: dict[tuple, Any] = {}
 
 
-def standard_model(entry: ConformanceEntry, dtype=torch.float64, num_outputs=1, seed=0):
-    r"""The entry's model fitted on the toy data with Normalize + Standardize. Fits are
-    deterministic, so one fit per setting is shared by the tests (which only read it)."""
-    key = (entry.name, dtype, num_outputs, seed)
+def standard_model(entry: ConformanceEntry, dtype=torch.float64, num_outputs=1, seed=0, device=CPU):
+    r"""The entry's model fitted on the toy data with Normalize + Standardize, on
+    ``device``. Fits are deterministic, so one fit per setting is shared by the tests
+    (which only read it)."""
+    key = (entry.name, dtype, num_outputs, seed, device)
     if key not in _STANDARD_MODELS:
-        _STANDARD_MODELS[key] = _fit_standard_model(entry, dtype, num_outputs, seed)
+        _STANDARD_MODELS[key] = _fit_standard_model(entry, dtype, num_outputs, seed, device)
     return _STANDARD_MODELS[key]
 
 
-def _fit_standard_model(entry: ConformanceEntry, dtype, num_outputs, seed):
-    train_X, train_Y = toy_data(dtype=dtype, num_outputs=num_outputs)
+def _fit_standard_model(entry: ConformanceEntry, dtype, num_outputs, seed, device):
+    train_X, train_Y = toy_data(dtype=dtype, num_outputs=num_outputs, device=device)
     model = entry.fitted(
         train_X,
         train_Y,
@@ -171,19 +186,35 @@ def training_interrupted_after(steps: int, error: BaseException) -> Iterator[Non
 
 class GlobalDrawRecorder(TorchDispatchMode):
     r"""Inside the block, records every torch operation that draws from torch's global
-    CPU generator (the operation's name in ``draws``), also where the generator's state
-    is saved and restored around it (as ``seeded`` and ``torch.random.fork_rng`` do)."""
+    CPU generator, or from the global generator of the current CUDA device where there is
+    one (the operation's name in ``draws``), also where the generator's state is saved
+    and restored around it (as ``seeded`` and ``torch.random.fork_rng`` do)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.draws: list[str] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        before = torch.random.get_rng_state()
+        before = global_rng_states()
         result = func(*args, **(kwargs or {}))
-        if not torch.equal(torch.random.get_rng_state(), before):
+        after = global_rng_states()
+        if not all(torch.equal(old, new) for old, new in zip(before, after, strict=True)):
             self.draws.append(str(func))
         return result
+
+
+def global_rng_states() -> list[Tensor]:
+    r"""The states of torch's global CPU generator and, where CUDA is available, of the
+    current CUDA device's."""
+    states = [torch.random.get_rng_state()]
+    if torch.cuda.is_available():
+        states.append(torch.cuda.get_rng_state())
+    return states
+
+
+def assert_same_rng_states(before: list[Tensor]) -> None:
+    r"""Assert that the global generators are in the states ``before``."""
+    assert all(torch.equal(old, new) for old, new in zip(before, global_rng_states(), strict=True))
 
 
 def fitted_state(model) -> dict[str, Any]:
@@ -219,12 +250,18 @@ def assert_same_fitted_state(before: dict[str, Any], after: dict[str, Any]) -> N
 # The kit's few training points may leave a searched ensemble with a single member.
 @allow_single_member_warning
 class ConformanceKit:
-    r"""Tests every model must pass. Needs a fixture ``entry`` (a ConformanceEntry)."""
+    r"""Tests every model must pass. Needs a fixture ``entry`` (a ConformanceEntry).
+
+    Every test runs on each available device (the ``device`` fixture: the CPU, and
+    CUDA where there is one), with data drawn on the CPU and moved there.
+    """
 
     @pytest.mark.parametrize("batch", [(3,), (4, 3), (2, 4, 3), (2, 1, 4, 1)])
-    def test_posterior_shapes(self, entry: ConformanceEntry, batch: tuple[int, ...]) -> None:
-        model, *_ = standard_model(entry, num_outputs=2)
-        X = test_points(*batch)
+    def test_posterior_shapes(
+        self, entry: ConformanceEntry, device: torch.device, batch: tuple[int, ...]
+    ) -> None:
+        model, *_ = standard_model(entry, num_outputs=2, device=device)
+        X = test_points(*batch, device=device)
         posterior = model.posterior(X)
         assert posterior.mean.shape == X.shape[:-1] + (2,)
         assert posterior.variance.shape == X.shape[:-1] + (2,)
@@ -236,9 +273,11 @@ class ConformanceKit:
         assert model.batch_shape == torch.Size()
 
     @pytest.mark.parametrize("batch", [(0,), (0, 1), (3, 0), (2, 0, 4)])
-    def test_an_empty_batch_gives_an_empty_posterior(self, entry, batch) -> None:
-        model, *_ = standard_model(entry, num_outputs=2)
-        X = test_points(*batch)
+    def test_an_empty_batch_gives_an_empty_posterior(
+        self, entry, device: torch.device, batch
+    ) -> None:
+        model, *_ = standard_model(entry, num_outputs=2, device=device)
+        X = test_points(*batch, device=device)
         for observation_noise in (False, True):
             posterior = model.posterior(X, observation_noise=observation_noise)
             assert posterior.mean.shape == posterior.variance.shape == X.shape[:-1] + (2,)
@@ -246,18 +285,22 @@ class ConformanceKit:
             samples = get_sampler(posterior, torch.Size([4]), seed=0)(posterior)
             assert samples.shape == (4,) + X.shape[:-1] + (2,)
 
-    def test_dtypes(self, entry: ConformanceEntry, dtype: torch.dtype) -> None:
-        model, *_ = standard_model(entry, dtype=dtype)
-        posterior = model.posterior(test_points(5, 1, dtype=dtype))
+    def test_dtypes(
+        self, entry: ConformanceEntry, device: torch.device, dtype: torch.dtype
+    ) -> None:
+        model, *_ = standard_model(entry, dtype=dtype, device=device)
+        posterior = model.posterior(test_points(5, 1, dtype=dtype, device=device))
         assert posterior.mean.dtype == dtype
         assert posterior.variance.dtype == dtype
         assert all(p.dtype == dtype for p in model.parameters())
         other = torch.float64 if dtype == torch.float32 else torch.float32
         with pytest.raises(ValueError, match="dtype"):
-            model.posterior(test_points(5, 1, dtype=other))
+            model.posterior(test_points(5, 1, dtype=other, device=device))
 
-    def test_input_transform_equals_manual_normalisation(self, entry: ConformanceEntry) -> None:
-        train_X, train_Y = toy_data()
+    def test_input_transform_equals_manual_normalisation(
+        self, entry: ConformanceEntry, device: torch.device
+    ) -> None:
+        train_X, train_Y = toy_data(device=device)
         bounds = bounds_like(train_X)
         with_transform = entry.fitted(
             train_X, train_Y, input_transform=Normalize(DIM, bounds=bounds)
@@ -265,21 +308,23 @@ class ConformanceKit:
         unit_X = (train_X - bounds[0]) / (bounds[1] - bounds[0])
         unit_bounds = torch.stack([torch.zeros(DIM), torch.ones(DIM)]).to(train_X)
         manual = entry.fitted(unit_X, train_Y, bounds=unit_bounds, input_transform=None)
-        X = test_points(6, 2)
+        X = test_points(6, 2, device=device)
         expected = manual.posterior((X - bounds[0]) / (bounds[1] - bounds[0]))
         actual = with_transform.posterior(X)
         torch.testing.assert_close(actual.mean, expected.mean)
         torch.testing.assert_close(actual.variance, expected.variance)
 
-    def test_outcome_transform_gives_original_units(self, entry: ConformanceEntry) -> None:
-        train_X, train_Y = toy_data(num_outputs=2)
+    def test_outcome_transform_gives_original_units(
+        self, entry: ConformanceEntry, device: torch.device
+    ) -> None:
+        train_X, train_Y = toy_data(num_outputs=2, device=device)
         model = entry.fitted(train_X, train_Y, outcome_transform=Standardize(2))
         # Standardised by the transform's own arithmetic, so that both fits train on
         # bit-identical targets (a network's training amplifies rounding differences).
         standardized, _ = Standardize(2)(train_Y)
         mean, std = train_Y.mean(0), train_Y.std(0)
         manual = entry.fitted(train_X, standardized, outcome_transform=None)
-        X = test_points(5, 3)
+        X = test_points(5, 3, device=device)
         posterior, expected = model.posterior(X), manual.posterior(X)
         torch.testing.assert_close(posterior.mean, expected.mean * std + mean)
         torch.testing.assert_close(posterior.variance, expected.variance * std**2)
@@ -290,9 +335,9 @@ class ConformanceKit:
         relative_error = (fitted - train_Y).abs().mean(0) / train_Y.std(0)
         assert (relative_error < 1.0).all(), relative_error
 
-    def test_output_indices(self, entry: ConformanceEntry) -> None:
-        model, *_ = standard_model(entry, num_outputs=2)
-        X = test_points(4, 3)
+    def test_output_indices(self, entry: ConformanceEntry, device: torch.device) -> None:
+        model, *_ = standard_model(entry, num_outputs=2, device=device)
+        X = test_points(4, 3, device=device)
         full = model.posterior(X)
         for indices in ([1], [0], [1, 0]):
             subset = model.posterior(X, output_indices=indices)
@@ -302,9 +347,11 @@ class ConformanceKit:
             model.posterior(X, output_indices=[2])
 
     @pytest.mark.parametrize("indices", [[1], [0], [1, 0], [-2]])
-    def test_subset_output(self, entry: ConformanceEntry, indices: list[int]) -> None:
-        model, *_ = standard_model(entry, num_outputs=2)
-        X = test_points(4, 3)
+    def test_subset_output(
+        self, entry: ConformanceEntry, device: torch.device, indices: list[int]
+    ) -> None:
+        model, *_ = standard_model(entry, num_outputs=2, device=device)
+        X = test_points(4, 3, device=device)
         before = model.posterior(X)
         subset = model.subset_output(indices)
         assert type(subset) is type(model)
@@ -313,8 +360,8 @@ class ConformanceKit:
         torch.testing.assert_close(
             subset.outcome_transform.means, model.outcome_transform.means[..., served]
         )
-        noise = torch.tensor([0.1, 0.3], dtype=X.dtype).expand(*X.shape[:-1], 2)
-        weights = torch.tensor([0.4, -0.6], dtype=X.dtype)[: len(indices)]
+        noise = torch.tensor([0.1, 0.3], dtype=X.dtype, device=device).expand(*X.shape[:-1], 2)
+        weights = torch.tensor([0.4, -0.6], dtype=X.dtype, device=device)[: len(indices)]
         for observation_noise, subset_noise in [
             (False, False),
             (True, True),
@@ -357,15 +404,19 @@ class ConformanceKit:
         torch.testing.assert_close(after.variance, before.variance, rtol=0, atol=0)
 
     @pytest.mark.parametrize("indices", [[2], [-3], [], [0, 0], [0.0], "0", 1])
-    def test_subset_output_rejects_invalid_indices(self, entry, indices) -> None:
-        model, *_ = standard_model(entry, num_outputs=2)
+    def test_subset_output_rejects_invalid_indices(
+        self, entry, device: torch.device, indices
+    ) -> None:
+        model, *_ = standard_model(entry, num_outputs=2, device=device)
         with pytest.raises(ValueError, match="idcs|distinct output indices"):
             model.subset_output(indices)
 
-    def test_scalarized_posterior_transform(self, entry: ConformanceEntry) -> None:
-        model, *_ = standard_model(entry, num_outputs=2)
-        X = test_points(4, 3)
-        weights = torch.tensor([0.3, -0.7], dtype=X.dtype)
+    def test_scalarized_posterior_transform(
+        self, entry: ConformanceEntry, device: torch.device
+    ) -> None:
+        model, *_ = standard_model(entry, num_outputs=2, device=device)
+        X = test_points(4, 3, device=device)
+        weights = torch.tensor([0.3, -0.7], dtype=X.dtype, device=device)
         transform = ScalarizedPosteriorTransform(weights=weights, offset=2.0)
         full = model.posterior(X)
         scalarized = model.posterior(X, posterior_transform=transform)
@@ -384,27 +435,29 @@ class ConformanceKit:
             scalar_samples = get_sampler(scalarized, torch.Size([8]), seed=3)(scalarized)
             torch.testing.assert_close(scalar_samples, 2.0 + samples @ weights.unsqueeze(-1))
 
-    def test_observation_noise(self, entry: ConformanceEntry) -> None:
-        model, train_X, train_Y = standard_model(entry)
-        X = test_points(5, 2)
+    def test_observation_noise(self, entry: ConformanceEntry, device: torch.device) -> None:
+        model, train_X, train_Y = standard_model(entry, device=device)
+        X = test_points(5, 2, device=device)
         latent = model.posterior(X)
         noisy = model.posterior(X, observation_noise=True)
         torch.testing.assert_close(noisy.mean, latent.mean)
         if entry.has_observation_noise_model:
             assert (noisy.variance > latent.variance).all()
-        noise = torch.full(X.shape[:-1] + (1,), 0.25, dtype=X.dtype)
+        noise = torch.full(X.shape[:-1] + (1,), 0.25, dtype=X.dtype, device=device)
         explicit = model.posterior(X, observation_noise=noise)
         scale = model.outcome_transform.stdvs.squeeze() ** 2
         torch.testing.assert_close(explicit.variance, latent.variance + 0.25 * scale)
         with pytest.raises(ValueError, match="observation_noise"):
             model.posterior(X, observation_noise=-noise)
         with pytest.raises(ValueError, match="observation_noise"):
-            model.posterior(X, observation_noise=torch.ones(7, 5, 1, dtype=X.dtype))
+            model.posterior(X, observation_noise=torch.ones(7, 5, 1, dtype=X.dtype, device=device))
 
-    def test_rsample_determinism(self, entry: ConformanceEntry) -> None:
-        model, *_ = standard_model(entry)
+    def test_rsample_determinism(self, entry: ConformanceEntry, device: torch.device) -> None:
+        model, *_ = standard_model(entry, device=device)
         for observation_noise in (False, True):
-            posterior = model.posterior(test_points(4, 3), observation_noise=observation_noise)
+            posterior = model.posterior(
+                test_points(4, 3, device=device), observation_noise=observation_noise
+            )
             first = get_sampler(posterior, torch.Size([16]), seed=11)(posterior)
             second = get_sampler(posterior, torch.Size([16]), seed=11)(posterior)
             other = get_sampler(posterior, torch.Size([16]), seed=12)(posterior)
@@ -415,20 +468,24 @@ class ConformanceKit:
                 assert not torch.equal(first, other)
             # A point's samples do not depend on the other points in its batch.
             alone = get_sampler(posterior, torch.Size([16]), seed=11)(
-                model.posterior(test_points(4, 3)[:1], observation_noise=observation_noise)
+                model.posterior(
+                    test_points(4, 3, device=device)[:1], observation_noise=observation_noise
+                )
             )
             torch.testing.assert_close(alone[:, 0], first[:, 0])
 
-    def test_gradients_flow_to_inputs(self, entry: ConformanceEntry) -> None:
-        model, *_ = standard_model(entry)
-        X = test_points(4, 1).requires_grad_(True)
+    def test_gradients_flow_to_inputs(self, entry: ConformanceEntry, device: torch.device) -> None:
+        model, *_ = standard_model(entry, device=device)
+        X = test_points(4, 1, device=device).requires_grad_(True)
         posterior = model.posterior(X)
         (posterior.mean.sum() + posterior.variance.sum()).backward()
         assert X.grad is not None and X.grad.abs().sum() > 0
 
     @pytest.mark.parametrize("acquisition_name", ["LogEI", "UCB", "qLogEI", "qLogNEI", "qUCB"])
-    def test_optimize_acqf_end_to_end(self, entry: ConformanceEntry, acquisition_name: str) -> None:
-        model, train_X, train_Y = standard_model(entry)
+    def test_optimize_acqf_end_to_end(
+        self, entry: ConformanceEntry, device: torch.device, acquisition_name: str
+    ) -> None:
+        model, train_X, train_Y = standard_model(entry, device=device)
         best_f = train_Y.max()
         acquisitions = {
             "LogEI": lambda: LogExpectedImprovement(model, best_f=best_f),
@@ -454,13 +511,15 @@ class ConformanceKit:
         assert value_at_candidate >= best_raw_sample - 1e-6 * best_raw_sample.abs()
 
     @pytest.mark.parametrize("acquisition_class", [qMaxValueEntropy, qLowerBoundMaxValueEntropy])
-    def test_max_value_entropy(self, entry: ConformanceEntry, acquisition_class: type) -> None:
-        model, train_X, _ = standard_model(entry)
+    def test_max_value_entropy(
+        self, entry: ConformanceEntry, device: torch.device, acquisition_class: type
+    ) -> None:
+        model, train_X, _ = standard_model(entry, device=device)
         bounds = bounds_like(train_X)
         candidate_set = draw_sobol_samples(bounds, n=64, q=1, seed=0).squeeze(-2)
         torch.manual_seed(0)
         acquisition = acquisition_class(model, candidate_set, num_mv_samples=8)
-        values = acquisition(test_points(6, 1))
+        values = acquisition(test_points(6, 1, device=device))
         assert values.shape == (6,) and values.isfinite().all()
         candidate, value = optimize_acqf(
             acquisition, bounds, q=1, num_restarts=2, raw_samples=16, options={"maxiter": 20}
@@ -468,8 +527,10 @@ class ConformanceKit:
         assert candidate.shape == (1, DIM) and value.isfinite()
         assert ((candidate >= bounds[0]) & (candidate <= bounds[1])).all()
 
-    def test_model_list_with_single_task_gp(self, entry: ConformanceEntry) -> None:
-        model, train_X, train_Y = standard_model(entry)
+    def test_model_list_with_single_task_gp(
+        self, entry: ConformanceEntry, device: torch.device
+    ) -> None:
+        model, train_X, train_Y = standard_model(entry, device=device)
         gp = SingleTaskGP(
             train_X,
             train_Y,
@@ -477,7 +538,7 @@ class ConformanceKit:
             outcome_transform=Standardize(1),
         )
         model_list = ModelList(model, gp)
-        X = test_points(5, 2)
+        X = test_points(5, 2, device=device)
         posterior = model_list.posterior(X)
         assert posterior.mean.shape == (5, 2, 2)
         torch.testing.assert_close(posterior.mean[..., :1], model.posterior(X).mean)
@@ -490,35 +551,39 @@ class ConformanceKit:
         )
         assert candidate.shape == (2, DIM)
 
-    def test_same_seed_same_model(self, entry: ConformanceEntry) -> None:
-        X = test_points(6, 1)
+    def test_same_seed_same_model(self, entry: ConformanceEntry, device: torch.device) -> None:
+        X = test_points(6, 1, device=device)
         torch.manual_seed(1)
-        first = standard_model(entry, seed=4)[0].posterior(X)
+        first = standard_model(entry, seed=4, device=device)[0].posterior(X)
         torch.manual_seed(2)
-        second = standard_model(entry, seed=4)[0].posterior(X)
-        third = standard_model(entry, seed=5)[0].posterior(X)
+        second = standard_model(entry, seed=4, device=device)[0].posterior(X)
+        third = standard_model(entry, seed=5, device=device)[0].posterior(X)
         torch.testing.assert_close(first.mean, second.mean, rtol=0, atol=0)
         torch.testing.assert_close(first.variance, second.variance, rtol=0, atol=0)
         assert not torch.equal(first.mean, third.mean)
 
-    def test_a_seeded_fit_draws_nothing_from_the_global_generator(self, entry) -> None:
+    def test_a_seeded_fit_draws_nothing_from_the_global_generator(
+        self, entry, device: torch.device
+    ) -> None:
         # Short fits: every random choice of a fit is made in its first epochs too.
-        train_X, train_Y = toy_data()
+        train_X, train_Y = toy_data(device=device)
         torch.manual_seed(1)
-        state = torch.random.get_rng_state()
+        states = global_rng_states()
         with GlobalDrawRecorder() as recorder:
             model = entry.build(train_X, train_Y).fit(seed=3, epochs=SHORT_FIT_EPOCHS)
         assert recorder.draws == []
-        assert torch.equal(torch.random.get_rng_state(), state)
+        assert_same_rng_states(states)
         # Nor may the fit read the global state (to seed a generator of its own, say).
         torch.manual_seed(2)
         other = entry.build(train_X, train_Y).fit(seed=3, epochs=SHORT_FIT_EPOCHS)
-        X = test_points(4, 1)
+        X = test_points(4, 1, device=device)
         assert torch.equal(model.posterior(X).mean, other.posterior(X).mean)
         assert torch.equal(model.posterior(X).variance, other.posterior(X).variance)
 
-    def test_an_unseeded_fit_draws_its_seed_from_the_global_generator(self, entry) -> None:
-        train_X, train_Y = toy_data()
+    def test_an_unseeded_fit_draws_its_seed_from_the_global_generator(
+        self, entry, device: torch.device
+    ) -> None:
+        train_X, train_Y = toy_data(device=device)
         torch.manual_seed(5)
         model = entry.build(train_X, train_Y).fit(epochs=SHORT_FIT_EPOCHS)
         after_fit = torch.rand(3)
@@ -526,8 +591,10 @@ class ConformanceKit:
         assert model.fit_seed == resolve_seed(None)
         assert torch.equal(torch.rand(3), after_fit)
 
-    def test_progress_bar(self, entry: ConformanceEntry, capsys: pytest.CaptureFixture) -> None:
-        train_X, train_Y = toy_data()
+    def test_progress_bar(
+        self, entry: ConformanceEntry, device: torch.device, capsys: pytest.CaptureFixture
+    ) -> None:
+        train_X, train_Y = toy_data(device=device)
         entry.build(train_X, train_Y).fit(seed=0, progress=True)
         assert re.search(r"\d+%\|", capsys.readouterr().err)
         entry.build(train_X, train_Y).fit(seed=0, progress=False)
@@ -548,21 +615,25 @@ class ConformanceKit:
             (lambda X, Y: (X.long(), Y), TypeError, "floating-point"),
         ],
     )
-    def test_bad_training_data(self, entry, make_data, error, message) -> None:
-        train_X, train_Y = make_data(*toy_data())
+    def test_bad_training_data(
+        self, entry, device: torch.device, make_data, error, message
+    ) -> None:
+        train_X, train_Y = make_data(*toy_data(device=device))
         with pytest.raises(error, match=message):
             entry.build(train_X, train_Y)
 
-    def test_non_finite_loss_raises(self, entry: ConformanceEntry) -> None:
-        train_X, train_Y = toy_data()
+    def test_non_finite_loss_raises(self, entry: ConformanceEntry, device: torch.device) -> None:
+        train_X, train_Y = toy_data(device=device)
         with (
             pytest.raises(NonFiniteLossError, match="training loss became"),
             pytest.warns(InputDataWarning, match="not standardized"),
         ):
             entry.fitted(train_X, train_Y * 1e200, outcome_transform=None)
 
-    def test_bad_hyperparameters_and_calls(self, entry: ConformanceEntry) -> None:
-        train_X, train_Y = toy_data()
+    def test_bad_hyperparameters_and_calls(
+        self, entry: ConformanceEntry, device: torch.device
+    ) -> None:
+        train_X, train_Y = toy_data(device=device)
         with pytest.raises(TypeError, match="Unknown hyperparameter"):
             entry.build(train_X, train_Y, not_a_hyperparameter=1)
         with pytest.raises(ValueError, match="epochs"):
@@ -570,18 +641,22 @@ class ConformanceKit:
         with pytest.raises(ValueError, match="seed"):
             entry.build(train_X, train_Y).fit(seed=-1)
         with pytest.raises(RuntimeError, match="not fitted"):
-            entry.build(train_X, train_Y).posterior(test_points(2, 1))
+            entry.build(train_X, train_Y).posterior(test_points(2, 1, device=device))
         model = entry.fitted(train_X, train_Y)
         with pytest.raises(ValueError, match="input dimensions"):
-            model.posterior(torch.rand(2, 1, DIM + 1, dtype=train_X.dtype))
+            model.posterior(torch.rand(2, 1, DIM + 1, dtype=train_X.dtype).to(device))
         with pytest.raises(ValueError, match="at least two dimensions"):
-            model.posterior(torch.rand(DIM, dtype=train_X.dtype))
+            model.posterior(torch.rand(DIM, dtype=train_X.dtype).to(device))
         with pytest.raises(ValueError, match="NaN"):
-            model.posterior(torch.full((2, 1, DIM), float("nan"), dtype=train_X.dtype))
+            model.posterior(
+                torch.full((2, 1, DIM), float("nan"), dtype=train_X.dtype, device=device)
+            )
 
     @pytest.mark.parametrize("steps", [1, 5])
-    def test_an_interrupted_first_fit_leaves_the_model_unfitted(self, entry, steps) -> None:
-        train_X, train_Y = toy_data()
+    def test_an_interrupted_first_fit_leaves_the_model_unfitted(
+        self, entry, device: torch.device, steps
+    ) -> None:
+        train_X, train_Y = toy_data(device=device)
         model = entry.build(train_X, train_Y)
         before = fitted_state(model)
         with (
@@ -591,14 +666,16 @@ class ConformanceKit:
             model.fit(seed=0)
         assert_same_fitted_state(before, fitted_state(model))
         with pytest.raises(RuntimeError, match="not fitted"):
-            model.posterior(test_points(2, 1))
+            model.posterior(test_points(2, 1, device=device))
         assert model.fit(seed=0).is_fitted
 
     @pytest.mark.parametrize(
         "error", [KeyboardInterrupt(), RuntimeError("out of memory")], ids=["interrupt", "error"]
     )
-    def test_a_failed_refit_leaves_the_previous_fit_in_service(self, entry, error) -> None:
-        train_X, train_Y = toy_data()
+    def test_a_failed_refit_leaves_the_previous_fit_in_service(
+        self, entry, device: torch.device, error
+    ) -> None:
+        train_X, train_Y = toy_data(device=device)
         model = entry.fitted(train_X, train_Y, seed=0)
         before = fitted_state(model)
         with training_interrupted_after(3, error), pytest.raises(type(error)):
@@ -606,12 +683,14 @@ class ConformanceKit:
         assert_same_fitted_state(before, fitted_state(model))
 
     @pytest.mark.parametrize("data", ["same", "other"])
-    def test_a_checkpoint_loads_into_a_fresh_model(self, entry, data, tmp_path) -> None:
-        model, train_X, train_Y = standard_model(entry)
+    def test_a_checkpoint_loads_into_a_fresh_model(
+        self, entry, device: torch.device, data, tmp_path
+    ) -> None:
+        model, train_X, train_Y = standard_model(entry, device=device)
         torch.save(model.state_dict(), tmp_path / "model.pt")
         if data == "other":
             # The checkpoint is the trained function: another model's data do not matter.
-            train_X = test_points(17)
+            train_X = test_points(17, device=device)
             train_Y = toy_function(train_X)[..., :1]
         fresh = entry.build(
             train_X,
@@ -621,7 +700,7 @@ class ConformanceKit:
         )
         fresh.load_state_dict(torch.load(tmp_path / "model.pt", weights_only=True))
         assert fresh.is_fitted and fresh.fit_seed == model.fit_seed
-        X = test_points(5, 3)
+        X = test_points(5, 3, device=device)
         for observation_noise in (False, True):
             expected = model.posterior(X, observation_noise=observation_noise)
             loaded = fresh.posterior(X, observation_noise=observation_noise)
@@ -648,7 +727,7 @@ class ConformanceKit:
 
         model = entry.fitted(train_X, train_Y, seed=0, **transforms())
         assert {p.device.type for p in model.parameters()} <= {device.type}
-        X = test_points(4, 1).to(device)
+        X = test_points(4, 1, device=device)
         posterior = model.posterior(X, observation_noise=True)
         samples = get_sampler(posterior, torch.Size([4]), seed=0)(posterior)
         for value in (posterior.mean, posterior.variance, samples):
@@ -669,41 +748,49 @@ class ConformanceKit:
             **tolerances(torch.float64, rounding_steps=1e6),
         )
 
-    def test_a_checkpoint_holds_no_training_data(self, entry: ConformanceEntry) -> None:
-        model, train_X, train_Y = standard_model(entry)
+    def test_a_checkpoint_holds_no_training_data(
+        self, entry: ConformanceEntry, device: torch.device
+    ) -> None:
+        model, train_X, train_Y = standard_model(entry, device=device)
         state = model.state_dict()
         assert not {"train_X", "transformed_train_Y"} & set(state)
         for data in (train_X, train_Y, model.transformed_train_Y):
             assert not any(torch.equal(value, data) for value in state.values())
 
-    def test_fantasize_shapes(self, entry: ConformanceEntry) -> None:
-        model, *_ = standard_model(entry)
-        fantasy = model.fantasize(test_points(3, 1), SobolQMCNormalSampler(torch.Size([2])))
+    def test_fantasize_shapes(self, entry: ConformanceEntry, device: torch.device) -> None:
+        model, *_ = standard_model(entry, device=device)
+        fantasy = model.fantasize(
+            test_points(3, 1, device=device), SobolQMCNormalSampler(torch.Size([2]))
+        )
         assert fantasy.batch_shape == (2, 3) and fantasy.num_outputs == 1
-        for X in (test_points(2, 3, 4), test_points(4)):
+        for X in (test_points(2, 3, 4, device=device), test_points(4, device=device)):
             posterior = fantasy.posterior(X)
             assert posterior.mean.shape == posterior.variance.shape == (2, 3, 4, 1)
             samples = get_sampler(posterior, torch.Size([5]), seed=0)(posterior)
             assert samples.shape == (5, 2, 3, 4, 1) and samples.isfinite().all()
 
-    def test_conditioning_draws_nothing_from_the_global_generator(self, entry) -> None:
-        model, *_ = standard_model(entry)
-        x = test_points(1)
+    def test_conditioning_draws_nothing_from_the_global_generator(
+        self, entry, device: torch.device
+    ) -> None:
+        model, *_ = standard_model(entry, device=device)
+        x = test_points(1, device=device)
         y = model.posterior(x).mean + 1.0
         torch.manual_seed(1)
-        state = torch.random.get_rng_state()
+        states = global_rng_states()
         with GlobalDrawRecorder() as recorder:
             conditioned = model.condition_on_observations(x, y)
             first = conditioned.posterior(x).mean
         assert recorder.draws == []
-        assert torch.equal(torch.random.get_rng_state(), state)
+        assert_same_rng_states(states)
         torch.manual_seed(2)
         again = model.condition_on_observations(x, y)
         assert torch.equal(first, again.posterior(x).mean)
 
-    def test_conditioning_moves_the_mean_toward_an_observation(self, entry) -> None:
-        model, *_ = standard_model(entry)
-        x = test_points(1)
+    def test_conditioning_moves_the_mean_toward_an_observation(
+        self, entry, device: torch.device
+    ) -> None:
+        model, *_ = standard_model(entry, device=device)
+        x = test_points(1, device=device)
         before = model.posterior(x, observation_noise=True)
         y = before.mean + 3 * before.variance.sqrt()
         conditioned = model.condition_on_observations(x, y)
@@ -712,17 +799,21 @@ class ConformanceKit:
         # The uncertainty at an observed point shrinks, as a GP's does.
         assert after.variance < model.posterior(x).variance
 
-    def test_conditioning_is_differentiable_in_the_observations(self, entry) -> None:
-        model, *_ = standard_model(entry)
-        x = test_points(1).requires_grad_(True)
+    def test_conditioning_is_differentiable_in_the_observations(
+        self, entry, device: torch.device
+    ) -> None:
+        model, *_ = standard_model(entry, device=device)
+        x = test_points(1, device=device).requires_grad_(True)
         y = model.posterior(x.detach()).mean.detach().requires_grad_(True)
-        mean = model.condition_on_observations(x, y).posterior(test_points(3)).mean
+        mean = model.condition_on_observations(x, y).posterior(test_points(3, device=device)).mean
         gradients = torch.autograd.grad(mean.sum(), [x, y])
         assert all(g.isfinite().all() and g.abs().sum() > 0 for g in gradients)
 
     @pytest.mark.parametrize("acquisition_name", ["qKG", "qNIPV", "qLogNEI-pending"])
-    def test_look_ahead_acquisitions(self, entry: ConformanceEntry, acquisition_name) -> None:
-        model, train_X, _ = standard_model(entry)
+    def test_look_ahead_acquisitions(
+        self, entry: ConformanceEntry, device: torch.device, acquisition_name
+    ) -> None:
+        model, train_X, _ = standard_model(entry, device=device)
         bounds = bounds_like(train_X)
         options = {"maxiter": 3, "seed": 0}
         if acquisition_name == "qKG":
@@ -734,7 +825,7 @@ class ConformanceKit:
             acquisition = qNegIntegratedPosteriorVariance(model, mc_points=mc_points)
         else:
             acquisition = qLogNoisyExpectedImprovement(
-                model, X_baseline=train_X, X_pending=test_points(2)
+                model, X_baseline=train_X, X_pending=test_points(2, device=device)
             )
         candidate, value = optimize_acqf(
             acquisition, bounds, q=1, num_restarts=1, raw_samples=4, options=options

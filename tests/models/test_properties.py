@@ -5,7 +5,8 @@ loss), or with a finite posterior whose variance is non-negative. Never a silent
 Examples are drawn over small shapes, all floating dtypes, scales from 1e-8 to 1e8,
 duplicated rows, NaN/inf injected into inputs, targets and observation noise, with and
 without transforms. The number of examples is bounded by the profile in
-``tests/conftest.py``.
+``tests/conftest.py``. Each example is drawn on the CPU and runs on every available
+device (the CPU, and CUDA where there is one).
 """
 
 import dataclasses
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from botorch_nn_uq.training import NonFiniteLossError
 from tests.cards import smallest
 from tests.models.test_conformance import MODEL_ENTRIES
+from tests.testing import available_devices
 
 # Valid data are drawn about half the time, so that fits are exercised as often as errors.
 VALID_DTYPES = (torch.float32, torch.float64)
@@ -81,9 +83,20 @@ def _build(entry, problem):
     )
 
 
+def _on(problem, device):
+    r"""``problem`` with its tensors moved to ``device``."""
+    return {
+        key: value.to(device) if isinstance(value, torch.Tensor) else value
+        for key, value in problem.items()
+    }
+
+
+# Parametrised, not the `device` fixture: hypothesis refuses function-scoped fixtures.
+@pytest.mark.parametrize("device", available_devices(), ids=str)
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda entry: entry.name)
 @given(problem=problems())
-def test_a_clear_error_or_a_finite_posterior(entry, problem) -> None:
+def test_a_clear_error_or_a_finite_posterior(entry, device, problem) -> None:
+    problem = _on(problem, device)
     with warnings.catch_warnings():
         # Extreme scales warn (tests/models/test_scaling.py); here only errors count.
         warnings.simplefilter("ignore")
@@ -109,5 +122,6 @@ def test_a_clear_error_or_a_finite_posterior(entry, problem) -> None:
     event("fitted and predicted")
     expected = problem["test_X"].shape[:-1] + problem["Y"].shape[-1:]
     assert posterior.mean.shape == posterior.variance.shape == expected
+    assert posterior.mean.device == posterior.variance.device == device
     assert posterior.mean.isfinite().all()
     assert posterior.variance.isfinite().all() and (posterior.variance >= 0).all()
