@@ -164,6 +164,29 @@ def add_device_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def device_path(path: Path, device: str) -> Path:
+    r"""Where a runner's results on ``device`` go: ``path`` itself on the CPU, else
+    ``path`` with the device's name before its suffix (``cost.md`` on ``cuda:1`` is
+    ``cost_cuda1.md``), so a GPU run never overwrites the CPU's results.
+
+    Example:
+        >>> device_path(Path("results/cost.md"), "cuda:1").name
+        'cost_cuda1.md'
+    """
+    if device == "cpu":
+        return path
+    return path.with_name(f"{path.stem}_{device.replace(':', '')}{path.suffix}")
+
+
+def device_seconds(device: str) -> float:
+    r"""``time.perf_counter()`` once the work queued on ``device`` is done: a GPU's
+    kernels run asynchronously, and a clock read without waiting for them would miss
+    their time. On the CPU, ``time.perf_counter()`` itself."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
 def add_uci_data_option(parser: argparse.ArgumentParser) -> None:
     r"""Add ``--data-dir``, the folder of the UCI data sets, to ``parser``."""
     from benchmarks.uci import UCI_DIR_VARIABLE, default_uci_dir

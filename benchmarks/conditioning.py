@@ -21,16 +21,21 @@ seconds of one conditioning (with a posterior evaluation), of one full refit, an
 ``qKnowledgeGradient`` evaluation with its gradient (8 fantasies at 32 one-shot
 candidates, ``b = 32``).
 
+``--device`` runs the models on a torch device (default the CPU; the points and their
+values are drawn and computed on the CPU and moved, so a seed gives the same data on
+every device); the table of another device goes to ``--out`` with the device's name
+before its suffix (``conditioning_cuda.md``).
+
 Examples:
     python -m benchmarks.conditioning
     python -m benchmarks.conditioning --models deep-ensemble --replicates 10
     python -m benchmarks.conditioning --smoke
+    python -m benchmarks.conditioning --device cuda
 """
 
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -40,7 +45,14 @@ from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.test_functions import Branin, Hartmann
 
-from benchmarks.common import runner_parser, use_threads, write_text
+from benchmarks.common import (
+    add_device_option,
+    device_path,
+    device_seconds,
+    runner_parser,
+    use_threads,
+    write_text,
+)
 from botorch_nn_uq.models import NEON, NOMU, DeepEnsemble, MCDropout
 
 PROBLEMS: dict[str, Callable[[], object]] = {
@@ -68,19 +80,24 @@ def replicate(
     num_points: int,
     num_new: int,
     hyperparameters: dict,
+    device: str = "cpu",
 ) -> dict[str, float]:
-    r"""One replicate: the distances (and seconds) of one data set."""
+    r"""One replicate: the distances (and seconds) of one data set, the models on
+    ``device``."""
     problem = PROBLEMS[problem_name]()
-    bounds = problem.bounds.to(torch.float64)
+    cpu_bounds = problem.bounds.to(torch.float64)
     generator = torch.Generator().manual_seed(seed)
-    dim = bounds.shape[-1]
+    dim = cpu_bounds.shape[-1]
 
     def draw(n: int) -> torch.Tensor:
         unit = torch.rand(n, dim, generator=generator, dtype=torch.float64)
-        return bounds[0] + (bounds[1] - bounds[0]) * unit
+        return cpu_bounds[0] + (cpu_bounds[1] - cpu_bounds[0]) * unit
 
     train_X, new_X, test_X = draw(num_points), draw(num_new), draw(256)
     train_Y, new_Y = problem(train_X).unsqueeze(-1), problem(new_X).unsqueeze(-1)
+    bounds, train_X, new_X, test_X, train_Y, new_Y = (
+        tensor.to(device) for tensor in (cpu_bounds, train_X, new_X, test_X, train_Y, new_Y)
+    )
     model_class, defaults = MODELS[model_name]
 
     def fit(X: torch.Tensor, Y: torch.Tensor, fit_seed: int):
@@ -104,16 +121,16 @@ def replicate(
     all_X, all_Y = torch.cat([train_X, new_X]), torch.cat([train_Y, new_Y])
     scale = all_Y.std()
     parent = fit(train_X, train_Y, 0)
-    start = time.perf_counter()
+    start = device_seconds(device)
     target = fit(all_X, all_Y, 0)
-    result = {"refit seconds": time.perf_counter() - start}
+    result = {"refit seconds": device_seconds(device) - start}
     result["parent"] = relative_rmse(mean(parent), mean(target), scale)
     result["floor"] = relative_rmse(mean(fit(all_X, all_Y, 1)), mean(target), scale)
     result["parent misfit"], result["refit misfit"] = misfit(parent), misfit(target)
-    start = time.perf_counter()
+    start = device_seconds(device)
     conditioned = parent.condition_on_observations(new_X, new_Y)
     conditioned_mean = mean(conditioned)
-    result["conditioning seconds"] = time.perf_counter() - start
+    result["conditioning seconds"] = device_seconds(device) - start
     result["conditioned"] = relative_rmse(conditioned_mean, mean(target), scale)
     result["conditioned misfit"] = misfit(conditioned)
     knowledge_gradient = qKnowledgeGradient(
@@ -122,10 +139,10 @@ def replicate(
         sampler=SobolQMCNormalSampler(torch.Size([KG_FANTASIES]), seed=seed),
     )
     candidates = draw(KG_CANDIDATES * (1 + KG_FANTASIES)).reshape(KG_CANDIDATES, -1, dim)
-    candidates.requires_grad_(True)
-    start = time.perf_counter()
+    candidates = candidates.to(device).requires_grad_(True)
+    start = device_seconds(device)
     knowledge_gradient(candidates).sum().backward()
-    result["kg seconds"] = time.perf_counter() - start
+    result["kg seconds"] = device_seconds(device) - start
     return result
 
 
@@ -136,8 +153,9 @@ def run(
     num_points: int,
     new_points: Sequence[int],
     hyperparameters: dict,
+    device: str = "cpu",
 ) -> str:
-    r"""Every combination; returns a markdown table."""
+    r"""Every combination, the models on ``device``; returns a markdown table."""
     lines = [
         "| problem | model | n + k | parent | conditioned | floor "
         "| misfit: parent | conditioned | refit | conditioning (s) | full refit (s) "
@@ -148,7 +166,7 @@ def run(
         for model in models:
             for num_new in new_points:
                 results = [
-                    replicate(problem, model, seed, num_points, num_new, hyperparameters)
+                    replicate(problem, model, seed, num_points, num_new, hyperparameters, device)
                     for seed in range(replicates)
                 ]
 
@@ -175,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--replicates", type=int, default=5)
     parser.add_argument("--points", type=int, default=24, help="training points n")
     parser.add_argument("--new-points", nargs="+", type=int, default=[1, 4])
+    add_device_option(parser)
     args = parser.parse_args(argv)
     use_threads(args.threads)
     hyperparameters: dict = {}
@@ -183,9 +202,15 @@ def main(argv: Sequence[str] | None = None) -> str:
         args.new_points = [1]
         hyperparameters = {"hidden_widths": (8,), "epochs": 5, "num_masks": 4}
     table = run(
-        args.problems, args.models, args.replicates, args.points, args.new_points, hyperparameters
+        args.problems,
+        args.models,
+        args.replicates,
+        args.points,
+        args.new_points,
+        hyperparameters,
+        args.device,
     )
-    return write_text(args.out, table)
+    return write_text(device_path(args.out, args.device), table)
 
 
 if __name__ == "__main__":

@@ -28,13 +28,17 @@ threads, at the protocol's first and last data sizes (5 and 34 evaluations):
    it with ``--threads 2`` on an otherwise idle 2-core machine for the laptop figure.
 
 Writes ``summary.md`` into ``--out``. The Brusselator's solutions are cached in
-``--out/data.pt`` (the solver takes about 1.5 s per evaluation).
+``--out/data.pt`` (the solver takes about 1.5 s per evaluation). ``--device`` profiles
+the models on a torch device (default the CPU; the solutions are computed and cached on
+the CPU and moved, and every clock waits for the device's last kernel); the summary of
+another device is ``summary_<device>.md`` (``summary_cuda.md``).
 
 Examples:
     python -m benchmarks.neon_profile
     python -m benchmarks.neon_profile --stages posterior fit
     python -m benchmarks.neon_profile --stages iteration --threads 2
     python -m benchmarks.neon_profile --smoke
+    python -m benchmarks.neon_profile --stages posterior fit --device cuda
 """
 
 from __future__ import annotations
@@ -54,7 +58,14 @@ from botorch.optim import optimize_acqf
 from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
-from benchmarks.common import runner_parser, summary_header, use_threads, write_text
+from benchmarks.common import (
+    add_device_option,
+    device_path,
+    runner_parser,
+    summary_header,
+    use_threads,
+    write_text,
+)
 from benchmarks.neon_composite import (
     NEON_DEFAULTS,
     RunSpec,
@@ -103,9 +114,10 @@ SMOKE = Budget(
 
 
 def brusselator_data(problem: Brusselator, n: int, path: Path) -> tuple[Tensor, Tensor]:
-    r"""``n`` uniformly random inputs (seed 0) and their solutions, cached in ``path``."""
+    r"""``n`` uniformly random inputs (seed 0) and their solutions (CPU tensors), cached
+    in ``path``."""
     if path.exists():
-        data = torch.load(path)
+        data = torch.load(path, map_location="cpu")
         if data["U"].shape[0] >= n:
             return data["U"][:n], data["H"][:n]
     unit = torch.rand(
@@ -118,16 +130,24 @@ def brusselator_data(problem: Brusselator, n: int, path: Path) -> tuple[Tensor, 
     return U, H
 
 
+def now() -> float:
+    r"""``time.perf_counter()`` once every queued GPU kernel has run (a GPU computes
+    asynchronously); the clock itself where CUDA was never used."""
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
 class Stopwatch:
-    r"""``with Stopwatch() as watch: ...`` leaves the block's wall-clock seconds in
-    ``watch.seconds``."""
+    r"""``with Stopwatch() as watch: ...`` leaves the block's wall-clock seconds, up to
+    its last GPU kernel, in ``watch.seconds``."""
 
     def __enter__(self) -> Stopwatch:
-        self.start = time.perf_counter()
+        self.start = now()
         return self
 
     def __exit__(self, *exception: object) -> None:
-        self.seconds = time.perf_counter() - self.start
+        self.seconds = now() - self.start
 
 
 def held_out_error(model: NEON, problem: Brusselator, U: Tensor, H: Tensor) -> float:
@@ -153,7 +173,7 @@ def posterior_stage(problem: Brusselator, U: Tensor, H: Tensor, budget: Budget) 
             model = build_neon(problem, U, H, dtype, epochs=1, evaluation_chunk_rows=chunk_rows)
             model.fit(seed=0)
             X = torch.rand(4, 1, problem.dim, generator=torch.Generator().manual_seed(1))
-            X = X.to(dtype)
+            X = X.to(dtype=dtype, device=U.device)
             with torch.no_grad():
                 model.posterior(X[:1])  # the first call's one-off costs are not timed
                 with Stopwatch() as plain:
@@ -306,10 +326,10 @@ class ForwardClock:
         forward = acquisition.forward
 
         def clocked(X: Tensor) -> Tensor:
-            start = time.perf_counter()
+            start = now()
             values = forward(X)
             gradient = torch.is_grad_enabled() and X.requires_grad
-            self.seconds[gradient] += time.perf_counter() - start
+            self.seconds[gradient] += now() - start
             self.points[gradient] += math.prod(X.shape[:-2])
             return values
 
@@ -409,8 +429,9 @@ def float64_effect(model: NEON, problem: Brusselator, U: Tensor, H: Tensor, best
     )
     X = torch.rand(
         64, 1, problem.dim, generator=torch.Generator().manual_seed(2), dtype=torch.float64
-    )
-    X = problem.bounds[0] + (problem.bounds[1] - problem.bounds[0]) * X
+    ).to(U.device)
+    bounds = problem.bounds.to(X)
+    X = bounds[0] + (bounds[1] - bounds[0]) * X
     with torch.no_grad():
         single = leaky_ei(model, problem, best_f.float())(X.float()).double()
         exact = leaky_ei(double, problem, best_f)(X)
@@ -437,14 +458,15 @@ def iteration_stage(problem: Brusselator, data: tuple[Tensor, Tensor], budget: B
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     previous = None
+    bounds = problem.bounds.to(data[0])
     for it in (last - 1, last):
         n = spec.n_initial + it
         U, Y = data[0][:n], problem.flatten(data[1][:n])
         seed = step_seed(spec.seed, it + 1)
         with Stopwatch() as fit_watch:
-            model = parts["surrogate"].build(U, Y, problem.bounds, seed, warm_start=previous)
+            model = parts["surrogate"].build(U, Y, bounds, seed, warm_start=previous)
         context = AcquisitionContext(
-            U, Y, problem.bounds, seed, objective=objective.mc_objective, step=it + 1
+            U, Y, bounds, seed, objective=objective.mc_objective, step=it + 1
         )
         with Stopwatch() as acquisition_watch:
             parts["proposer"].propose(model, context, 1, torch.Generator())
@@ -465,11 +487,13 @@ def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the profile; returns the path of the markdown summary."""
     parser = runner_parser(__doc__, out=Path("benchmarks/results/neon_profile"))
     parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
+    add_device_option(parser)
     args = parser.parse_args(argv)
     use_threads(args.threads)
     budget = SMOKE if args.smoke else Budget()
     problem = Brusselator(grid_size=8, t_final=1.0, dt=0.05) if args.smoke else Brusselator()
     data = brusselator_data(problem, max(budget.sizes) + budget.held_out, args.out / "data.pt")
+    data = tuple(tensor.to(args.device) for tensor in data)
     first = (data[0][: budget.sizes[0]], data[1][: budget.sizes[0]])
     parameters = count_parameters(
         build_neon(problem, *first, torch.float32, epochs=1).fit(seed=0).network
@@ -488,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
         with Stopwatch() as watch:
             text = stages[stage]()
         sections.append(f"## {stage} ({watch.seconds:.0f} s)\n\n{text}")
-    summary = args.out / "summary.md"
+    summary = device_path(args.out / "summary.md", args.device)
     print(write_text(summary, "\n\n".join(sections)))
     return summary
 

@@ -178,6 +178,22 @@ def device_argument(text: str) -> torch.device:
         raise argparse.ArgumentTypeError(str(error).removeprefix("device ")) from None
 
 
+def _add_device_option(parser: argparse.ArgumentParser, what: str) -> None:
+    r"""Add ``--device`` (default ``cpu``) to ``parser``.
+
+    Args:
+        parser: A command's parser.
+        what: What runs on the device, for the help.
+    """
+    parser.add_argument(
+        "--device",
+        type=device_argument,
+        default="cpu",
+        help=f"torch device (cpu, cuda, cuda:1, ...) of {what}; random draws are made on "
+        "the CPU, so a seed gives the same run on any device up to rounding",
+    )
+
+
 def _real(interval: Interval = REALS) -> Callable[[str], float]:
     r"""An argparse type: a finite number in ``interval``."""
 
@@ -451,13 +467,10 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
         "--threads 1 avoids oversubscription and is much faster (network training, GP fits "
         "and the acquisition optimisation all run on these threads)",
     )
-    optimize.add_argument(
-        "--device",
-        type=device_argument,
-        default="cpu",
-        help="torch device of the run (cpu, cuda, cuda:1, ...): the problem's points and "
-        "evaluations, the surrogate's fits and the acquisition optimisation; random draws "
-        "are made on the CPU, so a seed gives the same run on any device up to rounding",
+    _add_device_option(
+        optimize,
+        "the problem's points and evaluations, the surrogate's fits and the acquisition "
+        "optimisation",
     )
 
     ask = commands.add_parser(
@@ -481,6 +494,11 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
         "tolerances (give it when the run starts)",
     )
     ask.add_argument("--csv", type=Path, help="write the batch to this file instead of stdout")
+    _add_device_option(
+        ask,
+        "the surrogate's fit and the acquisition optimisation of this batch (the state file "
+        "holds CPU tensors, so each ask and tell may use another device)",
+    )
     _add_bounds_options(ask, "input dimension (repeats one --bounds)")
     _add_strategy_options(ask, new_run_only=True)
 
@@ -497,6 +515,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
     )
     tell.add_argument("--state", type=Path, required=True, help="the run's state file")
     tell.add_argument("results", type=Path, help="the asked batch with a column y of results")
+    _add_device_option(tell, "the run's tensors while the results are added")
 
     commands.add_parser("list", help="list the registered problems, models and acquisitions")
     return parser, {"optimize": optimize, "ask": ask, "tell": tell}
@@ -1048,10 +1067,13 @@ class _EvaluationWriter:
         self.rows += values.numel()
 
 
-def _load_state(path: Path, parser: argparse.ArgumentParser) -> BayesianOptimizer:
-    r"""The run saved at ``path``, or a parser error that says why it cannot be read."""
+def _load_state(
+    path: Path, parser: argparse.ArgumentParser, device: torch.device
+) -> BayesianOptimizer:
+    r"""The run saved at ``path`` with its tensors on ``device``, or a parser error that
+    says why it cannot be read."""
     try:
-        return BayesianOptimizer.load(path)
+        return BayesianOptimizer.load(path, device=device)
     except FileNotFoundError:
         parser.error(f"argument --state: {str(path)!r} does not exist")
     except (StateFileError, ValueError, OSError) as error:
@@ -1070,7 +1092,7 @@ def _ask(args: argparse.Namespace, ask: argparse.ArgumentParser) -> int:
                 f"argument {given[0]}: {str(args.state)!r} holds a run whose strategy is in "
                 "the file; start a new run with another --state"
             )
-        optimizer = _load_state(args.state, ask)
+        optimizer = _load_state(args.state, ask, args.device)
     else:
         if args.bounds is None:
             ask.error(
@@ -1081,7 +1103,7 @@ def _ask(args: argparse.Namespace, ask: argparse.ArgumentParser) -> int:
         batch_size = args.batch_size or 1
         _check_strategy(args, ask, batch_size)
         optimizer = BayesianOptimizer(
-            _bounds(args, ask),
+            _bounds(args, ask).to(args.device),
             objective=_objective(args),
             **_components(args, batch_size),
             seed=args.seed,
@@ -1195,7 +1217,7 @@ def _read_results(
     if absent:
         refuse(f"no results for index {', '.join(map(str, absent))} of the asked batch")
     X = torch.empty_like(asked)
-    Y = torch.empty(asked.shape[0], dtype=asked.dtype)
+    Y = torch.empty(asked.shape[0], dtype=asked.dtype, device=asked.device)
     tolerance = 1e-9 * (optimizer.bounds[1] - optimizer.bounds[0])
     for line, row in enumerate(rows, start=2):
         index = int(row["index"])
@@ -1209,7 +1231,7 @@ def _read_results(
 
 
 def _tell(args: argparse.Namespace, tell: argparse.ArgumentParser) -> int:
-    optimizer = _load_state(args.state, tell)
+    optimizer = _load_state(args.state, tell, args.device)
     X, Y = _read_results(args.results, optimizer, tell)
     record = optimizer.tell(X, Y)
     optimizer.save(args.state)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check: on a machine with CUDA, runs every test that takes the `device` fixture
-# on CUDA (the conformance kit's device test of every model, posteriors, networks,
+# on CUDA (every check of the conformance kit, the property tests, posteriors, networks,
 # acquisitions, Thompson sampling, ...; `-k cuda` selects their CUDA cases), then a short
 # GPU cost benchmark (benchmarks/scale_cost.py --device cuda: GP and deep ensemble on
 # Ackley-20 at n = 500 and 1,000). Both are capped so the whole check takes well under

@@ -193,6 +193,20 @@ def test_ask_and_tell_run_the_same_proposals_as_the_python_api(tmp_path, capsys)
     assert torch.equal(BayesianOptimizer.load(state).X, python.X)
 
 
+def test_ask_and_tell_run_on_the_device_they_are_given(tmp_path, capsys, device) -> None:
+    state, results = tmp_path / "run.state", tmp_path / "r.csv"
+    on_device = ["--device", str(device)]
+    for step in range(2):
+        rows = _ask(state, capsys, *(NEW_RUN if step == 0 else ["--batch-size", "2"]), *on_device)
+        assert main(["tell", "--state", str(state), str(_results(results, rows)), *on_device]) == 0
+        assert f"step {step}: told {len(rows)} results" in capsys.readouterr().out
+    # The state holds CPU tensors: another device continues the run.
+    assert len(_ask(state, capsys, "--batch-size", "1", "--device", "cpu")) == 1
+    for command in (["ask", "--state", str(state)], ["tell", "--state", str(state), str(results)]):
+        message = _rejected([*command, "--device", "gpu"], capsys)
+        assert "argument --device: must be a device name such as 'cpu' or 'cuda'" in message
+
+
 def test_asking_again_before_telling_gives_the_same_batch(tmp_path, capsys) -> None:
     state = tmp_path / "run.state"
     first = _ask(state, capsys, *NEW_RUN)

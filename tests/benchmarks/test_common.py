@@ -2,6 +2,8 @@
 
 import argparse
 import json
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -140,7 +142,11 @@ def test_the_device_option_defaults_to_the_cpu_and_refuses_unusable_devices() ->
 
 def test_every_model_runner_takes_a_device(tmp_path, capsys) -> None:
     from benchmarks import (
+        conditioning,
+        ensemble_training_cost,
+        hyper_deep_search_cost,
         neon_composite,
+        neon_profile,
         nomu_bo_suite,
         nomu_paper_variant,
         robust_target,
@@ -150,7 +156,11 @@ def test_every_model_runner_takes_a_device(tmp_path, capsys) -> None:
     )
 
     for runner in (
+        conditioning,
+        ensemble_training_cost,
+        hyper_deep_search_cost,
         neon_composite,
+        neon_profile,
         nomu_bo_suite,
         nomu_paper_variant,
         robust_target,
@@ -162,3 +172,15 @@ def test_every_model_runner_takes_a_device(tmp_path, capsys) -> None:
             runner.main(["--out", str(tmp_path), "--device", "gpu"])
         assert error.value.code == 2
         assert "argument --device: must be a device name" in capsys.readouterr().err
+
+
+def test_results_of_another_device_than_the_cpu_go_to_a_file_of_their_own() -> None:
+    path = Path("results") / "cost.md"
+    assert common.device_path(path, "cpu") == path
+    assert common.device_path(path, "cuda") == Path("results") / "cost_cuda.md"
+    assert common.device_path(path, "cuda:1") == Path("results") / "cost_cuda1.md"
+
+
+def test_device_seconds_is_the_wall_clock_on_the_cpu() -> None:
+    before = time.perf_counter()
+    assert before <= common.device_seconds("cpu") <= time.perf_counter()
