@@ -164,6 +164,18 @@ def add_device_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def device_suffix(device: str) -> str:
+    r"""What a result's name ends in on ``device``: nothing on the CPU (the names of the
+    results stored before ``--device`` existed), else ``_`` and the device's name
+    without its colon (``_cuda1`` for ``cuda:1``).
+
+    Example:
+        >>> device_suffix("cuda:1")
+        '_cuda1'
+    """
+    return "" if device == "cpu" else f"_{device.replace(':', '')}"
+
+
 def device_path(path: Path, device: str) -> Path:
     r"""Where a runner's results on ``device`` go: ``path`` itself on the CPU, else
     ``path`` with the device's name before its suffix (``cost.md`` on ``cuda:1`` is
@@ -173,9 +185,7 @@ def device_path(path: Path, device: str) -> Path:
         >>> device_path(Path("results/cost.md"), "cuda:1").name
         'cost_cuda1.md'
     """
-    if device == "cpu":
-        return path
-    return path.with_name(f"{path.stem}_{device.replace(':', '')}{path.suffix}")
+    return path.with_name(f"{path.stem}{device_suffix(device)}{path.suffix}")
 
 
 def device_seconds(device: str) -> float:

@@ -37,6 +37,7 @@ from benchmarks.common import (
     add_jobs_option,
     add_nomu_suite_options,
     add_seed_options,
+    device_suffix,
     mean_and_standard_error,
     plot_best_so_far,
     run_jobs,
@@ -76,7 +77,7 @@ class RunSpec:
     def key(self) -> str:
         r"""A file-name-safe identifier of the run and its budget; a run on another
         device than the CPU ends in the device's name (``_cuda``)."""
-        device = "" if self.device == "cpu" else f"_{self.device.replace(':', '')}"
+        device = device_suffix(self.device)
         return (
             f"{self.problem}-{self.dim}d_{self.method}_seed{self.seed}_it{self.iterations}"
             f"_init{self.n_initial}_r{self.num_restarts}_raw{self.raw_samples}{device}"

@@ -36,6 +36,7 @@ from benchmarks.common import (
     add_jobs_option,
     add_nomu_suite_options,
     add_seed_options,
+    device_suffix,
     run_jobs,
     runner_parser,
     seed_range,
@@ -71,7 +72,7 @@ class RunSpec:
     def key(self) -> str:
         r"""A file-name-safe identifier of the run and its budget; a run on another
         device than the CPU ends in the device's name (``_cuda``)."""
-        device = "" if self.device == "cpu" else f"_{self.device.replace(':', '')}"
+        device = device_suffix(self.device)
         return (
             f"{self.problem}-{self.dim}d_seed{self.seed}_it{self.iterations}_init"
             f"{self.n_initial}_r{self.num_restarts}_raw{self.raw_samples}_mw{self.mw_factor:g}"

@@ -53,6 +53,8 @@ import torch
 
 from benchmarks.common import (
     add_device_option,
+    device_path,
+    device_seconds,
     pyplot,
     runner_parser,
     save_figure,
@@ -81,13 +83,7 @@ def _clock(device: torch.device) -> Callable[[], float]:
     run asynchronously and cost no CPU time)."""
     if device.type == "cpu":
         return time.process_time
-
-    def wall_clock() -> float:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return time.perf_counter()
-
-    return wall_clock
+    return lambda: device_seconds(str(device))
 
 
 def measure(
@@ -316,9 +312,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     rows = []
     for n in args.points:
         for method in args.methods:
-            device = "" if args.device == "cpu" else f"_{args.device.replace(':', '')}"
-            name = f"{method}_n{n}_d{args.dim}_seed{args.seed}_w{args.warm_start_steps}{device}"
-            path = store / f"{name}.json"
+            name = f"{method}_n{n}_d{args.dim}_seed{args.seed}_w{args.warm_start_steps}"
+            path = device_path(store / f"{name}.json", args.device)
             if path.exists():
                 rows.append(json.loads(path.read_text()))
                 continue

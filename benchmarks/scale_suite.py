@@ -86,6 +86,7 @@ from benchmarks.common import (
     add_device_option,
     add_jobs_option,
     add_seed_options,
+    device_suffix,
     integer_argument,
     mean_and_standard_error,
     pyplot,
@@ -224,8 +225,7 @@ class RunSpec:
             cap += f"_cpucap{self.cpu_budget:g}"
         if self.turbo and self.turbo_success_tolerance != TURBO_SUCCESS_TOLERANCE:
             cap += f"_success{self.turbo_success_tolerance}"
-        if self.device != "cpu":
-            cap += f"_{self.device.replace(':', '')}"
+        cap += device_suffix(self.device)
         return (
             f"{self.problem}-{b.dim}d_{self.method.replace(':', '+')}_seed{self.seed}"
             f"_init{b.n_initial}_it{b.iterations}_q{b.batch_size}"

@@ -48,6 +48,7 @@ from benchmarks.common import (
     add_device_option,
     add_jobs_option,
     add_uci_data_option,
+    device_suffix,
     integer_argument,
     mean_and_standard_error,
     run_jobs,
@@ -188,7 +189,7 @@ class JobSpec:
     def key(self) -> str:
         r"""A file-name-safe identifier of the job (smoke jobs are kept apart, and so are
         jobs on another device than the CPU, whose names end in the device's)."""
-        device = "" if self.device == "cpu" else f"_{self.device.replace(':', '')}"
+        device = device_suffix(self.device)
         return f"{self.dataset}_split{self.split}_{self.model}{device}" + (
             "_smoke" if self.smoke else ""
         )

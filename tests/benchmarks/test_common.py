@@ -1,6 +1,7 @@
 """Tests of the module the benchmark runners share (benchmarks/common.py)."""
 
 import argparse
+import importlib
 import json
 import time
 from pathlib import Path
@@ -140,38 +141,28 @@ def test_the_device_option_defaults_to_the_cpu_and_refuses_unusable_devices() ->
             common.device_argument("cuda")
 
 
-def test_every_model_runner_takes_a_device(tmp_path, capsys) -> None:
-    from benchmarks import (
-        conditioning,
-        ensemble_training_cost,
-        hyper_deep_search_cost,
-        neon_composite,
-        neon_profile,
-        nomu_bo_suite,
-        nomu_paper_variant,
-        robust_target,
-        scale_cost,
-        scale_suite,
-        uci_regression,
-    )
+MODEL_RUNNERS = (
+    "conditioning",
+    "ensemble_training_cost",
+    "hyper_deep_search_cost",
+    "neon_composite",
+    "neon_profile",
+    "nomu_bo_suite",
+    "nomu_paper_variant",
+    "robust_target",
+    "scale_cost",
+    "scale_suite",
+    "uci_regression",
+)
 
-    for runner in (
-        conditioning,
-        ensemble_training_cost,
-        hyper_deep_search_cost,
-        neon_composite,
-        neon_profile,
-        nomu_bo_suite,
-        nomu_paper_variant,
-        robust_target,
-        scale_cost,
-        scale_suite,
-        uci_regression,
-    ):
-        with pytest.raises(SystemExit) as error:
-            runner.main(["--out", str(tmp_path), "--device", "gpu"])
-        assert error.value.code == 2
-        assert "argument --device: must be a device name" in capsys.readouterr().err
+
+@pytest.mark.parametrize("name", MODEL_RUNNERS)
+def test_every_model_runner_takes_a_device(name: str, tmp_path, capsys) -> None:
+    runner = importlib.import_module(f"benchmarks.{name}")
+    with pytest.raises(SystemExit) as error:
+        runner.main(["--out", str(tmp_path), "--device", "gpu"])
+    assert error.value.code == 2
+    assert "argument --device: must be a device name" in capsys.readouterr().err
 
 
 def test_results_of_another_device_than_the_cpu_go_to_a_file_of_their_own() -> None:
@@ -179,6 +170,8 @@ def test_results_of_another_device_than_the_cpu_go_to_a_file_of_their_own() -> N
     assert common.device_path(path, "cpu") == path
     assert common.device_path(path, "cuda") == Path("results") / "cost_cuda.md"
     assert common.device_path(path, "cuda:1") == Path("results") / "cost_cuda1.md"
+    assert common.device_suffix("cpu") == ""
+    assert common.device_suffix("cuda:1") == "_cuda1"
 
 
 def test_device_seconds_is_the_wall_clock_on_the_cpu() -> None:
