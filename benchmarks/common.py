@@ -20,6 +20,7 @@ import argparse
 import csv
 import json
 import math
+import multiprocessing
 import statistics
 import sys
 import time
@@ -243,8 +244,14 @@ def run_jobs(
         The results, in the order of ``specs``.
     """
     if jobs > 1:
+        # A process forked from one that has touched CUDA cannot use CUDA itself, so on a
+        # machine with CUDA the workers start fresh.
+        start_method = "spawn" if torch.cuda.is_available() else None
         with ProcessPoolExecutor(
-            max_workers=jobs, initializer=use_threads, initargs=(threads,)
+            max_workers=jobs,
+            mp_context=multiprocessing.get_context(start_method),
+            initializer=use_threads,
+            initargs=(threads,),
         ) as pool:
             return _reported(specs, pool.map(job, specs), describe)
     return _reported(specs, map(job, specs), describe)

@@ -13,8 +13,10 @@ uniform points of Ackley-20 (the large-n problem of protocol 6), it measures:
   10 restarts, 512 raw samples; VBLL: one ``BLLMaxPosteriorSampling`` draw);
 - ``q100``: one batch of q = 100 (batch Thompson sampling over 4,096 candidates for the
   GP and the package's networks; ``BLLMaxPosteriorSampling`` for VBLL);
+- with ``--large-batch Q``, ``qQ``: one batch of q = Q the same way, over
+  ``max(4096, 10 Q)`` candidates (q = 1,000: 10,000 candidates);
 - ``peak MB``: the growth of the process's peak resident memory over the whole
-  measurement.
+  measurement (on a GPU also ``device peak MB``, the peak of torch's allocations there).
 
 Every (method, n) is measured in a fresh process with ``--threads`` torch threads (default
 one; the same setting for all methods), so peak memory belongs to that measurement alone.
@@ -22,8 +24,12 @@ Times are the process's CPU seconds: with one thread they equal the wall-clock s
 an idle core, and unlike wall-clock they do not grow when other jobs share the machine.
 With ``--device cuda`` the data, models and proposals live on the GPU and times are
 wall-clock seconds up to the GPU's last kernel (``torch.cuda.synchronize``), since the
-GPU's work is not the process's CPU time; those measurements are stored apart (their
-files end in the device's name). A
+GPU's work is not the process's CPU time; the device's one-off start-up (its context, the
+linear-algebra libraries' handles) is paid before the clock starts; those measurements are
+stored apart (their files end in the device's name). Besides the registered surrogates,
+``gp-turbo`` is GP-TuRBO-1's GP (``benchmarks.gp_peers``: Matern-5/2 ARD with TuRBO's
+constraints, exact Cholesky factorisations at every n), which TuRBO-1 refits from scratch
+at every step (no warm refit). A
 measurement that runs past ``--timeout`` seconds is reported as such, with the n it could
 not reach. Results are stored per measurement in ``--out/runs/`` (an interrupted benchmark
 resumes), and ``--out`` receives ``cost.csv``, ``cost.md`` and ``cost.png`` (seconds
@@ -35,6 +41,8 @@ Examples:
     python -m benchmarks.scale_cost --methods hyper-deep-ensemble nes-rs autodeuq \
         --points 500 5000
     python -m benchmarks.scale_cost --device cuda --methods gp deep-ensemble --points 500 5000
+    python -m benchmarks.scale_cost --device cuda --methods deep-ensemble gp-turbo \
+        --points 10000 --large-batch 1000
     python -m benchmarks.scale_cost --smoke
 """
 
@@ -65,12 +73,20 @@ from benchmarks.common import (
 )
 
 METHODS = ("gp", "deep-ensemble", "mc-dropout", "neon", "vbll")
+# Exact GPs, measured up to --gp-max-points: GP-TuRBO-1's GP is measured on request.
+GP_METHODS = ("gp", "gp-turbo")
 # Searched ensembles: a whole search per fit, measured on request.
 SEARCHED_METHODS = ("hyper-deep-ensemble", "nes-rs", "nes-re", "autodeuq")
 # What proposes the q = 1 point and the q = 100 batch for each method.
-Q1_ACQUISITION = {"gp": "logei", "vbll": "vbll-ts"}
+Q1_ACQUISITION = {"gp": "logei", "gp-turbo": "logei", "vbll": "vbll-ts"}
 Q100_ACQUISITION = {"vbll": "vbll-ts"}
 PHASES = ("fit", "warm", "q1", "q100")
+
+
+def batch_candidates(q: int) -> int:
+    r"""The Thompson-sampling candidates of a batch of ``q``: ``max(4096, 10 q)`` (q = 100
+    keeps protocol 6's 4,096)."""
+    return max(4096, 10 * q)
 
 
 def _peak_rss_mb() -> float:
@@ -86,6 +102,19 @@ def _clock(device: torch.device) -> Callable[[], float]:
     return lambda: device_seconds(str(device))
 
 
+def _start_device(device: torch.device) -> None:
+    r"""Pay ``device``'s one-off start-up (context, cuBLAS and cuSOLVER handles, the
+    kernels of both precisions) before any clock runs, so the first measured phase does
+    not carry it."""
+    if device.type == "cpu":
+        return
+    for dtype in (torch.float32, torch.float64):
+        matrix = torch.rand(64, 64, dtype=dtype, device=device)
+        spd = matrix @ matrix.T + 64 * torch.eye(64, dtype=dtype, device=device)
+        torch.linalg.solve_triangular(torch.linalg.cholesky(spd), matrix, upper=False)
+    device_seconds(str(device))
+
+
 def measure(
     method: str,
     n: int,
@@ -94,6 +123,7 @@ def measure(
     warm_start_steps: int,
     threads: int,
     device: str = "cpu",
+    large_batch: int | None = None,
 ) -> dict:
     r"""Time one method at one n, in the calling process (see the module docstring), which
     it runs on ``threads`` torch threads: it is the process of this measurement alone.
@@ -107,6 +137,7 @@ def measure(
         threads: Torch's intra-op threads.
         device: The torch device of the data, the models and the proposals (the data
             are drawn on the CPU and moved, so every device measures the same points).
+        large_batch: If given, a further batch of this q is timed as phase ``q<q>``.
 
     Returns:
         A dict with the seconds of every phase (CPU seconds on the CPU, wall-clock
@@ -116,12 +147,15 @@ def measure(
     from botorch.utils.sampling import manual_seed
 
     import benchmarks.vbll_peer  # noqa: F401  (registers the VBLL peer)
+    from benchmarks.gp_peers import register as register_gp_peers
     from botorch_nn_uq.bo import AcquisitionContext, get_acquisition, get_surrogate
     from botorch_nn_uq.problems import get_bo_problem
 
     use_threads(threads)
+    register_gp_peers()
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
     device = torch.device(device)
+    _start_device(device)
     clock = _clock(device)
     problem = get_bo_problem("ackley", dim)
     bounds = problem.bounds.to(device)
@@ -138,7 +172,7 @@ def measure(
     seconds["fit"] = clock() - start
 
     seconds["warm"] = None
-    if method == "gp" or surrogate.supports_warm_start:
+    if method == "gp" or (method != "gp-turbo" and surrogate.supports_warm_start):
         start = clock()
         if method == "gp":
             _refit_gp_from(model, X, Y, bounds, seed)
@@ -146,12 +180,21 @@ def measure(
             surrogate.build(X, Y, bounds, seed, warm_start=model, max_steps=warm_start_steps)
         seconds["warm"] = clock() - start
 
-    context = AcquisitionContext(train_X=X[:n], train_Y=Y[:n], bounds=bounds, seed=seed)
-    for phase, q, acquisition in (
+    batches = [
         ("q1", 1, Q1_ACQUISITION.get(method, "qlogei")),
         ("q100", 100, Q100_ACQUISITION.get(method, "ts")),
-    ):
+    ]
+    if large_batch is not None:
+        batches.append((f"q{large_batch}", large_batch, Q100_ACQUISITION.get(method, "ts")))
+    for phase, q, acquisition in batches:
         spec = get_acquisition(acquisition)
+        context = AcquisitionContext(
+            train_X=X[:n],
+            train_Y=Y[:n],
+            bounds=bounds,
+            seed=seed,
+            options={"num_candidates": batch_candidates(q)} if q > 1 else {},
+        )
         start = clock()
         if spec.propose is not None:
             spec.propose(model, context, q)
@@ -166,7 +209,10 @@ def measure(
                     options={"seed": seed},
                 )
         seconds[phase] = clock() - start
-    return {**seconds, "peak_mb": _peak_rss_mb() - baseline_mb}
+    peaks = {"peak_mb": _peak_rss_mb() - baseline_mb}
+    if device.type == "cuda":
+        peaks["device_peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return {**seconds, **peaks}
 
 
 def _refit_gp_from(model, X, Y, bounds, seed) -> None:
@@ -209,13 +255,27 @@ def run_isolated(arguments: tuple, timeout: float) -> dict | None:
     return queue.get()
 
 
-def table(rows: Sequence[dict], methods: Sequence[str], points: Sequence[int]) -> str:
-    r"""A markdown table: one row per (n, method), the seconds of each phase."""
-    lines = [
-        "| n | method | fit s | warm refit s | q = 1 s | q = 100 s | step s (fit + q = 100) "
-        "| peak MB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+def table(
+    rows: Sequence[dict],
+    methods: Sequence[str],
+    points: Sequence[int],
+    large_batch: int | None = None,
+) -> str:
+    r"""A markdown table: one row per (n, method), the seconds of each phase (and of the
+    batch of ``large_batch`` with its step, if given), and the peak memory (on a GPU also
+    the device's)."""
+    phases = PHASES if large_batch is None else (*PHASES, f"q{large_batch}")
+    on_device = any("device_peak_mb" in row for row in rows)
+    headers = ["n", "method", "fit s", "warm refit s", "q = 1 s", "q = 100 s"]
+    if large_batch is not None:
+        headers.append(f"q = {large_batch:,} s")
+    headers.append("step s (fit + q = 100)")
+    if large_batch is not None:
+        headers.append(f"step s (fit + q = {large_batch:,})")
+    headers.append("peak MB")
+    if on_device:
+        headers.append("device peak MB")
+    lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
     lookup = {(row["method"], row["n"]): row for row in rows}
     for n in points:
         for method in methods:
@@ -223,14 +283,17 @@ def table(rows: Sequence[dict], methods: Sequence[str], points: Sequence[int]) -
             if row is None:
                 continue
             if row["timed_out"]:
-                lines.append(f"| {n} | {method} | past {row['timeout']:.0f} s | | | | | |")
+                blanks = " |" * (len(headers) - 3)
+                lines.append(f"| {n} | {method} | past {row['timeout']:.0f} s |{blanks}")
                 continue
-            cells = ["n/a" if row[phase] is None else f"{row[phase]:.2f}" for phase in PHASES]
-            step = row["fit"] + row["q100"]
-            lines.append(
-                f"| {n} | {method} | " + " | ".join(cells) + f" | {step:.2f} | "
-                f"{row['peak_mb']:.0f} |"
-            )
+            cells = ["n/a" if row[phase] is None else f"{row[phase]:.2f}" for phase in phases]
+            cells.append(f"{row['fit'] + row['q100']:.2f}")
+            if large_batch is not None:
+                cells.append(f"{row['fit'] + row[f'q{large_batch}']:.2f}")
+            cells.append(f"{row['peak_mb']:.0f}")
+            if on_device:
+                cells.append(f"{row['device_peak_mb']:.0f}")
+            lines.append(f"| {n} | {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -278,7 +341,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         smoke="tiny sizes (for the test suite): n = 40, GP and deep ensemble",
     )
     parser.add_argument(
-        "--methods", nargs="+", default=list(METHODS), choices=METHODS + SEARCHED_METHODS
+        "--methods",
+        nargs="+",
+        default=list(METHODS),
+        choices=METHODS + SEARCHED_METHODS + ("gp-turbo",),
     )
     parser.add_argument("--points", nargs="+", type=int, default=[500, 1000, 2000, 5000, 10000])
     parser.add_argument("--dim", type=int, default=20)
@@ -287,19 +353,33 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=1200.0, help="seconds allowed per (method, n)"
     )
+    parser.add_argument(
+        "--stored-only",
+        action="store_true",
+        help="measure nothing: the table and figure of the rows stored by earlier runs",
+    )
+    parser.add_argument(
+        "--large-batch",
+        type=int,
+        default=None,
+        help="also time one batch of this q (Thompson sampling over max(4096, 10 q) "
+        "candidates), e.g. 1000",
+    )
     add_device_option(parser)
     parser.add_argument(
         "--gp-max-points",
         type=int,
         default=5000,
-        help="the largest n measured for the exact GP (its fit is O(n^3) in time and O(n^2) "
-        "in memory: n = 10,000 costs eight times n = 5,000)",
+        help="the largest n measured for the exact GPs, gp and gp-turbo (a fit is O(n^3) in "
+        "time and O(n^2) in memory: n = 10,000 costs eight times n = 5,000)",
     )
     args = parser.parse_args(argv)
     if args.smoke:
         args.points, args.dim, args.methods = [40], 3, ["gp", "deep-ensemble"]
     if min(args.points) < 2 or args.dim < 2:
         parser.error("--points must be at least 2 and --dim at least 2.")
+    if args.large_batch is not None and args.large_batch < 2:
+        parser.error("--large-batch must be at least 2.")
     return args
 
 
@@ -313,11 +393,13 @@ def main(argv: Sequence[str] | None = None) -> Path:
     for n in args.points:
         for method in args.methods:
             name = f"{method}_n{n}_d{args.dim}_seed{args.seed}_w{args.warm_start_steps}"
+            if args.large_batch is not None:
+                name += f"_q{args.large_batch}"
             path = device_path(store / f"{name}.json", args.device)
             if path.exists():
                 rows.append(json.loads(path.read_text()))
                 continue
-            if method == "gp" and n > args.gp_max_points:
+            if args.stored_only or (method in GP_METHODS and n > args.gp_max_points):
                 continue
             arguments = (
                 method,
@@ -327,6 +409,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
                 args.warm_start_steps,
                 args.threads,
                 args.device,
+                args.large_batch,
             )
             result = run_isolated(arguments, args.timeout)
             row = {"method": method, "n": n, "timed_out": result is None, "timeout": args.timeout}
@@ -346,7 +429,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     markdown.write_text(
         f"{summary_header(__file__, argv, args.threads)}\n\nAckley-{args.dim}, torch on "
         f"{threads_phrase(args.threads)}, one fresh process per row, "
-        f"{seconds_phrase(args.device)}.\n\n" + table(rows, args.methods, args.points)
+        f"{seconds_phrase(args.device)}.\n\n"
+        + table(rows, args.methods, args.points, args.large_batch)
     )
     plot(rows, args.methods, args.threads, args.out / "cost.png", args.device)
     print(markdown.read_text())

@@ -3,7 +3,9 @@
 import argparse
 import importlib
 import json
+import multiprocessing
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,28 @@ def test_run_jobs_keeps_the_order_and_reports_every_result(capsys) -> None:
 
 def test_worker_processes_run_on_the_threads_given() -> None:
     assert common.run_jobs(_threads_of_this_process, [0, 1], jobs=2, threads=2) == [2, 2]
+
+
+@pytest.mark.parametrize(("cuda_available", "start_method"), [(False, None), (True, "spawn")])
+def test_worker_processes_start_fresh_where_cuda_is_available(
+    monkeypatch, cuda_available, start_method
+) -> None:
+    r"""A forked worker cannot use CUDA once the parent touched it: with CUDA present the
+    workers are spawned; without it the platform's default stays."""
+    contexts = []
+
+    class RecordingPool(ThreadPoolExecutor):
+        def __init__(self, max_workers, mp_context, initializer, initargs):
+            # Threads of this process: the initializer (the workers' torch threads) would
+            # set this process's.
+            contexts.append(mp_context)
+            super().__init__(max_workers)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_available)
+    monkeypatch.setattr(common, "ProcessPoolExecutor", RecordingPool)
+    assert common.run_jobs(abs, [-1, -2], jobs=2, threads=1) == [1, 2]
+    expected = multiprocessing.get_context(start_method)
+    assert [context.get_start_method() for context in contexts] == [expected.get_start_method()]
 
 
 def test_a_stored_run_is_loaded_instead_of_run_again(tmp_path) -> None:

@@ -52,6 +52,32 @@ def test_scale_cost_smoke_measures_every_phase_in_its_own_process(tmp_path) -> N
     assert (tmp_path / "cost.png").stat().st_size > 1000
 
 
+def test_scale_cost_times_a_large_batch_and_tabulates_stored_rows_only(tmp_path) -> None:
+    argv = ["--smoke", "--large-batch", "8", "--out", str(tmp_path)]
+    text = scale_cost.main(argv).read_text()
+    assert "| q = 8 s |" in text and "| step s (fit + q = 8) |" in text
+    paths = sorted((tmp_path / "runs").glob("*.json"))
+    assert [path.name.endswith("_q8.json") for path in paths] == [True, True]
+    assert all(json.loads(path.read_text())["q8"] > 0 for path in paths)
+
+    # A table of what is stored: no new measurement, rows not stored are left out.
+    argv = ["--methods", "gp", "deep-ensemble", "gp-turbo", "--points", "40", "41", "--dim", "3"]
+    stored = scale_cost.main(
+        [*argv, "--large-batch", "8", "--stored-only", "--out", str(tmp_path)]
+    ).read_text()
+    assert "| 40 | gp |" in stored and "| 40 | deep-ensemble |" in stored
+    assert "| 41 |" not in stored and "gp-turbo |" not in stored
+    assert sorted((tmp_path / "runs").glob("*.json")) == paths
+
+
+def test_scale_cost_measures_gp_turbo_without_a_warm_refit() -> None:
+    row = scale_cost.measure("gp-turbo", 30, 3, seed=0, warm_start_steps=5, threads=1)
+    assert row["warm"] is None
+    assert all(row[phase] > 0 for phase in ("fit", "q1", "q100"))
+    assert scale_cost.batch_candidates(100) == 4096
+    assert scale_cost.batch_candidates(1000) == 10_000
+
+
 def test_stored_only_summaries_leave_out_missing_runs(tmp_path, capsys) -> None:
     argv = ["--smoke", "--runs", str(tmp_path / "store"), "--methods", "random"]
     scale_suite.main([*argv, "--out", str(tmp_path / "first")])

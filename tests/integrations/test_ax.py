@@ -163,6 +163,32 @@ def test_a_client_loop_trains_the_model_on_every_botorch_trial(model_class, fits
     assert set(parameters) == {"x0", "x1"}
 
 
+@allow_single_member_warning
+@pytest.mark.filterwarnings("ignore:divide by zero encountered in divide:RuntimeWarning:scipy")
+@pytest.mark.parametrize("model_class", FAMILY_CLASSES, ids=lambda cls: cls.__name__)
+def test_a_client_loop_with_a_torch_device_trains_and_proposes_there(
+    model_class, device, fits
+) -> None:
+    r"""Ax's ``torch_device`` puts the training data, hence the model, on that device
+    (the CUDA case is the Ax path's GPU check)."""
+    options = MODEL_OPTIONS[model_class]
+    num_sobol = max(NUM_SOBOL, model_class.min_training_points + 1)
+    client = _client(
+        ModelConfig(botorch_model_class=model_class, model_options=options),
+        num_sobol=num_sobol,
+        torch_device=device,
+    )
+    parameters = _run(client, num_sobol + NUM_BOTORCH)
+
+    assert len(fits) == NUM_BOTORCH
+    for model, _ in fits:
+        assert model.train_X.device.type == device.type
+        assert all(parameter.device.type == device.type for parameter in model.parameters())
+    assert all(-1.0 <= value <= 2.0 for point in parameters for value in point.values())
+    prediction = client.predict([{"x0": 0.2, "x1": 0.1}])[0]
+    assert np.isfinite(prediction["y"]).all()
+
+
 # Ax advises objective thresholds for multi-objective runs; this one leaves them to Ax.
 @pytest.mark.filterwarnings(
     "ignore:Encountered a `MultiObjective` without objective thresholds"
