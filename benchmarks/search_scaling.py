@@ -8,20 +8,26 @@ table.
 
 ``--data-dir`` defaults to ``$BOTORCH_NN_UQ_UCI_DIR``, else ``../shared/data/uci``
 (``benchmarks.uci.default_uci_dir``). ``--threads`` sets the threads of this process
-(the in-process search); the Ray workers are processes of their own.
+(the in-process search); the Ray workers are processes of their own. With ``--device
+cuda`` the split's data and both searches are on the GPU, and every Ray task reserves
+``1 / --workers`` of it (``RayExecutor(gpus_per_task=...)``: Ray hides the GPUs from tasks
+that reserve none), so the workers share one GPU; times are wall-clock seconds either way.
 
 Examples:
     python -m benchmarks.search_scaling --dataset boston
     python -m benchmarks.search_scaling --smoke --data-dir ../shared/data/uci
+    python -m benchmarks.search_scaling --dataset boston --device cuda --workers 4
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import (
+    add_device_option,
     add_uci_data_option,
     runner_parser,
     uci_protocol_model,
@@ -59,11 +65,19 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--pool-size", type=int, default=24)
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
+    add_device_option(parser)
     args = parser.parse_args(argv)
     use_threads(args.threads)
     if args.smoke:
         args.searches, args.pool_size, args.epochs = ["nes-rs"], 4, 3
     data = load_uci_split(args.data_dir, args.dataset, args.split)
+    data = dataclasses.replace(
+        data,
+        **{
+            name: getattr(data, name).to(args.device)
+            for name in ("train_X", "train_Y", "test_X", "test_Y")
+        },
+    )
     budget = {
         "pool_size": args.pool_size,
         "epochs": args.epochs,
@@ -72,12 +86,14 @@ def main(argv: Sequence[str] | None = None) -> str:
     }
     start = time.perf_counter()
     ray_executor = RayExecutor(
-        num_cpus=args.workers, init_kwargs={"include_dashboard": False, "log_to_driver": False}
+        num_cpus=args.workers,
+        init_kwargs={"include_dashboard": False, "log_to_driver": False},
+        gpus_per_task=0.0 if args.device == "cpu" else 1 / args.workers,
     )
     ray_start = time.perf_counter() - start
     lines = [
-        f"{args.dataset} split {args.split}, pool size {args.pool_size}, {args.epochs} epochs; "
-        f"Ray start-up {ray_start:.1f} s ({args.workers} workers).",
+        f"{args.dataset} split {args.split}, pool size {args.pool_size}, {args.epochs} epochs, "
+        f"on {args.device}; Ray start-up {ray_start:.1f} s ({args.workers} workers).",
         "",
         "| search | in-process (s) | Ray (s) | speed-up | same ensemble |",
         "| --- | --- | --- | --- | --- |",

@@ -190,6 +190,11 @@ class RayExecutor:
     Ray's CPUs, so the tasks together never run more threads than the CPUs Ray was
     given. (In this process the package leaves torch's threads to the caller.)
 
+    A search whose data live on a GPU needs ``gpus_per_task > 0``: Ray hides the GPUs
+    from a task that reserves none (its ``CUDA_VISIBLE_DEVICES`` is empty), and a
+    fraction lets several tasks share one GPU (0.25: four at a time). Ray numbers a
+    task's visible GPUs from 0, so the data should be on ``cuda`` (``cuda:0``).
+
     Args:
         address: The address of an existing Ray cluster; ``None`` starts (or reuses) a
             local Ray instance with ``ray.init()``.
@@ -198,6 +203,8 @@ class RayExecutor:
         threads_per_task: Torch threads of each task's worker process, and the CPUs the
             task reserves. The candidates' networks are small: one thread trains them
             fastest, and more tasks run side by side.
+        gpus_per_task: The GPUs each task reserves (a fraction shares one); 0, the
+            default, reserves none, for data on the CPU.
 
     Raises:
         ImportError: If Ray is not installed (``pip install "botorch-nn-uq[ray]"``).
@@ -207,9 +214,13 @@ class RayExecutor:
     num_cpus: int | None = None
     init_kwargs: dict[str, Any] = field(default_factory=dict)
     threads_per_task: int = 1
+    gpus_per_task: float = 0.0
 
     def __post_init__(self) -> None:
         check_integer_fields(self, "threads_per_task")
+        gpus = self.gpus_per_task
+        if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or not 0 <= gpus < math.inf:
+            raise ValueError(f"gpus_per_task must be a finite number of at least 0; got {gpus!r}.")
         try:
             import ray
         except ImportError as error:
@@ -242,9 +253,10 @@ class RayExecutor:
         # The thread count must be in the environment when the worker process starts,
         # before torch sizes its thread pool.
         threads = {"OMP_NUM_THREADS": str(self.threads_per_task)}
-        return self._ray.remote(num_cpus=self.threads_per_task, runtime_env={"env_vars": threads})(
-            function
-        )
+        resources = {"num_cpus": self.threads_per_task}
+        if self.gpus_per_task > 0:
+            resources["num_gpus"] = self.gpus_per_task
+        return self._ray.remote(**resources, runtime_env={"env_vars": threads})(function)
 
 
 def train_candidate_group(

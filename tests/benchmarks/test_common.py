@@ -176,6 +176,7 @@ MODEL_RUNNERS = (
     "robust_target",
     "scale_cost",
     "scale_suite",
+    "search_scaling",
     "uci_regression",
 )
 

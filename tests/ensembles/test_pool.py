@@ -2,6 +2,7 @@
 the Ray executor."""
 
 import math
+import sys
 
 import pytest
 import torch
@@ -359,3 +360,52 @@ def test_ray_executor_rejects_a_thread_count_that_is_not_a_positive_integer(thre
 
     with pytest.raises(ValueError, match="threads_per_task"):
         RayExecutor(threads_per_task=threads)
+
+
+class _RecordingRay:
+    r"""A stand-in for the ``ray`` module that runs tasks in this process and records
+    the resources each remote function asks for."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def remote(self, **options):
+        self.requests.append(options)
+
+        def wrap(function):
+            class Remote:
+                @staticmethod
+                def remote(*args):
+                    return function(*args)
+
+            return Remote
+
+        return wrap
+
+    def get(self, results):
+        return results
+
+
+@pytest.mark.parametrize(("gpus", "expected"), [(0.0, None), (0.25, 0.25), (1, 1)])
+def test_ray_tasks_reserve_gpus_only_when_asked(monkeypatch, gpus, expected) -> None:
+    from botorch_nn_uq.ensembles.pool import RayExecutor
+
+    ray = _RecordingRay()
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    executor = RayExecutor(threads_per_task=2, gpus_per_task=gpus)
+    assert executor.map(lambda value: value + 1, [(1,), (2,)]) == [2, 3]
+    (request,) = ray.requests
+    assert request["num_cpus"] == 2
+    assert request.get("num_gpus") == expected
+    assert request["runtime_env"] == {"env_vars": {"OMP_NUM_THREADS": "2"}}
+
+
+@pytest.mark.parametrize("gpus", [-0.5, math.inf, math.nan, True, "1"])
+def test_ray_executor_rejects_an_invalid_gpu_share(gpus) -> None:
+    from botorch_nn_uq.ensembles.pool import RayExecutor
+
+    with pytest.raises(ValueError, match="gpus_per_task"):
+        RayExecutor(gpus_per_task=gpus)
