@@ -35,7 +35,8 @@ acquisition is not used), with ``+bts`` choosing the batch among TuRBO's candida
 the package's batch Thompson sampling instead of ``MaxPosteriorSampling``. Protocol 7's
 GP peers are registered by ``gp_peers.py``: ``gp-turbo:ts+turbo`` is GP-TuRBO-1 with the
 tutorial's kernel and constraints, and ``gp-warp:qlogei`` the GP with BoTorch's ``Warp``
-input transform.
+input transform; ``ensemble_variants.py`` registers the deep ensemble with 10 and 20
+members (``deep-ensemble-10``, ``deep-ensemble-20``).
 
 Per problem the markdown summary gives the best value found (the objective is
 minimised) and the normalised regret, mean ± standard error over seeds, each method's
@@ -80,6 +81,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+import benchmarks.ensemble_variants  # noqa: F401  (registers the larger deep ensembles)
 import benchmarks.gp_peers  # noqa: F401  (registers the GP peers of protocol 7)
 import benchmarks.vbll_peer  # noqa: F401  (registers the VBLL peer)
 from benchmarks.common import (

@@ -47,6 +47,7 @@ from botorch_nn_uq.bo.surrogates import (
     SurrogateSpec,
     get_surrogate,
     register_surrogate,
+    surrogate_from_card,
 )
 from botorch_nn_uq.bo.trust_region import TrustRegion
 from botorch_nn_uq.bo.turbo import TurboProposer
@@ -96,4 +97,5 @@ __all__ = [
     "registered_problem",
     "run_bo",
     "step_seed",
+    "surrogate_from_card",
 ]

@@ -1,0 +1,33 @@
+"""The larger deep ensembles of protocol 7 (benchmarks/ensemble_variants.py)."""
+
+import pytest
+import torch
+
+from benchmarks import ensemble_variants
+from botorch_nn_uq.bo import get_surrogate
+from botorch_nn_uq.models import MODEL_CARDS, DeepEnsemble
+
+
+@pytest.mark.parametrize("members", ensemble_variants.LARGER_ENSEMBLE_SIZES)
+def test_a_larger_ensemble_is_the_deep_ensemble_with_more_members(members) -> None:
+    base = next(card for card in MODEL_CARDS if card.name == "deep-ensemble")
+    card = ensemble_variants.larger_ensemble_card(members)
+    assert card.name == f"deep-ensemble-{members}"
+    assert card.bo.constructor_options == {
+        **base.bo.constructor_options,
+        "ensemble_size": members,
+    }
+    assert card.bo.supports_warm_start == base.bo.supports_warm_start
+
+    bounds = torch.tensor([[0.0] * 3, [1.0] * 3], dtype=torch.float64)
+    X = torch.rand(30, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    model = get_surrogate(card.name).build(X, X.sum(-1, keepdim=True), bounds, 0, max_steps=5)
+    assert isinstance(model, DeepEnsemble)
+    assert model.hyperparameters.ensemble_size == members
+    assert model.posterior(X[:4]).mean.shape == (4, 1)
+
+
+@pytest.mark.parametrize("members", [1, 2.5, True])
+def test_a_larger_ensemble_needs_an_integer_of_at_least_two_members(members) -> None:
+    with pytest.raises(ValueError, match="members must be an integer of at least 2"):
+        ensemble_variants.larger_ensemble_card(members)
