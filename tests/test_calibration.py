@@ -51,7 +51,10 @@ def _validation_data(tkwargs: dict, n: int = 50):
     generator = torch.Generator().manual_seed(0)
     X = torch.rand(n, 1, generator=generator, dtype=tkwargs["dtype"])
     normal = torch.randn(n, 1, generator=generator, dtype=tkwargs["dtype"])
-    X, noise = X.to(**tkwargs), 0.3 * ((X - 0.5).abs() + 0.01) * normal.to(**tkwargs)
+    # Moved before the noise is formed from it: a CPU `X` times a CUDA `normal` would mix
+    # devices.
+    X = X.to(**tkwargs)
+    noise = 0.3 * ((X - 0.5).abs() + 0.01) * normal.to(**tkwargs)
     return X, -((X - 0.5) ** 2) + noise
 
 
