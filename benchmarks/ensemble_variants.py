@@ -1,9 +1,11 @@
-"""Larger deep ensembles for protocol 7: ``deep-ensemble-10`` and ``deep-ensemble-20``.
+"""Variants of the registered deep ensemble for protocol 7.
 
-The registered ``deep-ensemble`` (5 members, 500 steps on batches of 256) with 10 or 20
-members, everything else unchanged: its card with another ``ensemble_size``, registered
-through :func:`botorch_nn_uq.bo.surrogate_from_card`. The members still train as one
-batched computation, so a fit costs less than members × one member's.
+``deep-ensemble-10`` and ``deep-ensemble-20`` are the registered ``deep-ensemble`` (5
+members, 500 steps on batches of 256) with 10 or 20 members; ``deep-ensemble-200-steps``
+is it with a budget of 200 optimizer steps (a cheaper fit, for problems where the fit's
+CPU time decides). Everything else is unchanged: the card with other constructor options,
+registered through :func:`botorch_nn_uq.bo.surrogate_from_card`. The members still train
+as one batched computation, so a fit costs less than members × one member's.
 
 Example:
     >>> import benchmarks.ensemble_variants  # noqa: F401  (registers the variants)
@@ -15,12 +17,30 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from botorch_nn_uq.bo import SURROGATES, register_surrogate, surrogate_from_card
 from botorch_nn_uq.models import MODEL_CARDS, ModelCard
 
 #: The member counts registered, as ``deep-ensemble-<members>``.
 LARGER_ENSEMBLE_SIZES = (10, 20)
+#: The step budgets registered, as ``deep-ensemble-<steps>-steps``.
+SHORTER_STEP_BUDGETS = (200,)
+
+
+def _variant(suffix: str, description: tuple[str, str], **options: Any) -> ModelCard:
+    r"""The deep ensemble's card named ``deep-ensemble-<suffix>``, with ``options`` over
+    its BO constructor options and ``description[0]`` replaced by ``description[1]`` in its
+    description."""
+    card = next(card for card in MODEL_CARDS if card.name == "deep-ensemble")
+    return dataclasses.replace(
+        card,
+        name=f"{card.name}-{suffix}",
+        description=card.description.replace(*description),
+        bo=dataclasses.replace(
+            card.bo, constructor_options={**card.bo.constructor_options, **options}
+        ),
+    )
 
 
 def larger_ensemble_card(members: int) -> ModelCard:
@@ -32,20 +52,28 @@ def larger_ensemble_card(members: int) -> ModelCard:
     """
     if isinstance(members, bool) or not isinstance(members, int) or members < 2:
         raise ValueError(f"members must be an integer of at least 2; got {members!r}.")
-    card = next(card for card in MODEL_CARDS if card.name == "deep-ensemble")
-    options = {**card.bo.constructor_options, "ensemble_size": members}
-    return dataclasses.replace(
-        card,
-        name=f"{card.name}-{members}",
-        description=card.description.replace("5 Gaussian-head", f"{members} Gaussian-head"),
-        bo=dataclasses.replace(card.bo, constructor_options=options),
+    return _variant(
+        str(members), ("5 Gaussian-head", f"{members} Gaussian-head"), ensemble_size=members
     )
 
 
+def step_budget_card(steps: int) -> ModelCard:
+    r"""The deep ensemble's card with a budget of ``steps`` optimizer steps, named
+    ``deep-ensemble-<steps>-steps``.
+
+    Args:
+        steps: The fit's optimizer steps, at least 1.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an integer of at least 1; got {steps!r}.")
+    return _variant(f"{steps}-steps", ("500 steps", f"{steps} steps"), max_steps=steps)
+
+
 def register() -> None:
-    r"""Register ``deep-ensemble-10`` and ``deep-ensemble-20`` (once per process)."""
-    for members in LARGER_ENSEMBLE_SIZES:
-        card = larger_ensemble_card(members)
+    r"""Register the variants (once per process)."""
+    cards = [larger_ensemble_card(members) for members in LARGER_ENSEMBLE_SIZES]
+    cards += [step_budget_card(steps) for steps in SHORTER_STEP_BUDGETS]
+    for card in cards:
         if card.name not in SURROGATES:
             register_surrogate(surrogate_from_card(card))
 

@@ -36,7 +36,8 @@ the package's batch Thompson sampling instead of ``MaxPosteriorSampling``. Proto
 GP peers are registered by ``gp_peers.py``: ``gp-turbo:ts+turbo`` is GP-TuRBO-1 with the
 tutorial's kernel and constraints, and ``gp-warp:qlogei`` the GP with BoTorch's ``Warp``
 input transform; ``ensemble_variants.py`` registers the deep ensemble with 10 and 20
-members (``deep-ensemble-10``, ``deep-ensemble-20``).
+members (``deep-ensemble-10``, ``deep-ensemble-20``) and with 200 optimizer steps
+(``deep-ensemble-200-steps``).
 
 Per problem the markdown summary gives the best value found (the objective is
 minimised) and the normalised regret, mean ± standard error over seeds, each method's
@@ -81,7 +82,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-import benchmarks.ensemble_variants  # noqa: F401  (registers the larger deep ensembles)
+import benchmarks.ensemble_variants  # noqa: F401  (registers the deep-ensemble variants)
 import benchmarks.gp_peers  # noqa: F401  (registers the GP peers of protocol 7)
 import benchmarks.vbll_peer  # noqa: F401  (registers the VBLL peer)
 from benchmarks.common import (

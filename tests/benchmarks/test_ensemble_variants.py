@@ -1,4 +1,4 @@
-"""The larger deep ensembles of protocol 7 (benchmarks/ensemble_variants.py)."""
+"""The deep-ensemble variants of protocol 7 (benchmarks/ensemble_variants.py)."""
 
 import pytest
 import torch
@@ -31,3 +31,23 @@ def test_a_larger_ensemble_is_the_deep_ensemble_with_more_members(members) -> No
 def test_a_larger_ensemble_needs_an_integer_of_at_least_two_members(members) -> None:
     with pytest.raises(ValueError, match="members must be an integer of at least 2"):
         ensemble_variants.larger_ensemble_card(members)
+
+
+@pytest.mark.parametrize("steps", ensemble_variants.SHORTER_STEP_BUDGETS)
+def test_a_step_budget_variant_is_the_deep_ensemble_with_fewer_steps(steps) -> None:
+    base = next(card for card in MODEL_CARDS if card.name == "deep-ensemble")
+    card = ensemble_variants.step_budget_card(steps)
+    assert card.name == f"deep-ensemble-{steps}-steps"
+    assert card.bo.constructor_options == {**base.bo.constructor_options, "max_steps": steps}
+    assert f"({steps} steps on batches of 256)" in card.description
+
+    bounds = torch.tensor([[0.0] * 2, [1.0] * 2], dtype=torch.float64)
+    X = torch.rand(20, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    model = get_surrogate(card.name).build(X, X.sum(-1, keepdim=True), bounds, 0)
+    assert model.training_result.steps_run == steps
+
+
+@pytest.mark.parametrize("steps", [0, 2.5, True])
+def test_a_step_budget_needs_a_positive_integer(steps) -> None:
+    with pytest.raises(ValueError, match="steps must be an integer of at least 1"):
+        ensemble_variants.step_budget_card(steps)
