@@ -25,7 +25,7 @@ from botorch_nn_uq.models import MODEL_CARDS, ModelCard
 #: The member counts registered, as ``deep-ensemble-<members>``.
 LARGER_ENSEMBLE_SIZES = (10, 20)
 #: The step budgets registered, as ``deep-ensemble-<steps>-steps``.
-SHORTER_STEP_BUDGETS = (200,)
+SHORTER_STEP_BUDGETS = (100, 200)
 
 
 def _variant(suffix: str, description: tuple[str, str], **options: Any) -> ModelCard:
