@@ -63,6 +63,7 @@ from benchmarks.common import (
     add_device_option,
     device_path,
     device_seconds,
+    integer_argument,
     pyplot,
     runner_parser,
     save_figure,
@@ -172,7 +173,7 @@ def measure(
     seconds["fit"] = clock() - start
 
     seconds["warm"] = None
-    if method == "gp" or (method != "gp-turbo" and surrogate.supports_warm_start):
+    if method == "gp" or surrogate.supports_warm_start:
         start = clock()
         if method == "gp":
             _refit_gp_from(model, X, Y, bounds, seed)
@@ -360,7 +361,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--large-batch",
-        type=int,
+        type=integer_argument(2),
         default=None,
         help="also time one batch of this q (Thompson sampling over max(4096, 10 q) "
         "candidates), e.g. 1000",
@@ -378,8 +379,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.points, args.dim, args.methods = [40], 3, ["gp", "deep-ensemble"]
     if min(args.points) < 2 or args.dim < 2:
         parser.error("--points must be at least 2 and --dim at least 2.")
-    if args.large_batch is not None and args.large_batch < 2:
-        parser.error("--large-batch must be at least 2.")
     return args
 
 

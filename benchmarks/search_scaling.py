@@ -21,7 +21,6 @@ Examples:
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,14 +69,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     use_threads(args.threads)
     if args.smoke:
         args.searches, args.pool_size, args.epochs = ["nes-rs"], 4, 3
-    data = load_uci_split(args.data_dir, args.dataset, args.split)
-    data = dataclasses.replace(
-        data,
-        **{
-            name: getattr(data, name).to(args.device)
-            for name in ("train_X", "train_Y", "test_X", "test_Y")
-        },
-    )
+    data = load_uci_split(args.data_dir, args.dataset, args.split).to(args.device)
     budget = {
         "pool_size": args.pool_size,
         "epochs": args.epochs,

@@ -11,6 +11,7 @@ names.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from dataclasses import dataclass
@@ -97,6 +98,16 @@ class UCISplit:
     train_Y: Tensor
     test_X: Tensor
     test_Y: Tensor
+
+    def to(self, device: str | torch.device) -> UCISplit:
+        r"""This split with its four tensors on ``device``."""
+        return dataclasses.replace(
+            self,
+            **{
+                name: getattr(self, name).to(device)
+                for name in ("train_X", "train_Y", "test_X", "test_Y")
+            },
+        )
 
 
 def _require_file(path: Path) -> Path:

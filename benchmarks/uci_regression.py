@@ -212,10 +212,8 @@ class JobResult:
 def evaluate(spec: JobSpec) -> JobResult:
     r"""Fit the model on the training part of the split and score it on the test part,
     both on ``spec.device``."""
-    data = load_uci_split(spec.data_dir, spec.dataset, spec.split)
-    train_X, train_Y, test_X, test_Y = (
-        tensor.to(spec.device) for tensor in (data.train_X, data.train_Y, data.test_X, data.test_Y)
-    )
+    data = load_uci_split(spec.data_dir, spec.dataset, spec.split).to(spec.device)
+    train_X, train_Y, test_X, test_Y = data.train_X, data.train_Y, data.test_X, data.test_Y
     start = time.perf_counter()
     model = MODELS[spec.model](train_X, train_Y, spec.split, spec.smoke)
     if train_X.is_cuda:

@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
 # The GPU check: on a machine with CUDA, runs every test that takes the `device` fixture
 # on CUDA (every check of the conformance kit, the property tests, posteriors, networks,
-# acquisitions, Thompson sampling, the Ax loop, ...; `-k cuda` selects their CUDA cases),
+# acquisitions, Thompson sampling, the Ax loop, ...; `-k cuda` selects their CUDA cases)
 # on GPU_CHECK_WORKERS pytest-xdist workers where pytest-xdist is installed (default: the
 # machine's cores less two, at least one; on a 16-core H200 machine 14 workers ran 96 % of
-# the CUDA cases in 235 s),
-# then a short GPU cost benchmark (benchmarks/scale_cost.py --device cuda: GP and deep
-# ensemble on Ackley-20 at n = 1,000, batches of 1, 100 and 1,000; the first rows of
-# scripts/gpu_benchmarks.sh, which resumes from them given the same folder). Both are
-# capped so the whole check takes well under 10 minutes. Outputs go to the folder given as
-# the first argument (default: $OUT, else gpu_check/): tests.log, tests.xml (JUnit) and
-# scale_cost/. Without CUDA it exits with code 2 and says why. PYTHON picks the
-# interpreter (default: python, which must be a CUDA build of torch with the package and
-# its dev extra installed).
+# the CUDA cases in 235 s), then a short GPU cost benchmark (benchmarks/scale_cost.py
+# --device cuda: GP and deep ensemble on Ackley-20 at n = 1,000, batches of 1, 100 and
+# 1,000; the first rows of scripts/gpu_benchmarks.sh, which resumes from them given the
+# same folder). Both are capped so the whole check takes well under 10 minutes. Outputs go
+# to the folder given as the first argument (default: $OUT, else gpu_check/): tests.log,
+# tests.xml (JUnit) and scale_cost/. Without CUDA it exits with code 2 and says why.
+# PYTHON picks the interpreter (default: python, which must be a CUDA build of torch with
+# the package and its dev extra installed).
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out_dir="${1:-${OUT:-gpu_check}}"

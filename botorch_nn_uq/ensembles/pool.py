@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from botorch_nn_uq.checks import check_integer_fields
+from botorch_nn_uq.checks import NON_NEGATIVE, check_integer_fields, check_real_fields
 from botorch_nn_uq.ensembles.architecture_space import Architecture
 from botorch_nn_uq.ensembles.holdout import member_log_likelihoods
 from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
@@ -218,9 +218,7 @@ class RayExecutor:
 
     def __post_init__(self) -> None:
         check_integer_fields(self, "threads_per_task")
-        gpus = self.gpus_per_task
-        if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or not 0 <= gpus < math.inf:
-            raise ValueError(f"gpus_per_task must be a finite number of at least 0; got {gpus!r}.")
+        check_real_fields(self, "gpus_per_task", interval=NON_NEGATIVE)
         try:
             import ray
         except ImportError as error:

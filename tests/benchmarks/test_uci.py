@@ -37,6 +37,17 @@ def test_loads_a_split_in_the_standard_format(tmp_path) -> None:
     torch.testing.assert_close(data.test_Y, expected_Y, rtol=0, atol=1e-6)
 
 
+def test_a_split_moves_all_four_tensors_to_a_device(tmp_path) -> None:
+    write_fake_uci_dataset(tmp_path, "toy", num_rows=40, num_splits=3)
+    data = load_uci_split(tmp_path, "toy", 2)
+    moved = data.to("meta")
+    assert (moved.name, moved.split) == ("toy", 2)
+    for name in ("train_X", "train_Y", "test_X", "test_Y"):
+        tensor, original = getattr(moved, name), getattr(data, name)
+        assert tensor.device.type == "meta" and original.device.type == "cpu"
+        assert tensor.shape == original.shape and tensor.dtype == original.dtype
+
+
 def test_available_datasets_are_the_complete_folders(tmp_path) -> None:
     write_fake_uci_dataset(tmp_path, "b")
     write_fake_uci_dataset(tmp_path, "a")
