@@ -32,7 +32,9 @@ and random search. A method is ``MODEL:ACQUISITION`` with optional ``+continual`
 ``+tr``, or ``+turbo`` for TuRBO-1 itself (``TurboProposer``: its region weighted by a
 GP's lengthscales, TuRBO's candidates and restarts that set the run's data aside; the
 acquisition is not used), with ``+bts`` choosing the batch among TuRBO's candidates by
-the package's batch Thompson sampling instead of ``MaxPosteriorSampling``. Protocol 7's
+the package's batch Thompson sampling instead of ``MaxPosteriorSampling``, and ``+local``
+(with ``+tr`` or ``+turbo``) fitting region-locally: the surrogate's inputs normalised to
+the region grown ``LOCAL_FIT_FACTOR`` times around the incumbent. Protocol 7's
 GP peers are registered by ``gp_peers.py``: ``gp-turbo:ts+turbo`` is GP-TuRBO-1 with the
 tutorial's kernel and constraints, and ``gp-warp:qlogei`` the GP with BoTorch's ``Warp``
 input transform; ``ensemble_variants.py`` registers the deep ensemble with 10 and 20
@@ -168,6 +170,9 @@ DEFAULT_METHODS = (
 )
 SMOKE_METHODS = ("gp:qlogei", "deep-ensemble:ts+continual+tr", "vbll:vbll-ts", RANDOM_SEARCH)
 CONTINUAL = ContinualTraining(warm_start_steps=100, cold_refit_every=10)
+#: How many times the trust region grows into the box a ``+local`` method's surrogate
+#: normalises its inputs to.
+LOCAL_FIT_FACTOR = 4.0
 #: TuRBO-1's success tolerance in BoTorch's tutorial (``--turbo-success-tolerance``).
 TURBO_SUCCESS_TOLERANCE = 10
 
@@ -208,6 +213,11 @@ class RunSpec:
         return "turbo" in method_options(self.method)
 
     @property
+    def local_fit(self) -> float | None:
+        r"""The region-local fit's factor for a ``+local`` method (``None`` otherwise)."""
+        return LOCAL_FIT_FACTOR if "local" in method_options(self.method) else None
+
+    @property
     def turbo_options(self) -> dict[str, Any] | None:
         r"""``TurboProposer``'s settings for a ``+turbo`` method (``None`` otherwise)."""
         if not self.turbo:
@@ -237,7 +247,8 @@ class RunSpec:
 
 
 def method_options(method: str) -> set[str]:
-    r"""The ``+option`` suffixes of a method (``continual``, ``tr``, ``turbo``, ``bts``)."""
+    r"""The ``+option`` suffixes of a method (``continual``, ``tr``, ``turbo``, ``bts``,
+    ``local``)."""
     return set(method.split("+")[1:])
 
 
@@ -264,6 +275,7 @@ def run(spec: RunSpec) -> BOResult:
         trust_region=spec.trust_region,
         turbo=spec.turbo,
         turbo_options=spec.turbo_options,
+        local_fit=spec.local_fit,
         device=spec.device,
     )
     result.X, result.values = result.X.cpu(), result.values.cpu()
@@ -646,12 +658,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         options = method_options(method)
         if model != RANDOM_SEARCH and (
             not known
-            or options - {"continual", "tr", "turbo", "bts"}
+            or options - {"continual", "tr", "turbo", "bts", "local"}
             or {"tr", "turbo"} <= options
             or ("bts" in options and "turbo" not in options)
+            or ("local" in options and not options & {"tr", "turbo"})
         ):
             parser.error(
-                f"unknown method {method!r}: MODEL:ACQUISITION[+continual][+tr|+turbo[+bts]] "
+                "unknown method "
+                f"{method!r}: MODEL:ACQUISITION[+continual][+tr|+turbo[+bts]][+local] "
                 f"with a model of {', '.join(SURROGATES)} and an acquisition of "
                 f"{', '.join(ACQUISITIONS)}"
             )

@@ -177,6 +177,7 @@ def run_bo(
     trust_region: bool = False,
     turbo: bool = False,
     turbo_options: Mapping[str, Any] | None = None,
+    local_fit: float | None = None,
     on_evaluations: Callable[[Tensor, Tensor, BOIterationRecord], None] | None = None,
     device: str | torch.device = "cpu",
 ) -> BOResult:
@@ -240,6 +241,11 @@ def run_bo(
             :class:`~botorch_nn_uq.bo.turbo.TurboProposer` with ``turbo``, e.g.
             ``{"success_tolerance": 3}`` (the TuRBO paper's code) in place of the
             tutorial's 10.
+        local_fit: With ``trust_region`` or ``turbo``: fit region-locally, the
+            surrogate's inputs normalised to the region grown ``local_fit`` (at least
+            1, e.g. 4) times around the incumbent instead of to the problem's box (see
+            :class:`~botorch_nn_uq.bo.proposers.TrustRegionProposer`); ``None``
+            normalises to the box.
         on_evaluations: Called after every evaluated batch, the initial design first,
             with the batch's ``q x d`` inputs, its ``q`` objective values and its
             record (before ``callback``), e.g. to write each evaluation to disk as it
@@ -269,12 +275,16 @@ def run_bo(
         raise ValueError("TuRBO has its own trust region and needs a surrogate.")
     if turbo_options and not turbo:
         raise ValueError("turbo_options apply to turbo=True only.")
+    if local_fit is not None and not (trust_region or turbo):
+        raise ValueError("local_fit needs a trust region (trust_region=True or turbo=True).")
     if random_search:
         if trust_region:
             raise ValueError("Random search proposes in the whole box; it takes no trust region.")
         proposer = RandomProposer()
     elif turbo:
-        proposer = TurboProposer(batch_size, n_initial, **(turbo_options or {}))
+        proposer = TurboProposer(
+            batch_size, n_initial, local_fit=local_fit, **(turbo_options or {})
+        )
     else:
         proposer = AcquisitionProposer(
             acquisition,
@@ -284,7 +294,7 @@ def run_bo(
             options=acquisition_options,
         )
         if trust_region:
-            proposer = TrustRegionProposer(proposer, batch_size)
+            proposer = TrustRegionProposer(proposer, batch_size, local_fit=local_fit)
     bo_problem = RegisteredProblem(problem, target, device=device)
     optimizer = BayesianOptimizer.for_problem(
         bo_problem,

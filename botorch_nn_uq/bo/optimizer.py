@@ -23,11 +23,13 @@ Example:
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
+from botorch.exceptions.warnings import InputDataWarning
 from botorch.models.model import Model
 from torch import Tensor
 from torch.quasirandom import SobolEngine
@@ -277,6 +279,11 @@ class BayesianOptimizer:
         start, cpu_start = time.perf_counter(), time.process_time()
         rows = self.proposer.fit_rows(state.X.shape[0])
         train_X, train_Y = state.X[rows], self.objective.model_targets(state.Y)[rows]
+        center = (
+            train_X[self.objective.scores(state.values[rows]).argmin()]
+            if train_X.shape[0]
+            else None
+        )
         model, fit_seconds, warm = None, 0.0, False
         if self.proposer.needs_model():
             # The last model continues only if it was fitted on rows the step keeps.
@@ -284,14 +291,20 @@ class BayesianOptimizer:
             previous = (
                 self.model if self.fit_policy.needs_previous_model and keeps_previous else None
             )
+            fit_bounds = self.proposer.fit_bounds(self.bounds, center)
             data = FitData(
                 train_X=train_X,
                 train_Y=train_Y,
-                bounds=self.bounds,
+                bounds=fit_bounds,
                 seed=seed,
                 num_new=state.X.shape[0] - state.model_num_points if previous is not None else 0,
             )
-            model = self.fit_policy.fit(self.surrogate, data, previous)
+            with warnings.catch_warnings():
+                if fit_bounds is not self.bounds:
+                    # A region-local fit normalises to a neighbourhood of the region on
+                    # purpose; the data outside it lie outside the unit cube.
+                    warnings.simplefilter("ignore", InputDataWarning)
+                model = self.fit_policy.fit(self.surrogate, data, previous)
             warm = self.fit_policy.last_fit_was_warm
             fit_seconds = time.perf_counter() - start
             self.model, state.model_num_points = model, state.X.shape[0]
@@ -301,11 +314,7 @@ class BayesianOptimizer:
             bounds=self.bounds,
             seed=seed,
             options=self.objective.acquisition_options(),
-            center=(
-                train_X[self.objective.scores(state.values[rows]).argmin()]
-                if train_X.shape[0]
-                else None
-            ),
+            center=center,
             objective=self.objective.mc_objective,
             step=state.step,
         )

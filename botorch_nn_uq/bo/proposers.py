@@ -105,6 +105,21 @@ class Proposer(ABC):
         restart)."""
         return slice(0, num_rows)
 
+    def fit_bounds(self, bounds: Tensor, center: Tensor | None) -> Tensor:
+        r"""The box the step's surrogate normalises its inputs to: the problem's
+        ``bounds``, unless the proposer fits region-locally (``local_fit`` of the trust
+        region proposers).
+
+        Args:
+            bounds: The ``2 x d`` box of the problem.
+            center: The ``d``-vector incumbent of the step's data (``None`` without
+                data).
+
+        Returns:
+            A ``2 x d`` box inside ``bounds``.
+        """
+        return bounds
+
     def needs_model(self) -> bool:
         r"""Whether this step needs a fitted model (a proposer that uses one may propose
         some steps without it, e.g. the design of a TuRBO restart)."""
@@ -440,17 +455,33 @@ class TrustRegionProposer(Proposer):
     point (:class:`~botorch_nn_uq.bo.trust_region.TrustRegion`), resized after every
     batch; the surrogate is still fitted on all data.
 
+    With ``local_fit``, the fit is region-local: the surrogate normalises its inputs to
+    the region grown ``local_fit`` times around the incumbent (clipped to the box)
+    instead of to the whole box, so a region that has shrunk to a few percent of the
+    box spans the unit cube the network was initialised for; the points outside that
+    neighbourhood still train it (they lie outside the unit cube). A warm start from a
+    model normalised to another neighbourhood carries its function over exactly (see
+    :meth:`~botorch_nn_uq.models.base.NeuralSurrogateModel.fit`).
+
     Args:
         inner: The proposer that proposes inside the region.
         batch_size: The batch size the run uses (it sets the failure tolerance).
+        local_fit: ``None`` (normalise to the whole box) or the factor, at least 1, by
+            which the region grows into the box a region-local fit normalises to.
         **region_options: Further :class:`TrustRegion` arguments (``length_init``,
             ``length_min``, ``success_tolerance``, ...).
 
     Example:
-        >>> TrustRegionProposer(AcquisitionProposer("ts"), batch_size=100)
+        >>> TrustRegionProposer(AcquisitionProposer("ts"), batch_size=100, local_fit=4.0)
     """
 
-    def __init__(self, inner: Proposer, batch_size: int = 1, **region_options: Any) -> None:
+    def __init__(
+        self,
+        inner: Proposer,
+        batch_size: int = 1,
+        local_fit: float | None = None,
+        **region_options: Any,
+    ) -> None:
         if not inner.uses_model:
             raise ValueError(
                 f"{inner.describe()} proposes in the whole box; it takes no trust region."
@@ -459,6 +490,7 @@ class TrustRegionProposer(Proposer):
             raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
         self.inner = inner
         self.batch_size = batch_size
+        self.local_fit = check_local_fit(local_fit)
         self.region_options = region_options
         self.region: TrustRegion | None = None
 
@@ -474,6 +506,9 @@ class TrustRegionProposer(Proposer):
 
     def needs_model(self) -> bool:
         return self.inner.needs_model()
+
+    def fit_bounds(self, bounds: Tensor, center: Tensor | None) -> Tensor:
+        return local_fit_bounds(self.region, self.local_fit, bounds, center)
 
     def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
         if self.region is None:
@@ -507,11 +542,36 @@ class TrustRegionProposer(Proposer):
             "type": "trust-region",
             "inner": inner,
             "batch_size": self.batch_size,
+            "local_fit": self.local_fit,
             "region": self.region_options,
         }
 
     def describe(self) -> str:
-        return f"{self.inner.describe()} in a trust region"
+        local = "" if self.local_fit is None else f" (fitted region-locally, x{self.local_fit:g})"
+        return f"{self.inner.describe()} in a trust region{local}"
+
+
+def check_local_fit(local_fit: float | None) -> float | None:
+    r"""``local_fit`` as a float, or a clear error unless it is ``None`` or a finite
+    number of at least 1."""
+    if local_fit is None:
+        return None
+    if isinstance(local_fit, bool) or not isinstance(local_fit, (int, float)):
+        raise ValueError(f"local_fit must be None or a number of at least 1; got {local_fit!r}.")
+    if not 1 <= local_fit < math.inf:
+        raise ValueError(f"local_fit must be a finite number of at least 1; got {local_fit!r}.")
+    return float(local_fit)
+
+
+def local_fit_bounds(
+    region: TrustRegion | None, local_fit: float | None, bounds: Tensor, center: Tensor | None
+) -> Tensor:
+    r"""The box a region-local fit normalises to: ``region`` grown ``local_fit`` times
+    around ``center`` and clipped to ``bounds`` (``2 x d``); ``bounds`` itself without
+    ``local_fit``, a region or a centre (the initial design's fit)."""
+    if local_fit is None or region is None or center is None:
+        return bounds
+    return region.box(center, bounds, scale=local_fit)
 
 
 class RandomProposer(Proposer):
@@ -592,7 +652,12 @@ def proposer_from_config(config: dict[str, Any]) -> Proposer:
         return AcquisitionProposer(options.pop("acquisition"), **options)
     if kind == "trust-region":
         inner = proposer_from_config(options["inner"])
-        return TrustRegionProposer(inner, options["batch_size"], **options["region"])
+        return TrustRegionProposer(
+            inner,
+            options["batch_size"],
+            local_fit=options.get("local_fit"),
+            **options["region"],
+        )
     if kind == "random" and not options:
         return RandomProposer()
     if kind == "turbo":

@@ -97,17 +97,19 @@ class TrustRegion:
         if self.length < self.length_min:
             self.length, self.restarts = self.length_init, self.restarts + 1
 
-    def box(self, center: Tensor, bounds: Tensor) -> Tensor:
+    def box(self, center: Tensor, bounds: Tensor, scale: float = 1.0) -> Tensor:
         r"""The region around ``center``, clipped to the problem's box.
 
         Args:
             center: A ``d``-tensor (problem units), usually the best point so far.
             bounds: The ``2 x d`` box of the problem.
+            scale: A factor on the side length (e.g. 4 for the neighbourhood a
+                region-local fit normalises its inputs to).
 
         Returns:
             A ``2 x d`` tensor of the region's lower and upper bounds (problem units).
         """
-        half = 0.5 * self.length * (bounds[1] - bounds[0])
+        half = 0.5 * scale * self.length * (bounds[1] - bounds[0])
         return torch.stack(
             [torch.maximum(center - half, bounds[0]), torch.minimum(center + half, bounds[1])]
         )

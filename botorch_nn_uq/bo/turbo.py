@@ -44,7 +44,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from botorch_nn_uq.bo.problems import Objective
-from botorch_nn_uq.bo.proposers import Proposal, Proposer
+from botorch_nn_uq.bo.proposers import Proposal, Proposer, check_local_fit, local_fit_bounds
 from botorch_nn_uq.bo.registry import AcquisitionContext
 from botorch_nn_uq.bo.trust_region import TrustRegion
 from botorch_nn_uq.generation import batch_thompson_sampling
@@ -130,6 +130,10 @@ class TurboProposer(Proposer):
             region's diagonal from the points already chosen and the run's evaluated
             points) instead of ``MaxPosteriorSampling``, which gives an ensemble of
             ``K`` members at most ``K`` maximisers and their next-best neighbours.
+        local_fit: ``None``, or a region-local fit: the surrogate normalises its inputs
+            to the region's cube grown ``local_fit`` (at least 1) times around the
+            incumbent (see
+            :class:`~botorch_nn_uq.bo.proposers.TrustRegionProposer`).
 
     Example:
         >>> optimizer = BayesianOptimizer(
@@ -150,6 +154,7 @@ class TurboProposer(Proposer):
         length_max: float = 1.6,
         num_candidates: int | None = None,
         batch_thompson: bool = False,
+        local_fit: float | None = None,
     ) -> None:
         for name, value in (("batch_size", batch_size), ("n_initial", n_initial)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -176,6 +181,7 @@ class TurboProposer(Proposer):
         TrustRegion(1, batch_size, **self.region_options)  # checks the options
         self.num_candidates = num_candidates
         self.batch_thompson = bool(batch_thompson)
+        self.local_fit = check_local_fit(local_fit)
         self.region: TrustRegion | None = None
         #: The first row of the current run (rows before it were set aside by restarts).
         self.segment_start = 0
@@ -203,6 +209,9 @@ class TurboProposer(Proposer):
 
     def needs_model(self) -> bool:
         return self.design_untold == 0
+
+    def fit_bounds(self, bounds: Tensor, center: Tensor | None) -> Tensor:
+        return local_fit_bounds(self.region, self.local_fit, bounds, center)
 
     def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
         if self.region is None:
@@ -297,6 +306,7 @@ class TurboProposer(Proposer):
             "n_initial": self.n_initial,
             "num_candidates": self.num_candidates,
             "batch_thompson": self.batch_thompson,
+            "local_fit": self.local_fit,
             **options,
         }
 

@@ -35,6 +35,7 @@ from botorch_nn_uq.models import checkpoint
 from botorch_nn_uq.models.fantasy import ConditioningMixin
 from botorch_nn_uq.models.input_transforms import (
     TransformedInputNetwork,
+    affine_rebase,
     learnable_parameter_names,
 )
 from botorch_nn_uq.models.last_layer import (
@@ -341,7 +342,12 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             progress: Show a tqdm progress bar.
             warm_start: A fitted model of the same class and architecture whose network
                 weights initialise this fit (instead of a fresh initialisation), e.g. the
-                previous iteration's model in a BO loop.
+                previous iteration's model in a BO loop. If the two models normalise
+                their inputs to different boxes (affine input transforms, e.g. a
+                region-local fit whose neighbourhood moved), the network's first layer
+                absorbs the change, so the fit starts from the warm start's function
+                (networks with a ``rebase_inputs`` method: the deep ensemble's and MC
+                dropout's; others raise a ``ValueError``).
             warm_start_learning_rate_factor: A warm-started fit trains at this factor
                 times the hyperparameters' learning rate (the weights start at a
                 minimum, which the full rate would leave; see
@@ -453,6 +459,19 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
                     "warm_start has a different architecture than this fit's network; "
                     f"warm-start only from a model with the same hyperparameters ({error})."
                 ) from error
+            rebase = affine_rebase(
+                getattr(warm_start, "input_transform", None),
+                getattr(self, "input_transform", None),
+            )
+            if rebase is not None:
+                if not hasattr(network, "rebase_inputs"):
+                    raise ValueError(
+                        f"warm_start normalised its inputs to another box, and a "
+                        f"{type(self).__name__}'s network cannot be re-expressed in this "
+                        "fit's input coordinates; warm-start from a model with the same "
+                        "input transform."
+                    )
+                network.rebase_inputs(*rebase)
         if learned_transform is not None:
             network = TransformedInputNetwork(learned_transform, network)
         self.warm_started = warm_start is not None

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from botorch.models.transforms.input import ChainedInputTransform, InputTransform
+import torch
+from botorch.models.transforms.input import (
+    AffineInputTransform,
+    ChainedInputTransform,
+    InputTransform,
+)
 from torch import Tensor, nn
 
 
@@ -48,6 +53,34 @@ def apply_training_transforms(transform: InputTransform, X: Tensor) -> Tensor:
         finally:
             component.train(was_training)
     return X
+
+
+def affine_rebase(
+    old: InputTransform | None, new: InputTransform | None
+) -> tuple[Tensor, Tensor] | None:
+    r"""How the coordinates of one affine input transform (e.g. ``Normalize`` to a box)
+    are expressed in another's: ``u_old = shift + scale * u_new`` for the same input.
+
+    A warm start from a model normalised to another box (a region-local fit whose
+    neighbourhood moved) uses it to carry the previous network's function over exactly.
+
+    Args:
+        old: The warm start's input transform.
+        new: This fit's input transform.
+
+    Returns:
+        ``(scale, shift)``, two ``d``-vectors, if both transforms are single affine
+        transforms of ``d`` inputs that differ; ``None`` if they are equal or not both
+        affine (the inputs are then taken as they are).
+    """
+    if not (isinstance(old, AffineInputTransform) and isinstance(new, AffineInputTransform)):
+        return None
+    if torch.equal(old.offset, new.offset) and torch.equal(old.coefficient, new.coefficient):
+        return None
+    old_offset, old_coefficient = old.offset.reshape(-1), old.coefficient.reshape(-1)
+    scale = new.coefficient.reshape(-1).to(old_coefficient) / old_coefficient
+    shift = (new.offset.reshape(-1).to(old_offset) - old_offset) / old_coefficient
+    return scale, shift
 
 
 def learnable_parameter_names(transform: InputTransform | None) -> list[str]:

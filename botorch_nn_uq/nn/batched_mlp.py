@@ -196,6 +196,29 @@ class BatchedMLP(nn.Module):
         Keras-style L2 penalty before multiplying by ``lambda``)."""
         return sum(p.pow(2).flatten(1).sum(-1) for p in self.parameters())
 
+    @torch.no_grad()
+    def rebase_inputs(self, scale: Tensor, shift: Tensor) -> None:
+        r"""Re-express every member in new input coordinates, exactly: after the call,
+        the network at ``u`` computes what it computed before at ``shift + scale * u``
+        (the first layer absorbs the affine map).
+
+        Args:
+            scale: A ``d``-vector, the old coordinates' change per unit of the new.
+            shift: A ``d``-vector, the old coordinates of the new origin.
+
+        Raises:
+            ValueError: If a skip connection reads the inputs (its constant would land
+                after an activation, where no bias can absorb it).
+        """
+        if any(-1 in sources for sources in self.skip_connections):
+            raise ValueError(
+                "A network with skip connections from its inputs cannot be re-expressed "
+                "in new input coordinates."
+            )
+        weight = self.weights[0]
+        self.biases[0].add_(torch.matmul(shift.to(weight).unsqueeze(0), weight))
+        weight.mul_(scale.to(weight).unsqueeze(-1))
+
     def forward(
         self,
         X: Tensor,
@@ -300,6 +323,12 @@ class EnsembleNetwork(nn.Module):
     def gaussian_head(self) -> bool:
         r"""Whether members predict a standard deviation."""
         return self.groups[0].gaussian_head
+
+    def rebase_inputs(self, scale: Tensor, shift: Tensor) -> None:
+        r"""Re-express every member in new input coordinates (see
+        :meth:`BatchedMLP.rebase_inputs`)."""
+        for group in self.groups:
+            group.rebase_inputs(scale, shift)
 
     def forward(self, X: Tensor, return_features: bool = False) -> MemberOutput:
         r"""Evaluate every member at ``batch_shape x n x d`` inputs; returns ``batch_shape

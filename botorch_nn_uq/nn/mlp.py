@@ -108,6 +108,20 @@ class DropoutMLP(nn.Module):
             for width in self.hidden_widths
         ]
 
+    @torch.no_grad()
+    def rebase_inputs(self, scale: Tensor, shift: Tensor) -> None:
+        r"""Re-express the network in new input coordinates, exactly: after the call it
+        computes at ``u`` what it computed before at ``shift + scale * u`` (the first
+        layer absorbs the affine map).
+
+        Args:
+            scale: A ``d``-vector, the old coordinates' change per unit of the new.
+            shift: A ``d``-vector, the old coordinates of the new origin.
+        """
+        first = self.hidden_layers[0]
+        first.bias.add_(torch.matmul(first.weight, shift.to(first.weight)))
+        first.weight.mul_(scale.to(first.weight))
+
     def forward(
         self,
         X: Tensor,

@@ -141,6 +141,24 @@ def test_turbo_settings_reach_the_proposer_and_mark_the_runs(tmp_path, monkeypat
     assert ["_success3" in name for name in stored] == [True, True, False]
 
 
+def test_local_fits_reach_run_bo_with_a_region_only(tmp_path, monkeypatch) -> None:
+    seen = []
+    run_bo = scale_suite.run_bo
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["local_fit"])
+        return run_bo(*args, **kwargs)
+
+    monkeypatch.setattr(scale_suite, "run_bo", recording)
+    methods = ["deep-ensemble:ts+tr+local", "deep-ensemble:ts+turbo+bts+local", "random"]
+    argv = ["--smoke", "--problems", "rastrigin", "--methods", *methods]
+    text = scale_suite.main([*argv, "--out", str(tmp_path)]).read_text()
+    assert seen == [scale_suite.LOCAL_FIT_FACTOR, scale_suite.LOCAL_FIT_FACTOR, None]
+    assert "| deep-ensemble:ts+tr+local |" in text
+    with pytest.raises(SystemExit):
+        scale_suite.parse_args(["--smoke", "--methods", "deep-ensemble:ts+local"])
+
+
 def test_a_cpu_budget_caps_the_capped_models_and_marks_their_runs(tmp_path) -> None:
     argv = ["--smoke", "--problems", "rastrigin", "--methods", "gp-turbo:ts+turbo", "random"]
     capped = ["--capped-models", "gp-turbo", "--cpu-budget", "1e-6", "--out", str(tmp_path)]

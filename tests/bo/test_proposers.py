@@ -3,6 +3,7 @@ configurations and states."""
 
 import pytest
 import torch
+from botorch.models.transforms import Normalize, Standardize
 
 from botorch_nn_uq.bo import (
     AcquisitionContext,
@@ -14,9 +15,11 @@ from botorch_nn_uq.bo import (
     RandomProposer,
     TrustRegionProposer,
 )
+from botorch_nn_uq.bo.continual import ContinualTraining
+from botorch_nn_uq.bo.fitting import ColdFit, ContinualFit
 from botorch_nn_uq.bo.proposers import proposer_from_config
 from botorch_nn_uq.bo.surrogates import SurrogateSpec
-from botorch_nn_uq.models import NOMU
+from botorch_nn_uq.models import NOMU, DeepEnsemble
 
 
 def test_a_candidate_set_is_used_once_per_candidate_with_random_ties() -> None:
@@ -96,11 +99,73 @@ def test_a_trust_region_restricts_the_inner_proposers_box() -> None:
     assert copy.region == proposer.region
 
 
+def test_a_region_local_fit_normalises_to_the_region_grown_around_the_incumbent() -> None:
+    bounds = torch.tensor([[0.0, -10.0], [1.0, 10.0]], dtype=torch.float64)
+    proposer = TrustRegionProposer(
+        AcquisitionProposer("ts"), batch_size=1, local_fit=2, length_init=0.2, length=0.2
+    )
+    center = torch.tensor([0.9, 0.0], dtype=torch.float64)
+    # Before the first batch is told there is no region: the fit sees the whole box.
+    assert proposer.fit_bounds(bounds, center) is bounds
+    proposer.observe(bounds[:1], torch.ones(1), torch.ones(1))
+    torch.testing.assert_close(
+        proposer.fit_bounds(bounds, center),
+        torch.tensor([[0.7, -4.0], [1.0, 4.0]], dtype=torch.float64),
+    )
+    assert TrustRegionProposer(AcquisitionProposer("ts")).fit_bounds(bounds, center) is bounds
+    assert "fitted region-locally, x2" in proposer.describe()
+    for bad in (0.5, float("inf"), True, "4"):
+        with pytest.raises(ValueError, match="local_fit must be"):
+            TrustRegionProposer(AcquisitionProposer("ts"), local_fit=bad)
+
+
+@pytest.mark.parametrize("continual", [False, True])
+def test_a_region_local_fit_trains_the_step_model_in_the_regions_coordinates(continual) -> None:
+    problem = FunctionProblem(
+        lambda X: (X - 0.3).square().sum(-1), [[0.0] * 2, [1.0] * 2], vectorized=True
+    )
+    proposer = TrustRegionProposer(
+        AcquisitionProposer("ts", options={"num_candidates": 64}), batch_size=4, local_fit=3
+    )
+    optimizer = BayesianOptimizer.for_problem(
+        problem,
+        surrogate=SurrogateSpec.from_constructor(
+            "small-ensemble",
+            "a small deep ensemble",
+            lambda X, Y, bounds: DeepEnsemble(
+                X,
+                Y,
+                input_transform=Normalize(2, bounds=bounds),
+                outcome_transform=Standardize(1),
+                hidden_widths=(8,),
+                epochs=20,
+            ),
+            supports_warm_start=True,
+        ),
+        proposer=proposer,
+        fit_policy=ContinualFit(ContinualTraining(warm_start_steps=5)) if continual else ColdFit(),
+        n_initial=8,
+    )
+    warm_starts = []
+    for _ in range(4):
+        X = optimizer.ask(4 if optimizer.step else None)
+        if optimizer.model is not None:
+            center = optimizer.X[optimizer.values.argmin()]
+            box = proposer.region.box(center, optimizer.bounds, scale=3)
+            transform = optimizer.model.input_transform
+            torch.testing.assert_close(transform.offset.reshape(-1), box[0])
+            torch.testing.assert_close(transform.coefficient.reshape(-1), box[1] - box[0])
+            warm_starts.append(optimizer.fit_policy.last_fit_was_warm)
+        optimizer.tell(X, problem.evaluate(X))
+    assert any(warm_starts) == continual
+
+
 @pytest.mark.parametrize(
     "proposer",
     [
         AcquisitionProposer("qucb", sequential=True, options={"beta": 2.0}, raw_samples=32),
         TrustRegionProposer(AcquisitionProposer("ts"), batch_size=5, length_init=0.4),
+        TrustRegionProposer(AcquisitionProposer("ts"), batch_size=5, local_fit=4),
         RandomProposer(),
         DynamicCalibrationProposer(horizon=10, mw_factor=0.5),
     ],

@@ -33,6 +33,8 @@ def test_the_box_is_centred_and_clipped_to_the_problem(tkwargs):
     region = TrustRegion(dim=2, batch_size=1, length=0.5, length_init=0.5)
     box = region.box(torch.tensor([0.9, 0.0], **tkwargs), bounds)
     torch.testing.assert_close(box, torch.tensor([[0.65, -5.0], [1.0, 5.0]], **tkwargs))
+    grown = region.box(torch.tensor([0.5, 0.0], **tkwargs), bounds, scale=1.5)
+    torch.testing.assert_close(grown, torch.tensor([[0.125, -7.5], [0.875, 7.5]], **tkwargs))
     with pytest.raises(ValueError, match="length_min <= length_init <= length_max"):
         TrustRegion(dim=2, batch_size=1, length_init=2.0)
 
@@ -64,3 +66,5 @@ def test_proposals_stay_inside_the_region_around_the_best_point(model, acquisiti
     assert math.isnan(result.records[0].trust_region_length)
     with pytest.raises(ValueError, match="takes no trust region"):
         run_bo(problem, "random", iterations=1, trust_region=True)
+    with pytest.raises(ValueError, match="local_fit needs a trust region"):
+        run_bo(problem, model, acquisition, iterations=1, local_fit=4.0)

@@ -86,9 +86,12 @@ def test_tolerances_follow_turbo_and_a_collapse_restarts_with_the_data_set_aside
 
 
 def test_turbo_round_trips_through_its_config_and_refuses_bad_settings() -> None:
-    proposer = TurboProposer(batch_size=4, n_initial=10, success_tolerance=3)
+    proposer = TurboProposer(batch_size=4, n_initial=10, success_tolerance=3, local_fit=4)
     rebuilt = proposer_from_config(proposer.to_config())
     assert isinstance(rebuilt, TurboProposer) and rebuilt.to_config() == proposer.to_config()
+    assert rebuilt.local_fit == 4.0
+    with pytest.raises(ValueError, match="local_fit must be a finite number of at least 1"):
+        TurboProposer(batch_size=4, n_initial=10, local_fit=0.5)
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         TurboProposer(batch_size=0, n_initial=10)
     with pytest.raises(ValueError, match="num_candidates must be an integer of at least"):

@@ -374,3 +374,33 @@ def test_initial_weights_do_not_depend_on_the_default_dtype():
     for a, b in zip(single.parameters(), double.parameters(), strict=True):
         assert a.dtype == b.dtype == torch.float64
         assert torch.equal(a, b)
+
+
+# ---------------------------------------------------------------------------
+# New input coordinates
+
+
+@pytest.mark.parametrize("gaussian_head", [False, True])
+def test_rebased_inputs_give_the_same_function_in_the_new_coordinates(gaussian_head, tkwargs):
+    network = EnsembleNetwork(
+        [
+            _network(tkwargs, gaussian_head=gaussian_head),
+            _network(tkwargs, member_seeds=[3], gaussian_head=gaussian_head, hidden_widths=(4,)),
+        ]
+    )
+    scale = torch.tensor([0.5, 2.0, 0.25], **tkwargs)
+    shift = torch.tensor([0.1, -0.3, 0.7], **tkwargs)
+    new_inputs = _inputs((7, 3), tkwargs)
+    before = network(shift + scale * new_inputs)
+    network.rebase_inputs(scale, shift)
+    after = network(new_inputs)
+    torch.testing.assert_close(after.mean, before.mean, **tolerances(tkwargs["dtype"]))
+    if gaussian_head:
+        torch.testing.assert_close(after.std, before.std, **tolerances(tkwargs["dtype"]))
+
+
+def test_inputs_of_a_network_with_skips_from_its_inputs_cannot_be_rebased(tkwargs):
+    network = _network(tkwargs, skip_connections=((), (-1,)))
+    ones = torch.ones(3, **tkwargs)
+    with pytest.raises(ValueError, match="skip connections from its inputs"):
+        network.rebase_inputs(ones, 0 * ones)

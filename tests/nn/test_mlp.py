@@ -223,3 +223,13 @@ def test_every_activation_builds_and_runs(name, tkwargs):
     layer, output_layer = single.hidden_layers[0], single.output_layer
     expected = activation(X @ layer.weight.T + layer.bias) @ output_layer.weight.T
     torch.testing.assert_close(single(X), expected + output_layer.bias)
+
+
+def test_rebased_inputs_give_the_same_function_in_the_new_coordinates(tkwargs):
+    network = _network(tkwargs, input_dim=3).eval()
+    scale = torch.tensor([0.5, 2.0, 0.25], **tkwargs)
+    shift = torch.tensor([0.1, -0.3, 0.7], **tkwargs)
+    new_inputs = _inputs((7, 3), tkwargs)
+    before = network(shift + scale * new_inputs)
+    network.rebase_inputs(scale, shift)
+    torch.testing.assert_close(network(new_inputs), before)
