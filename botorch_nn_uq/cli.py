@@ -100,6 +100,7 @@ STRATEGY_DEFAULTS: dict[str, Any] = {
     "trust_region": False,
     "turbo": False,
     "batch_thompson": False,
+    "local_fit": None,
 }
 #: The columns of the batch that ``ask`` writes (then ``x0``, ``x1``, ...) and the
 #: column of the results that ``tell`` reads.
@@ -360,6 +361,15 @@ def _add_strategy_options(parser: argparse.ArgumentParser, new_run_only: bool) -
         "batch Thompson sampling (distinct, separated points from a network's functions) "
         "instead of BoTorch's MaxPosteriorSampling",
     )
+    add(
+        "local_fit",
+        "--local-fit",
+        type=_real(Interval(1.0)),
+        metavar="FACTOR",
+        help="with --trust-region or --turbo: fit region-locally, the model's inputs "
+        "normalised to the trust region grown FACTOR times around the best point (e.g. 4) "
+        "instead of to the whole box",
+    )
 
 
 def _add_bounds_options(parser: argparse.ArgumentParser, dim_help: str) -> None:
@@ -554,9 +564,14 @@ def _components(args: argparse.Namespace, batch_size: int) -> dict[str, Any]:
         },
     )
     if args.trust_region:
-        proposer = TrustRegionProposer(proposer, batch_size)
+        proposer = TrustRegionProposer(proposer, batch_size, local_fit=args.local_fit)
     if args.turbo:
-        proposer = TurboProposer(batch_size, args.n_initial, batch_thompson=args.batch_thompson)
+        proposer = TurboProposer(
+            batch_size,
+            args.n_initial,
+            batch_thompson=args.batch_thompson,
+            local_fit=args.local_fit,
+        )
     continual = ContinualTraining(
         warm_start_steps=args.warm_start_steps, cold_refit_every=args.cold_refit_every
     )
@@ -587,6 +602,8 @@ def _check_strategy(args: argparse.Namespace, parser: argparse.ArgumentParser, q
         return
     if args.batch_thompson and not args.turbo:
         parser.error("argument --batch-thompson: applies to --turbo only")
+    if args.local_fit is not None and not (args.trust_region or args.turbo):
+        parser.error("argument --local-fit: needs a trust region (--trust-region or --turbo)")
     if args.turbo and args.trust_region:
         parser.error("argument --turbo: has its own trust region (not with --trust-region)")
     if args.turbo and args.target is not None:

@@ -177,8 +177,9 @@ def test_turbo_from_the_command_line(tmp_path, capsys) -> None:
     state = tmp_path / "run.state"
     argv = ["ask", "--state", str(state), "--bounds", "0", "1", "--dim", "3", "--model", "gp"]
     argv += ["--turbo", "--batch-thompson", "--batch-size", "2", "--n-initial", "3"]
-    assert main(argv) == 0
-    assert cli.BayesianOptimizer.load(state).proposer.batch_thompson
+    assert main([*argv, "--local-fit", "4"]) == 0
+    proposer = cli.BayesianOptimizer.load(state).proposer
+    assert proposer.batch_thompson and proposer.local_fit == 4.0
 
 
 def test_fixed_dimension_problems_default_to_their_dimension(capsys) -> None:
@@ -245,6 +246,8 @@ def no_work(monkeypatch):
         (["--problem", "nn-draw", "--problem-seed", "-1"], "argument --problem-seed: must be"),
         (["--problem", "rover", "--dim", "5"], "argument --dim: rover is 60-dimensional"),
         (["--batch-thompson"], "argument --batch-thompson: applies to --turbo only"),
+        (["--local-fit", "4"], "argument --local-fit: needs a trust region (--trust-region or"),
+        (["--trust-region", "--local-fit", "0.5"], "argument --local-fit: must be a real number"),
         (["--dim", "1000000000"], "argument --dim: must be at most 10000"),
         (["--n-initial", "10000000000"], "argument --n-initial: must be at most 1000000"),
         (["--raw-samples", "1000000000000"], "argument --raw-samples: must be at most 1000000"),

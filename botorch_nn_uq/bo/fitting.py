@@ -21,6 +21,7 @@ from torch import Tensor
 
 from botorch_nn_uq.bo.continual import ContinualTraining, ContinualTrainingState
 from botorch_nn_uq.bo.surrogates import SURROGATES, SurrogateSpec
+from botorch_nn_uq.models.input_transforms import InputCoordinatesError
 from botorch_nn_uq.training import NonFiniteLossError
 
 
@@ -101,8 +102,12 @@ class ContinualFit(FitPolicy):
     r"""Warm-started refits on the schedule of :class:`ContinualTraining`.
 
     A warm-started refit that diverges (:class:`~botorch_nn_uq.training.NonFiniteLossError`:
-    a non-finite loss, or a loss that ends clearly above the warm start's) is replaced by
-    a cold refit of the same step, which counts as the step's fit.
+    a non-finite loss, or a loss that ends clearly above the warm start's), or that the
+    model cannot take because the previous model was normalised to another box and its
+    network cannot be re-expressed there
+    (:class:`~botorch_nn_uq.models.input_transforms.InputCoordinatesError`: a region-local
+    fit whose neighbourhood moved), is replaced by a cold refit of the same step, which
+    counts as the step's fit.
 
     Args:
         schedule: Steps of a warm-started refit, how often a cold refit comes, and the
@@ -152,7 +157,7 @@ class ContinualFit(FitPolicy):
                     warm_start=previous,
                     max_steps=self.schedule.warm_start_steps,
                 )
-            except NonFiniteLossError:
+            except (NonFiniteLossError, InputCoordinatesError):
                 warm = False
         if model is None:
             model = surrogate.build(data.train_X, data.train_Y, data.bounds, data.seed)

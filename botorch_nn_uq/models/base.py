@@ -34,6 +34,7 @@ from botorch_nn_uq.checks import (
 from botorch_nn_uq.models import checkpoint
 from botorch_nn_uq.models.fantasy import ConditioningMixin
 from botorch_nn_uq.models.input_transforms import (
+    InputCoordinatesError,
     TransformedInputNetwork,
     affine_rebase,
     learnable_parameter_names,
@@ -347,7 +348,8 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
                 region-local fit whose neighbourhood moved), the network's first layer
                 absorbs the change, so the fit starts from the warm start's function
                 (networks with a ``rebase_inputs`` method: the deep ensemble's and MC
-                dropout's; others raise a ``ValueError``).
+                dropout's; others raise an
+                :class:`~botorch_nn_uq.models.input_transforms.InputCoordinatesError`).
             warm_start_learning_rate_factor: A warm-started fit trains at this factor
                 times the hyperparameters' learning rate (the weights start at a
                 minimum, which the full rate would leave; see
@@ -465,13 +467,16 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
             )
             if rebase is not None:
                 if not hasattr(network, "rebase_inputs"):
-                    raise ValueError(
+                    raise InputCoordinatesError(
                         f"warm_start normalised its inputs to another box, and a "
                         f"{type(self).__name__}'s network cannot be re-expressed in this "
                         "fit's input coordinates; warm-start from a model with the same "
                         "input transform."
                     )
-                network.rebase_inputs(*rebase)
+                try:
+                    network.rebase_inputs(*rebase)
+                except ValueError as error:
+                    raise InputCoordinatesError(str(error)) from error
         if learned_transform is not None:
             network = TransformedInputNetwork(learned_transform, network)
         self.warm_started = warm_start is not None

@@ -55,6 +55,12 @@ def apply_training_transforms(transform: InputTransform, X: Tensor) -> Tensor:
     return X
 
 
+class InputCoordinatesError(ValueError):
+    r"""Raised when a warm start normalised its inputs to another box and the model's
+    network cannot be re-expressed in the new fit's coordinates (it has no
+    ``rebase_inputs``); a BO run's continual fit then refits cold."""
+
+
 def affine_rebase(
     old: InputTransform | None, new: InputTransform | None
 ) -> tuple[Tensor, Tensor] | None:

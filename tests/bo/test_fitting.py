@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
 from botorch_nn_uq.bo import ColdFit, ContinualFit, ContinualTraining
 from botorch_nn_uq.bo.fitting import FitData
 from botorch_nn_uq.bo.surrogates import get_surrogate
+from botorch_nn_uq.models.input_transforms import InputCoordinatesError
 from botorch_nn_uq.training import NonFiniteLossError
 
 
@@ -21,14 +23,19 @@ def _data(n: int, num_new: int) -> FitData:
     return FitData(train_X, train_Y, bounds, seed=n, num_new=num_new)
 
 
-def test_a_diverging_warm_start_is_replaced_by_a_cold_refit_of_the_step() -> None:
+@pytest.mark.parametrize(
+    "failure",
+    [NonFiniteLossError("diverged"), InputCoordinatesError("normalised to another box")],
+    ids=["diverged", "other-coordinates"],
+)
+def test_a_failed_warm_start_is_replaced_by_a_cold_refit_of_the_step(failure) -> None:
     spec = get_surrogate("deep-ensemble")
     calls = []
 
     def build(train_X, train_Y, bounds, seed, warm_start=None, **overrides):
         calls.append(warm_start is not None)
         if warm_start is not None:
-            raise NonFiniteLossError("diverged")
+            raise failure
         return spec.build(train_X, train_Y, bounds, seed, max_steps=20)
 
     diverging = dataclasses.replace(spec, build=build)

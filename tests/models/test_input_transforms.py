@@ -5,16 +5,18 @@ import pytest
 import torch
 from botorch.exceptions.errors import UnsupportedError
 from botorch.models.transforms.input import AppendFeatures, ChainedInputTransform, Normalize, Warp
+from botorch.models.transforms.outcome import Standardize
 from torch import nn
 
 from botorch_nn_uq.models import MCDropout
 from botorch_nn_uq.models.card import Status
 from botorch_nn_uq.models.input_transforms import (
+    InputCoordinatesError,
     TransformedInputNetwork,
     apply_training_transforms,
     learnable_parameter_names,
 )
-from tests.cards import NEURAL_CARDS
+from tests.cards import NEURAL_CARDS, smallest
 from tests.models.conformance import training_interrupted_after
 
 F64 = {"dtype": torch.float64}
@@ -108,3 +110,43 @@ def test_models_that_cannot_learn_a_transform_refuse_it(model_class) -> None:
         model_class(X, Y, input_transform=Warp(2, indices=[0, 1], bounds=BOUNDS))
     fixed = Warp(2, indices=[0, 1], bounds=BOUNDS).requires_grad_(False)
     model_class(X, Y, input_transform=fixed)
+
+
+@pytest.mark.parametrize(
+    "card",
+    [card for card in NEURAL_CARDS if card.bo.supports_warm_start],
+    ids=lambda card: card.name,
+)
+def test_a_warm_start_normalised_to_another_box_is_re_expressed_or_refused(card) -> None:
+    X, Y = _data()
+    wide, narrow = BOUNDS + torch.tensor([[-1.0], [1.0]], **F64), BOUNDS
+
+    def build(bounds):
+        options = smallest(card.fast.hyperparameters, epochs=20)
+        return card.model_class(
+            X,
+            Y,
+            input_transform=Normalize(2, bounds=bounds),
+            outcome_transform=Standardize(1),
+            **card.fast_options(bounds, **options),
+        )
+
+    previous = build(wide).fit(seed=0)
+    model = build(narrow)
+    if not hasattr(previous.network, "rebase_inputs"):
+        with pytest.raises(InputCoordinatesError, match="normalised its inputs to another box"):
+            model.fit(seed=0, warm_start=previous)
+        return
+    # A negligible learning rate keeps the warm start's weights, re-expressed in the new box.
+    model.fit(seed=0, warm_start=previous, epochs=1, learning_rate=1e-12)
+    grid = 2 * torch.rand(9, 2, generator=torch.Generator().manual_seed(1), **F64)
+
+    def network_output(fitted, network=None):
+        with torch.no_grad():
+            output = (network or fitted.network).eval()(fitted.transform_inputs(grid))
+        return output if isinstance(output, torch.Tensor) else output.mean
+
+    torch.testing.assert_close(network_output(model), network_output(previous))
+    # Without the re-expression, the same weights in the new box are another function.
+    moved = network_output(model, previous.network)
+    assert not torch.allclose(moved, network_output(previous), rtol=0.1, atol=0)
