@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -285,13 +286,14 @@ class BayesianOptimizer:
             else None
         )
         model, fit_seconds, warm = None, 0.0, False
+        fit_bounds = self.proposer.fit_bounds(self.bounds, center)
+        region_local = fit_bounds is not self.bounds
         if self.proposer.needs_model():
             # The last model continues only if it was fitted on rows the step keeps.
             keeps_previous = state.model_num_points > rows.start
             previous = (
                 self.model if self.fit_policy.needs_previous_model and keeps_previous else None
             )
-            fit_bounds = self.proposer.fit_bounds(self.bounds, center)
             data = FitData(
                 train_X=train_X,
                 train_Y=train_Y,
@@ -299,11 +301,7 @@ class BayesianOptimizer:
                 seed=seed,
                 num_new=state.X.shape[0] - state.model_num_points if previous is not None else 0,
             )
-            with warnings.catch_warnings():
-                if fit_bounds is not self.bounds:
-                    # A region-local fit normalises to a neighbourhood of the region on
-                    # purpose; the data outside it lie outside the unit cube.
-                    warnings.simplefilter("ignore", InputDataWarning)
+            with _quiet_outside_fit_box(region_local):
                 model = self.fit_policy.fit(self.surrogate, data, previous)
             warm = self.fit_policy.last_fit_was_warm
             fit_seconds = time.perf_counter() - start
@@ -318,7 +316,8 @@ class BayesianOptimizer:
             objective=self.objective.mc_objective,
             step=state.step,
         )
-        proposal = self.proposer.propose(model, context, q, self._random)
+        with _quiet_outside_fit_box(region_local):
+            proposal = self.proposer.propose(model, context, q, self._random)
         X = self._check_proposal(proposal.X, q)
         diversity = batch_diversity(X, self.bounds)
         state.random_state = self._random.get_state()
@@ -651,6 +650,18 @@ class BayesianOptimizer:
                 state.model_state,
             )
         return optimizer
+
+
+@contextmanager
+def _quiet_outside_fit_box(region_local: bool) -> Iterator[None]:
+    r"""For a region-local fit, silence BoTorch's ``InputDataWarning``: such a model
+    normalises its inputs to a neighbourhood of the trust region on purpose, so its
+    training data and an acquisition's baseline points outside it lie outside the unit
+    cube."""
+    with warnings.catch_warnings():
+        if region_local:
+            warnings.simplefilter("ignore", InputDataWarning)
+        yield
 
 
 def _describe(component: Any) -> Any:

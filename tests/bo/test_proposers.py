@@ -119,13 +119,23 @@ def test_a_region_local_fit_normalises_to_the_region_grown_around_the_incumbent(
             TrustRegionProposer(AcquisitionProposer("ts"), local_fit=bad)
 
 
-@pytest.mark.parametrize("continual", [False, True])
-def test_a_region_local_fit_trains_the_step_model_in_the_regions_coordinates(continual) -> None:
+@pytest.mark.parametrize(
+    ("continual", "acquisition"), [(False, "ts"), (True, "ts"), (False, "qlogei")]
+)
+def test_a_region_local_fit_trains_the_step_model_in_the_regions_coordinates(
+    continual, acquisition
+) -> None:
+    # The suite turns warnings into errors: points outside the region's neighbourhood (the
+    # data, qLogEI's baseline) must not warn.
     problem = FunctionProblem(
         lambda X: (X - 0.3).square().sum(-1), [[0.0] * 2, [1.0] * 2], vectorized=True
     )
     proposer = TrustRegionProposer(
-        AcquisitionProposer("ts", options={"num_candidates": 64}), batch_size=4, local_fit=3
+        AcquisitionProposer(
+            acquisition, num_restarts=2, raw_samples=16, options={"num_candidates": 64}
+        ),
+        batch_size=4,
+        local_fit=3,
     )
     optimizer = BayesianOptimizer.for_problem(
         problem,
