@@ -123,7 +123,7 @@ def test_a_region_local_fit_normalises_to_the_region_grown_around_the_incumbent(
     ("continual", "acquisition"), [(False, "ts"), (True, "ts"), (False, "qlogei")]
 )
 def test_a_region_local_fit_trains_the_step_model_in_the_regions_coordinates(
-    continual, acquisition
+    continual, acquisition, tmp_path
 ) -> None:
     # The suite turns warnings into errors: points outside the region's neighbourhood (the
     # data, qLogEI's baseline) must not warn.
@@ -137,21 +137,22 @@ def test_a_region_local_fit_trains_the_step_model_in_the_regions_coordinates(
         batch_size=4,
         local_fit=3,
     )
+    surrogate = SurrogateSpec.from_constructor(
+        "small-ensemble",
+        "a small deep ensemble",
+        lambda X, Y, bounds: DeepEnsemble(
+            X,
+            Y,
+            input_transform=Normalize(2, bounds=bounds),
+            outcome_transform=Standardize(1),
+            hidden_widths=(8,),
+            epochs=20,
+        ),
+        supports_warm_start=True,
+    )
     optimizer = BayesianOptimizer.for_problem(
         problem,
-        surrogate=SurrogateSpec.from_constructor(
-            "small-ensemble",
-            "a small deep ensemble",
-            lambda X, Y, bounds: DeepEnsemble(
-                X,
-                Y,
-                input_transform=Normalize(2, bounds=bounds),
-                outcome_transform=Standardize(1),
-                hidden_widths=(8,),
-                epochs=20,
-            ),
-            supports_warm_start=True,
-        ),
+        surrogate=surrogate,
         proposer=proposer,
         fit_policy=ContinualFit(ContinualTraining(warm_start_steps=5)) if continual else ColdFit(),
         n_initial=8,
@@ -168,6 +169,15 @@ def test_a_region_local_fit_trains_the_step_model_in_the_regions_coordinates(
             warm_starts.append(optimizer.fit_policy.last_fit_was_warm)
         optimizer.tell(X, problem.evaluate(X))
     assert any(warm_starts) == continual
+    # A saved run continues from its last model in that model's own coordinates.
+    optimizer.save(tmp_path / "run.state")
+    loaded = BayesianOptimizer.load(tmp_path / "run.state", surrogate=surrogate)
+    assert loaded.proposer.local_fit == 3.0
+    if continual:
+        for name in ("offset", "coefficient"):
+            saved = getattr(optimizer.model.input_transform, name)
+            torch.testing.assert_close(getattr(loaded.model.input_transform, name), saved)
+    assert loaded.ask(4).shape == (4, 2)
 
 
 @pytest.mark.parametrize(
