@@ -47,6 +47,7 @@ from botorch_nn_uq.calibration import (
     dynamic_calibration_threshold,
     optimize_acqf_with_dynamic_calibration,
 )
+from botorch_nn_uq.checks import Interval, check_real_number
 from botorch_nn_uq.generation import optimize_acqf_screened
 
 #: ``builder(model, context) -> AcquisitionFunction``.
@@ -554,13 +555,8 @@ class TrustRegionProposer(Proposer):
 def check_local_fit(local_fit: float | None) -> float | None:
     r"""``local_fit`` as a float, or a clear error unless it is ``None`` or a finite
     number of at least 1."""
-    if local_fit is None:
-        return None
-    if isinstance(local_fit, bool) or not isinstance(local_fit, (int, float)):
-        raise ValueError(f"local_fit must be None or a number of at least 1; got {local_fit!r}.")
-    if not 1 <= local_fit < math.inf:
-        raise ValueError(f"local_fit must be a finite number of at least 1; got {local_fit!r}.")
-    return float(local_fit)
+    check_real_number("local_fit", local_fit, Interval(1.0), optional=True)
+    return None if local_fit is None else float(local_fit)
 
 
 def local_fit_bounds(

@@ -78,11 +78,19 @@ def affine_rebase(
         ``(scale, shift)``, two ``d``-vectors, if both transforms are single affine
         transforms of ``d`` inputs that differ; ``None`` if they are equal or not both
         affine (the inputs are then taken as they are).
+
+    Raises:
+        InputCoordinatesError: If the transforms differ and one has a batch shape.
     """
     if not (isinstance(old, AffineInputTransform) and isinstance(new, AffineInputTransform)):
         return None
     if torch.equal(old.offset, new.offset) and torch.equal(old.coefficient, new.coefficient):
         return None
+    if any(t.numel() != t.shape[-1] for t in (old.offset, new.offset)):
+        raise InputCoordinatesError(
+            "warm_start normalised its inputs to another box with a batched affine input "
+            "transform; only one box per model can be re-expressed."
+        )
     old_offset, old_coefficient = old.offset.reshape(-1), old.coefficient.reshape(-1)
     scale = new.coefficient.reshape(-1).to(old_coefficient) / old_coefficient
     shift = (new.offset.reshape(-1).to(old_offset) - old_offset) / old_coefficient

@@ -119,15 +119,22 @@ def test_protocol_7_control_problems_run_with_their_smoke_budgets(tmp_path) -> N
     assert (tmp_path / "best_value_rover.png").stat().st_size > 1000
 
 
-def test_turbo_settings_reach_the_proposer_and_mark_the_runs(tmp_path, monkeypatch) -> None:
+def _record_run_bo_argument(monkeypatch, name: str) -> list:
+    r"""The values of ``run_bo``'s keyword ``name`` in the runs the benchmark makes, in
+    order (the runs still happen)."""
     seen = []
     run_bo = scale_suite.run_bo
 
     def recording(*args, **kwargs):
-        seen.append(kwargs["turbo_options"])
+        seen.append(kwargs[name])
         return run_bo(*args, **kwargs)
 
     monkeypatch.setattr(scale_suite, "run_bo", recording)
+    return seen
+
+
+def test_turbo_settings_reach_the_proposer_and_mark_the_runs(tmp_path, monkeypatch) -> None:
+    seen = _record_run_bo_argument(monkeypatch, "turbo_options")
     methods = ["gp-turbo:ts+turbo", "deep-ensemble:ts+turbo+bts", "random"]
     argv = ["--smoke", "--problems", "rastrigin", "--methods", *methods]
     text = scale_suite.main([*argv, "--turbo-success-tolerance", "3", "--out", str(tmp_path)])
@@ -142,14 +149,7 @@ def test_turbo_settings_reach_the_proposer_and_mark_the_runs(tmp_path, monkeypat
 
 
 def test_local_fits_reach_run_bo_with_a_region_only(tmp_path, monkeypatch) -> None:
-    seen = []
-    run_bo = scale_suite.run_bo
-
-    def recording(*args, **kwargs):
-        seen.append(kwargs["local_fit"])
-        return run_bo(*args, **kwargs)
-
-    monkeypatch.setattr(scale_suite, "run_bo", recording)
+    seen = _record_run_bo_argument(monkeypatch, "local_fit")
     methods = ["deep-ensemble:ts+tr+local", "deep-ensemble:ts+turbo+bts+local", "random"]
     argv = ["--smoke", "--problems", "rastrigin", "--methods", *methods]
     text = scale_suite.main([*argv, "--out", str(tmp_path)]).read_text()

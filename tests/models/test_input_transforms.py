@@ -13,6 +13,7 @@ from botorch_nn_uq.models.card import Status
 from botorch_nn_uq.models.input_transforms import (
     InputCoordinatesError,
     TransformedInputNetwork,
+    affine_rebase,
     apply_training_transforms,
     learnable_parameter_names,
 )
@@ -150,3 +151,15 @@ def test_a_warm_start_normalised_to_another_box_is_re_expressed_or_refused(card)
     # Without the re-expression, the same weights in the new box are another function.
     moved = network_output(model, previous.network)
     assert not torch.allclose(moved, network_output(previous), rtol=0.1, atol=0)
+
+
+def test_an_affine_rebase_maps_the_new_coordinates_to_the_old_ones() -> None:
+    old, new = Normalize(2, bounds=BOUNDS), Normalize(2, bounds=BOUNDS / 2 + 0.5)
+    scale, shift = affine_rebase(old, new)
+    X = 2 * torch.rand(5, 2, generator=torch.Generator().manual_seed(0), **F64)
+    torch.testing.assert_close(old(X), shift + scale * new(X))
+    assert affine_rebase(old, Normalize(2, bounds=BOUNDS.clone())) is None
+    assert affine_rebase(old, Warp(2, indices=[0, 1], bounds=BOUNDS)) is None
+    batched = Normalize(2, bounds=BOUNDS.expand(3, 2, 2), batch_shape=torch.Size([3]))
+    with pytest.raises(InputCoordinatesError, match="batched affine input transform"):
+        affine_rebase(old, batched)
