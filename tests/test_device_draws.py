@@ -18,7 +18,7 @@ from botorch_nn_uq.nn.mlp import DropoutMLP, dropout
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
 from botorch_nn_uq.training import TrainingConfig, train_network
 from botorch_nn_uq.training.nomu_loss import artificial_inputs
-from tests.testing import DeviceDrawRecorder
+from tests.testing import DeviceDrawRecorder, DeviceTrafficCounter
 
 META = torch.device("meta")
 
@@ -112,17 +112,18 @@ def test_calibration_points_are_drawn_on_the_cpu() -> None:
 
 
 def test_mini_batch_orders_index_the_data_on_the_network_device() -> None:
-    # A network on the meta device and a loss that only records its indices: the
-    # loop's bookkeeping stays on the CPU, the orders move to the network.
+    # A network on the meta device and a loss that only records its indices: the orders
+    # move to the network, whose device keeps the loop's bookkeeping too (the traffic
+    # counter stands in for the values a meta tensor lacks when the loop reads them).
     network = nn.Linear(1, 1, device=META)
     devices = []
 
     def loss(indices: torch.Tensor | None) -> torch.Tensor:
         devices.append(indices.device)
-        return torch.ones((), requires_grad=True)
+        return network.weight.sum()
 
     config = TrainingConfig(epochs=2, batch_size=4, learning_rate=1e-3)
-    with DeviceDrawRecorder() as recorder:
+    with DeviceTrafficCounter(META), DeviceDrawRecorder() as recorder:
         train_network(network, loss, 10, config, generator=_generator())
     assert recorder.draws == []
     assert devices == [META] * 6

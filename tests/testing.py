@@ -119,3 +119,108 @@ def saved_as_if_on_cuda() -> Iterator[None]:
     CUDA is absent."""
     with mock.patch.object(torch.serialization, "location_tag", lambda storage: "cuda:0"):
         yield
+
+
+class DeviceTrafficCounter(TorchDispatchMode):
+    r"""Inside the block, counts what a computation on ``device`` would make the host wait
+    for, and the device operations it queues; with meta tensors (shapes without values)
+    as the device's data, it measures GPU properties on a CPU-only machine.
+
+    Counted on tensors of ``device``: scalar reads (``.item()``, ``bool(tensor)``: a host
+    synchronisation on a GPU) and data-dependent shapes (``nonzero``, boolean-mask
+    indexing), device-to-host and host-to-device copies, and the device operations (every
+    ATen operation that is not a view). On the meta device a read returns a placeholder
+    of zeros (a copy to the host) or zero (a scalar), so that the run goes on;
+    computations that branch on read values therefore follow their zero branch.
+
+    Inside :meth:`step` the counts also go to a record of their own: ``steps`` holds each
+    step's counts and the ``(operation, shapes)`` sequence it ran.
+
+    Args:
+        device: The device whose traffic is counted (default: the meta device).
+    """
+
+    READS = ("aten::_local_scalar_dense", "aten::is_nonzero", "aten::item")
+    DATA_DEPENDENT = ("aten::nonzero", "aten::masked_select", "aten::unique")
+    INDEXING = ("aten::index.Tensor", "aten::index_put_", "aten::index_put")
+
+    def __init__(self, device: torch.device | str = "meta") -> None:
+        super().__init__()
+        self.device = torch.device(device)
+        self.steps: list[dict[str, Any]] = []
+        self.totals = self._empty()
+        self._current: dict[str, Any] | None = None
+
+    @staticmethod
+    def _empty() -> dict[str, Any]:
+        return {
+            "syncs": 0,
+            "device_to_host": 0,
+            "host_to_device": 0,
+            "operations": 0,
+            "sequence": [],
+        }
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        r"""Inside the block, counts go to a new record of ``steps`` too."""
+        self._current = self._empty()
+        try:
+            yield
+        finally:
+            self.steps.append(self._current)
+            self._current = None
+
+    def _count(self, key: str, entry: Any = None) -> None:
+        for record in (self.totals, self._current):
+            if record is None:
+                continue
+            if entry is None:
+                record[key] += 1
+            else:
+                record[key].append(entry)
+
+    def _on_device(self, value: Any) -> bool:
+        return isinstance(value, Tensor) and value.device.type == self.device.type
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.name()
+        tensors = [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, Tensor)]
+        on_device = [tensor for tensor in tensors if self._on_device(tensor)]
+        placeholders = self.device.type == "meta"
+        if name in self.READS and on_device:
+            self._count("syncs")
+            if placeholders:
+                return on_device[0].new_zeros((), device="cpu").item()
+        if name in self.DATA_DEPENDENT and on_device:
+            self._count("syncs")
+        boolean_mask = name in self.INDEXING and any(
+            isinstance(index, Tensor) and index.dtype == torch.bool
+            for index in (args[1] if len(args) > 1 else ())
+        )
+        if boolean_mask and on_device:
+            self._count("syncs")
+        if name in ("aten::_to_copy", "aten::copy_") and tensors:
+            source = args[0] if name == "aten::_to_copy" else args[1]
+            target_device = (
+                torch.device(kwargs.get("device", source.device))
+                if name == "aten::_to_copy"
+                else args[0].device
+            )
+            if self._on_device(source) and target_device.type != self.device.type:
+                self._count("device_to_host")
+                if not placeholders:
+                    return func(*args, **kwargs)
+                if name == "aten::copy_":
+                    return args[0].zero_()
+                dtype = kwargs.get("dtype") or source.dtype
+                return torch.zeros(source.shape, dtype=dtype, device=target_device)
+            if not self._on_device(source) and target_device.type == self.device.type:
+                self._count("host_to_device")
+        result = func(*args, **kwargs)
+        if on_device and not func.is_view and func.namespace == "aten":
+            self._count("operations")
+            shapes = tuple(tuple(tensor.shape) for tensor in tensors)
+            self._count("sequence", (name, shapes))
+        return result

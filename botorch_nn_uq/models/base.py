@@ -44,8 +44,9 @@ from botorch_nn_uq.models.last_layer import (
     PredictionWithFeatures,
     state_key,
 )
-from botorch_nn_uq.models.scaling import warn_on_inputs_outside_bounds
+from botorch_nn_uq.models.scaling import inputs_outside_bounds, warn_inputs_outside_bounds
 from botorch_nn_uq.models.validation import (
+    NON_FINITE_INPUTS,
     validate_observation_noise,
     validate_output_indices,
     validate_test_inputs,
@@ -496,16 +497,21 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         if fixed is not None:
             noise_variance = torch.full_like(train_Y[0], fixed)
         else:
-            # In chunks of rows: a bank of functions at all n points at once holds
-            # `functions x n x width` activations (over a gigabyte at n = 10,000).
             with torch.no_grad():
-                means = [
-                    self._predict(rows.unsqueeze(-2), observation_noise=False).mean.squeeze(-2)
-                    for rows in train_X.split(1024)
-                ]
-            residuals = torch.cat(means) - train_Y
+                residuals = self._latent_training_mean(train_X) - train_Y
             noise_variance = residuals.pow(2).mean(dim=0).clamp_min(1e-6)
         self._register_fitted_buffer("noise_variance", noise_variance)
+
+    def _latent_training_mean(self, train_X: Tensor) -> Tensor:
+        r"""The latent posterior mean at the ``n x d'`` transformed training inputs, an
+        ``n x m`` tensor in the transformed outcome space, for the noise estimate."""
+        # In chunks of rows: a bank of functions at all n points at once holds
+        # `functions x n x width` activations (over a gigabyte at n = 10,000).
+        means = [
+            self._predict(rows.unsqueeze(-2), observation_noise=False).mean.squeeze(-2)
+            for rows in train_X.split(1024)
+        ]
+        return torch.cat(means)
 
     def is_fitted_buffer_name(self, name: str) -> bool:
         r"""Whether a fit of this model may register a buffer called ``name`` (one of
@@ -652,19 +658,40 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
                 posterior = posterior.subset_outputs(self._output_selection)
             return posterior.output_batched_distribution()
 
-    def _check_posterior_inputs(self, X: Tensor) -> None:
-        r"""Refuse an unfitted model and malformed ``X``; put the model in ``eval`` mode."""
+    def _check_posterior_inputs(self, X: Tensor, check_values: bool = True) -> None:
+        r"""Refuse an unfitted model and malformed ``X`` (with ``check_values``, also
+        non-finite entries); put the model in ``eval`` mode."""
         if not self.is_fitted:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
-        self._validate_inputs(X)
+        self._validate_inputs(X, check_values=check_values)
         self.eval()
 
-    def _validate_inputs(self, X: Tensor) -> None:
+    def _validate_inputs(self, X: Tensor, check_values: bool = True) -> None:
         r"""Check test inputs ``X`` (``batch_shape x q x d``): type, shape, dtype, device,
-        finiteness, and ``d`` where no input transform may change it."""
+        finiteness (with ``check_values``), and ``d`` where no input transform may change
+        it."""
         validate_test_inputs(
-            X, self.train_X, check_dimension=getattr(self, "input_transform", None) is None
+            X,
+            self.train_X,
+            check_dimension=getattr(self, "input_transform", None) is None,
+            check_values=check_values,
         )
+
+    def _check_input_values(self, X: Tensor, transformed_X: Tensor) -> None:
+        r"""Refuse non-finite entries of ``X`` and warn about inputs far outside the
+        declared bounds (``transformed_X``, after the input transform), with ONE read
+        from the device for both: a posterior call inside an acquisition optimisation
+        then waits for the device once."""
+        input_transform = getattr(self, "input_transform", None)
+        outside = inputs_outside_bounds(transformed_X, input_transform, TEST_BOUNDS_TOLERANCE)
+        flags = [X.isfinite().all().logical_not()]
+        if outside is not None:
+            flags.append(outside.any())
+        non_finite, *outside_flag = torch.stack(flags).tolist()
+        if non_finite:
+            raise ValueError(NON_FINITE_INPUTS)
+        if outside_flag and outside_flag[0]:
+            warn_inputs_outside_bounds(transformed_X, outside, input_transform, "test inputs")
 
     def _transformed_test_inputs(self, X: Tensor) -> Tensor:
         r"""``X`` through the input transform (in the model's current mode), checked
@@ -731,7 +758,7 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
                 f"{type(self).__name__}.posterior does not support the argument(s) "
                 f"{sorted(extra_arguments)}."
             )
-        self._check_posterior_inputs(X)
+        self._check_posterior_inputs(X, check_values=False)
         if not isinstance(observation_noise, (bool, Tensor)):
             raise ValueError(
                 "observation_noise must be True, False or a tensor of noise variances; "
@@ -740,12 +767,7 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         if output_indices is not None:
             output_indices = validate_output_indices(output_indices, self.num_outputs)
         transformed_X = self._transformed_test_inputs(X)
-        warn_on_inputs_outside_bounds(
-            transformed_X,
-            getattr(self, "input_transform", None),
-            TEST_BOUNDS_TOLERANCE,
-            "test inputs",
-        )
+        self._check_input_values(X, transformed_X)
         if isinstance(observation_noise, Tensor):
             validate_observation_noise(
                 observation_noise, transformed_X.shape[:-1] + torch.Size([self.num_outputs])

@@ -55,6 +55,9 @@ from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
 
+#: The most training rows of one forward pass of the noise estimate.
+NOISE_ESTIMATE_ROWS = 2**14
+
 #: What the members predict: ``"gaussian"`` a mean and a standard deviation, ``"mse"`` a
 #: mean only.
 LIKELIHOODS = ("gaussian", "mse")
@@ -198,20 +201,31 @@ class MemberEnsemble(NeuralSurrogateModel):
         self, X: Tensor, observation_noise: bool, return_features: bool = False
     ) -> FunctionEnsemblePosterior | MixtureOfGaussiansPosterior | PredictionWithFeatures:
         output = self.network(X, return_features=return_features)
+        # The member weights were checked when they were set.
+        weights = {"weights": self.member_weights, "check_weights": False}
         if not observation_noise:
-            posterior = FunctionEnsemblePosterior(output.mean, self.member_weights)
+            posterior = FunctionEnsemblePosterior(output.mean, **weights)
         elif output.std is not None:
-            posterior = MixtureOfGaussiansPosterior(
-                output.mean, output.std.pow(2), self.member_weights
-            )
+            posterior = MixtureOfGaussiansPosterior(output.mean, output.std.pow(2), **weights)
         else:
-            posterior = FunctionEnsemblePosterior(
-                output.mean, self.member_weights
-            ).add_observation_noise(self.noise_variance)
+            posterior = FunctionEnsemblePosterior(output.mean, **weights).add_observation_noise(
+                self.noise_variance
+            )
         if not return_features:
             return posterior
         # Each member's own last hidden layer: `batch x K x q x 1 x H`.
         return PredictionWithFeatures(posterior, append_bias(output.features).unsqueeze(-2))
+
+    def _latent_training_mean(self, train_X: Tensor) -> Tensor:
+        # The members' weighted mean straight from the network, in one forward pass up to
+        # NOISE_ESTIMATE_ROWS rows (K members' activations of that many rows are a few
+        # tens of MB): no posterior objects on the fit's path.
+        weights = self.member_weights
+        means = [
+            torch.einsum("k,knm->nm", weights, self.network(rows).mean)
+            for rows in train_X.split(NOISE_ESTIMATE_ROWS)
+        ]
+        return torch.cat(means)
 
     def uncertainty_decomposition(self, X: Tensor) -> UncertaintyDecomposition:
         r"""The predictive mean with its aleatoric and epistemic variance.

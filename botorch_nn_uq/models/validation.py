@@ -77,7 +77,13 @@ def validate_training_data(train_X: Tensor, train_Y: Tensor, min_points: int = 2
             raise ValueError(f"{name} contains NaN or infinite values.")
 
 
-def validate_test_inputs(X: Tensor, train_X: Tensor, check_dimension: bool = True) -> None:
+#: The error message for test inputs with NaN or infinite entries.
+NON_FINITE_INPUTS = "X contains NaN or infinite values."
+
+
+def validate_test_inputs(
+    X: Tensor, train_X: Tensor, check_dimension: bool = True, check_values: bool = True
+) -> None:
     r"""Check inputs passed to ``posterior``.
 
     Args:
@@ -86,6 +92,9 @@ def validate_test_inputs(X: Tensor, train_X: Tensor, check_dimension: bool = Tru
         check_dimension: Whether ``X`` must have ``train_X``'s ``d`` (not when an input
             transform may change the dimension, as ``AppendFeatures`` does at
             evaluation; the transformed inputs are checked instead).
+        check_values: Whether to check that every entry is finite, which reads a flag
+            back from the device (``False`` for a caller that reads it together with
+            its other flags).
 
     Raises:
         TypeError: If ``X`` is not a float32 or float64 tensor.
@@ -112,8 +121,8 @@ def validate_test_inputs(X: Tensor, train_X: Tensor, check_dimension: bool = Tru
         )
     if X.device != train_X.device:
         raise ValueError(f"X is on {X.device} but the model is on {train_X.device}.")
-    if not X.isfinite().all():
-        raise ValueError("X contains NaN or infinite values.")
+    if check_values and not X.isfinite().all():
+        raise ValueError(NON_FINITE_INPUTS)
 
 
 def validate_output_indices(

@@ -152,6 +152,9 @@ class BatchedMLP(nn.Module):
         # Not persistent: the rate is a hyperparameter of the fit, not a learned state that
         # a warm start should carry over.
         self.register_buffer("dropout_rates", dropout, persistent=False)
+        #: Whether any member drops units in training; a Python flag, so that a forward
+        #: pass never reads the rates back from the device.
+        self.has_dropout = bool((dropout > 0).any())
         self.reset_parameters()
 
     @property
@@ -254,11 +257,15 @@ class BatchedMLP(nn.Module):
         # outputs[source + 1] is the output of layer `source` (-1: the input).
         outputs = [hidden]
         projections = iter(self.projections)
-        dropout = self.training and bool((self.dropout_rates > 0).any())
+        dropout = self.training and self.has_dropout
         for layer, sources in enumerate(self.skip_connections):
-            hidden = self.activations[layer](
-                torch.matmul(hidden, self.weights[layer]) + self.biases[layer]
-            )
+            hidden = _affine(hidden, self.weights[layer], self.biases[layer])
+            # In place where exact: the affine map's backward does not need its output,
+            # and a CPU step is bound by passes over these activations.
+            if isinstance(self.activations[layer], nn.ReLU):
+                hidden = hidden.relu_()
+            else:
+                hidden = self.activations[layer](hidden)
             if sources:
                 for source in sources:
                     hidden = hidden + torch.matmul(outputs[source + 1], next(projections))
@@ -273,7 +280,7 @@ class BatchedMLP(nn.Module):
                 hidden = hidden * ((uniform.to(hidden.device) < keep) / keep)
             outputs.append(hidden)
         features = hidden if return_features else None
-        hidden = torch.matmul(hidden, self.weights[-1]) + self.biases[-1]
+        hidden = _affine(hidden, self.weights[-1], self.biases[-1])
         if not per_member:
             # The output width is explicit: `-1` is ambiguous for an empty batch.
             hidden = hidden.reshape(self.num_members, *X.shape[:-1], hidden.shape[-1])
@@ -285,6 +292,15 @@ class BatchedMLP(nn.Module):
             return MemberOutput(hidden, None, features)
         mean, raw_std = hidden.split(self.output_dim, dim=-1)
         return MemberOutput(mean, self.min_std + nn.functional.softplus(raw_std), features)
+
+
+def _affine(hidden: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    r"""``hidden @ weight + bias`` for ``K x n x a`` or ``1 x n x a`` rows, ``K x a x b``
+    weights and ``K x 1 x b`` biases: one fused ``baddbmm`` when every member has its
+    own rows, a broadcasting ``matmul`` for shared rows."""
+    if hidden.shape[0] == weight.shape[0]:
+        return torch.baddbmm(bias, hidden, weight)
+    return torch.matmul(hidden, weight) + bias
 
 
 class EnsembleNetwork(nn.Module):

@@ -77,6 +77,10 @@ class FunctionEnsemblePosterior(MomentMatchedGaussianMixin, EnsemblePosterior):
             functions: a callable that draws ``n`` new functions of that distribution
             from torch's global RNG and returns them at the same points, as a
             ``batch_shape x n x q x m`` tensor.
+        check_weights: Whether to check that ``weights`` are non-negative with a positive
+            sum, which reads them back from their device; ``False`` for weights checked
+            before (a fitted model's, a derived posterior's), so that a posterior call
+            never waits for the device.
 
     Example:
         >>> posterior = FunctionEnsemblePosterior(torch.randn(5, 16, 3, 1))
@@ -89,6 +93,8 @@ class FunctionEnsemblePosterior(MomentMatchedGaussianMixin, EnsemblePosterior):
         values: Tensor,
         weights: Tensor | None = None,
         draw_functions: Callable[[int], Tensor] | None = None,
+        *,
+        check_weights: bool = True,
     ) -> None:
         if draw_functions is not None and weights is not None:
             raise ValueError("draw_functions needs an equally weighted bank (weights=None).")
@@ -98,7 +104,7 @@ class FunctionEnsemblePosterior(MomentMatchedGaussianMixin, EnsemblePosterior):
                     f"weights must be a 1-d tensor with one entry per function "
                     f"(s = {values.shape[-3]}); got shape {tuple(weights.shape)}."
                 )
-            if (weights < 0).any() or weights.sum() <= 0:
+            if check_weights and ((weights < 0).any() or weights.sum() <= 0):
                 raise ValueError("weights must be non-negative with a positive sum.")
         super().__init__(values=values, weights=weights)
         self._draw_functions = draw_functions
@@ -208,6 +214,7 @@ class FunctionEnsemblePosterior(MomentMatchedGaussianMixin, EnsemblePosterior):
             function_map(self.values),
             ensemble_weights(self),
             draw_functions=None if draw is None else lambda n: function_map(draw(n)),
+            check_weights=False,
         )
 
     def subset_outputs(self, output_indices: list[int]) -> FunctionEnsemblePosterior:
@@ -224,6 +231,7 @@ class FunctionEnsemblePosterior(MomentMatchedGaussianMixin, EnsemblePosterior):
             component_means=self.values,
             component_variances=noise_variance.expand_as(self.values),
             weights=ensemble_weights(self),
+            check_weights=False,
         )
 
     def untransform_outcomes(
@@ -243,7 +251,9 @@ class FunctionEnsemblePosterior(MomentMatchedGaussianMixin, EnsemblePosterior):
         ``batch_shape x s x q x m``; the batch may grow). It serves the bank only: fresh
         draws of the distribution over functions are not moved, so ``rsample`` repeats
         the bank beyond its size."""
-        return FunctionEnsemblePosterior(self.values + shift, ensemble_weights(self))
+        return FunctionEnsemblePosterior(
+            self.values + shift, ensemble_weights(self), check_weights=False
+        )
 
 
 class EnsembleIndexSampler(MCSampler):

@@ -146,6 +146,9 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
             (aleatoric) variances.
         weights: An optional ``s``-dim tensor of member weights, normalised here;
             uniform if omitted.
+        check_weights: Whether to check that ``weights`` are non-negative with a positive
+            sum, which reads them back from their device; ``False`` for weights checked
+            before (a fitted model's, a derived posterior's).
 
     Example:
         >>> posterior = MixtureOfGaussiansPosterior(torch.randn(5, 3, 1), torch.ones(5, 3, 1))
@@ -158,6 +161,8 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
         component_means: Tensor,
         component_variances: Tensor,
         weights: Tensor | None = None,
+        *,
+        check_weights: bool = True,
     ) -> None:
         if component_means.ndim < 3 or component_means.shape != component_variances.shape:
             raise ValueError(
@@ -175,7 +180,7 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
                 f"weights must be a 1-d tensor with one entry per member (s = {num_members}); "
                 f"got shape {tuple(weights.shape)}."
             )
-        if (weights < 0).any() or weights.sum() <= 0:
+        if check_weights and ((weights < 0).any() or weights.sum() <= 0):
             raise ValueError("weights must be non-negative with a positive sum.")
         self.component_means = component_means
         self.component_variances = component_variances.clamp_min(0.0)
@@ -310,6 +315,7 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
             self.component_means[..., output_indices],
             self.component_variances[..., output_indices],
             self.weights,
+            check_weights=False,
         )
 
     def add_observation_noise(self, noise_variance: Tensor) -> MixtureOfGaussiansPosterior:
@@ -320,6 +326,7 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
             self.component_means,
             self.component_variances + noise_variance.expand(marginal_shape).unsqueeze(-3),
             self.weights,
+            check_weights=False,
         )
 
     def untransform_outcomes(
@@ -335,7 +342,7 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
         means, variances = outcome_transform.untransform(
             self.component_means, self.component_variances, X=X
         )
-        return MixtureOfGaussiansPosterior(means, variances, self.weights)
+        return MixtureOfGaussiansPosterior(means, variances, self.weights, check_weights=False)
 
     def scalarize(self, weights: Tensor, offset: float = 0.0) -> MixtureOfGaussiansPosterior:
         r"""The posterior of ``offset + Y @ weights`` (member outputs are independent)."""
@@ -343,6 +350,7 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
             offset + self.component_means @ weights.unsqueeze(-1),
             self.component_variances @ (weights**2).unsqueeze(-1),
             self.weights,
+            check_weights=False,
         )
 
     def shift_functions(self, shift: Tensor) -> MixtureOfGaussiansPosterior:
@@ -350,7 +358,7 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
         ``batch_shape x s x q x m``; the batch may grow), variances unchanged."""
         means = self.component_means + shift
         return MixtureOfGaussiansPosterior(
-            means, self.component_variances.expand_as(means), self.weights
+            means, self.component_variances.expand_as(means), self.weights, check_weights=False
         )
 
 

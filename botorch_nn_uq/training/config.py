@@ -14,6 +14,7 @@ from botorch_nn_uq.checks import (
     OPEN_UNIT_INTERVAL,
     POSITIVE,
     Interval,
+    check_boolean_fields,
     check_choice,
     check_integer_fields,
     check_real_fields,
@@ -73,6 +74,12 @@ class TrainingConfig:
             many epochs without an improvement of the monitored loss since the last
             improvement or reduction; ``None`` never reduces.
         lr_reduction_factor: The plateau reduction factor in ``(0, 1)``.
+        cuda_graphs: On a CUDA device, capture a training step as a CUDA graph and replay
+            it, where the loss has static shapes (the members of
+            :func:`~botorch_nn_uq.training.members.fit_members` on its common path), the
+            optimizer is ``"adam"`` or ``"adamw"`` and the learning rate does not decay;
+            ``False`` runs every step eagerly. The same weights either way, up to
+            rounding; elsewhere it has no effect.
     """
 
     epochs: int = 1000
@@ -88,6 +95,7 @@ class TrainingConfig:
     lr_decay_steps: int = 1000
     lr_reduction_patience: int | None = None
     lr_reduction_factor: float = 0.1
+    cuda_graphs: bool = True
 
     def __post_init__(self) -> None:
         check_integer_fields(self, "epochs", "lr_decay_steps")
@@ -107,6 +115,7 @@ class TrainingConfig:
             self, "lr_decay_rate", interval=Interval(0.0, 1.0, lower_closed=False), optional=True
         )
         check_real_fields(self, "lr_reduction_factor", interval=OPEN_UNIT_INTERVAL)
+        check_boolean_fields(self, "cuda_graphs")
 
 
 #: The names of :class:`TrainingConfig`'s settings.

@@ -6,7 +6,16 @@ stopping, learning-rate reduction on plateaus, the step budget and divergence ar
 per member as ``K``-vectors (``K = 1`` for one network). What differs between the two
 modes (the mini-batch order, the backward pass, gradient clipping, how an update and a
 learning-rate reduction are applied, how best weights are stored) is the business of
-:class:`_OneNetwork` and :class:`_StackedMembers`.
+:class:`_OneNetwork` and :class:`_StackedMembers`; what a batch's loss is, and how an
+epoch's rows reach it, is the business of a :class:`BatchLoss`.
+
+No host synchronisation inside a step: the per-member bookkeeping (losses, divergence,
+best losses and best weights) lives on the networks' device and is updated there with
+``torch.where``; the loop reads it back once per epoch (the history, early stopping and
+the all-diverged error), and an epoch's row order is copied to the device once. On a GPU
+a step then only queues kernels, and a :class:`BatchLoss` with static shapes
+(``static_shapes``) has its whole step (forward, backward, optimizer, bookkeeping)
+captured once as a CUDA graph and replayed (``TrainingConfig.cuda_graphs``).
 
 Threads: training runs on the caller's torch threads. No function of the package
 changes process-wide thread state (``torch.set_num_threads`` acts on the whole process
@@ -22,7 +31,6 @@ starts with its own thread count.
 
 from __future__ import annotations
 
-import copy
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -37,6 +45,14 @@ from botorch_nn_uq.training.config import (
     TrainingResult,
 )
 
+#: The optimizers whose step can be captured in a CUDA graph (their state kept on the
+#: device, ``capturable=True``).
+CAPTURABLE_OPTIMIZERS = ("adam", "adamw")
+
+#: Eager steps before a step is captured as a CUDA graph: the optimizer creates its state
+#: and the libraries their workspaces in these, outside the capture.
+CUDA_GRAPH_WARMUP_STEPS = 3
+
 
 def l2_penalty(module: nn.Module) -> Tensor:
     r"""Keras-style L2 penalty ``sum ||theta||^2`` over all trainable weights and biases
@@ -44,9 +60,75 @@ def l2_penalty(module: nn.Module) -> Tensor:
     return sum((p**2).sum() for p in module.parameters() if p.requires_grad)
 
 
+class BatchLoss(ABC):
+    r"""The training loss of :func:`train_network` over an epoch's mini-batches.
+
+    Per epoch the loop calls :meth:`begin_epoch` with the epoch's row order, then for
+    each batch :meth:`select_batch` and :meth:`__call__`, which returns the loss to
+    minimise and the value to monitor.
+
+    A loss with ``static_shapes`` gives every batch of every epoch the same shapes (a
+    short last batch is padded with rows of weight zero) and reads its batch from
+    buffers that stay in place after :meth:`use_static_buffers`; a step on it can then
+    be captured once as a CUDA graph and replayed.
+    """
+
+    #: Whether a step on this loss can be captured as a CUDA graph (see the class).
+    static_shapes: bool = False
+
+    @abstractmethod
+    def begin_epoch(self, order: Tensor | None) -> None:
+        r"""Prepare an epoch whose rows come in ``order`` (``num_data`` indices, ``K x
+        num_data`` in member mode, on the networks' device), or ``None`` in full-batch
+        training."""
+
+    @abstractmethod
+    def select_batch(self, batch: int, batch_size: int) -> None:
+        r"""Make rows ``batch * batch_size`` to ``(batch + 1) * batch_size`` of the
+        epoch's order the batch of the next call."""
+
+    @abstractmethod
+    def __call__(self) -> tuple[Tensor, Tensor]:
+        r"""The selected batch's loss: a pair of the loss to minimise (a scalar, a
+        ``K``-vector in member mode) and the detached float64 ``K``-vector to monitor
+        (``K = 1`` for one network), which may hold terms whose gradient the optimizer
+        adds itself (an L2 penalty applied as weight decay)."""
+
+    def use_static_buffers(self) -> None:
+        r"""From now on, read every batch from buffers that stay in place (only needed,
+        and only called, for a loss with ``static_shapes``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no static buffers.")
+
+
+class IndexedLoss(BatchLoss):
+    r"""A :class:`BatchLoss` from a function of the batch's row indices.
+
+    Args:
+        loss_fn: Maps a tensor of training-row indices (a mini-batch: ``b`` indices, or
+            ``K x b`` in member mode, on the networks' device), or ``None`` for the full
+            batch, to the loss (a scalar, a ``K``-vector in member mode).
+    """
+
+    def __init__(self, loss_fn: Callable[[Tensor | None], Tensor]) -> None:
+        self._loss_fn = loss_fn
+        self._order: Tensor | None = None
+        self._indices: Tensor | None = None
+
+    def begin_epoch(self, order: Tensor | None) -> None:
+        self._order = order
+
+    def select_batch(self, batch: int, batch_size: int) -> None:
+        if self._order is not None:
+            self._indices = self._order[..., batch * batch_size : (batch + 1) * batch_size]
+
+    def __call__(self) -> tuple[Tensor, Tensor]:
+        losses = self._loss_fn(self._indices)
+        return losses, losses.detach().to(torch.float64).reshape(-1)
+
+
 def train_network(
     module: nn.Module,
-    loss_fn: Callable[[Tensor | None], Tensor],
+    loss_fn: Callable[[Tensor | None], Tensor] | BatchLoss,
     num_data: int,
     config: TrainingConfig,
     *,
@@ -58,6 +140,7 @@ def train_network(
     member_learning_rates: Tensor | None = None,
     member_early_stopping_patience: Tensor | None = None,
     member_lr_reduction_patience: Tensor | None = None,
+    fused_optimizer: bool = False,
 ) -> TrainingResult:
     r"""Train ``module`` by minimising ``loss_fn`` and keep the best weights.
 
@@ -70,10 +153,9 @@ def train_network(
 
     Best weights: the monitored loss is the validation loss if ``validation_loss_fn``
     is given, else the training loss. In full-batch mode the loss of each step is
-    computed at the weights before the step, so those exact weights are snapshotted; in
+    computed at the weights before the step, so those exact weights are kept; in
     mini-batch mode the epoch's mean batch loss is attributed to the weights at the end
-    of the epoch. Snapshots are deep copies of the state dict (a bare ``state_dict()``
-    would keep live references), restored at the end.
+    of the epoch. Best weights are copies kept on the device, restored at the end.
 
     **Member mode** (``member_generators`` given) trains ``K`` stacked networks (e.g. a
     :class:`~botorch_nn_uq.nn.batched_mlp.BatchedMLP`: every parameter and buffer has a
@@ -85,8 +167,8 @@ def train_network(
     stopping and gradient clipping are per member; a member whose loss becomes
     non-finite stops improving (it keeps its best weights, or reports a ``best_loss`` of
     ``inf`` if it never had a finite loss) while the others train on, and
-    :class:`NonFiniteLossError` is raised only when every member has failed;
-    ``member_learning_rates`` gives each
+    :class:`NonFiniteLossError` is raised at the end of the epoch in which every member
+    has failed; ``member_learning_rates`` gives each
     member its own learning rate by rescaling its update (exact for optimisers whose
     step is proportional to the learning rate, i.e. all of ``OPTIMIZERS`` without
     ``weight_decay``). Training stops when every member has run out of patience.
@@ -95,7 +177,8 @@ def train_network(
         module: The network; all parameters with ``requires_grad`` are trained.
         loss_fn: Maps a tensor of training-row indices (a mini-batch: ``b`` indices, or
             ``K x b`` in member mode, on the device of ``module``'s parameters), or
-            ``None`` for the full batch, to a scalar loss (a ``K``-vector in member mode).
+            ``None`` for the full batch, to a scalar loss (a ``K``-vector in member
+            mode); or a :class:`BatchLoss`, which prepares each epoch's rows itself.
         num_data: The number of training rows.
         config: Optimiser, epochs, batching, early stopping and decay settings.
         validation_loss_fn: Optional callable returning a scalar validation loss (a
@@ -115,23 +198,29 @@ def train_network(
         member_lr_reduction_patience: Optional ``K``-vector of per-member plateau
             patience of the learning-rate reduction (member mode only), replacing
             ``config.lr_reduction_patience``.
+        fused_optimizer: Use the optimizer's fused implementation where the device has
+            one (``"adam"``, ``"adamw"`` and ``"sgd"``), else its multi-tensor one: the
+            same update up to rounding, in a few kernels instead of several per
+            parameter.
 
     Returns:
         A :class:`TrainingResult` (with per-member ``K``-vectors in member mode).
 
     Raises:
-        NonFiniteLossError: If a training loss is NaN or infinite.
+        NonFiniteLossError: If a training loss is NaN or infinite (in member mode: every
+            member's).
     """
     member_options = {
         "member_learning_rates": member_learning_rates,
         "member_early_stopping_patience": member_early_stopping_patience,
         "member_lr_reduction_patience": member_lr_reduction_patience,
     }
+    batch_loss = loss_fn if isinstance(loss_fn, BatchLoss) else IndexedLoss(loss_fn)
     if member_generators is None:
         given = [name for name, value in member_options.items() if value is not None]
         if given:
             raise ValueError(f"{', '.join(given)} need member mode (member_generators).")
-        network = _OneNetwork(module, loss_fn, config, generator)
+        network = _OneNetwork(module, batch_loss, config, generator)
     else:
         if generator is not None:
             raise ValueError(
@@ -140,7 +229,7 @@ def train_network(
             )
         network = _StackedMembers(
             module,
-            loss_fn,
+            batch_loss,
             config,
             generators=list(member_generators),
             learning_rates=member_learning_rates,
@@ -154,6 +243,7 @@ def train_network(
         validation_loss_fn=validation_loss_fn,
         progress=progress,
         description=description,
+        fused_optimizer=fused_optimizer,
     )
 
 
@@ -162,7 +252,7 @@ class _TrainedNetworks(ABC):
 
     Args:
         module: The trained module; all parameters with ``requires_grad`` are trained.
-        loss_fn: The training loss, as in :func:`train_network`.
+        batch_loss: The training loss.
         config: The training settings.
         early_stopping_patience: Float ``K``-vector of early-stopping patience (``inf``:
             never).
@@ -173,50 +263,64 @@ class _TrainedNetworks(ABC):
     def __init__(
         self,
         module: nn.Module,
-        loss_fn: Callable[[Tensor | None], Tensor],
+        batch_loss: BatchLoss,
         config: TrainingConfig,
         early_stopping_patience: Tensor,
         lr_reduction_patience: Tensor,
     ) -> None:
         self.module = module
         self.parameters = [p for p in module.parameters() if p.requires_grad]
+        self.device = self.parameters[0].device if self.parameters else torch.device("cpu")
         self.num_members = early_stopping_patience.shape[0]
         self.early_stopping_patience = early_stopping_patience
         self.lr_reduction_patience = lr_reduction_patience
-        self._loss_fn = loss_fn
+        self.batch_loss = batch_loss
         self._config = config
+        # Detached aliases, made once: they follow the in-place updates of the weights.
+        self._state = {
+            name: tensor.detach()
+            for name, tensor in module.state_dict(keep_vars=True).items()
+            if isinstance(tensor, Tensor)
+        }
+        self._best_state = {name: tensor.clone() for name, tensor in self._state.items()}
 
     @abstractmethod
     def shuffle(self, num_data: int) -> Tensor:
-        r"""An epoch's order of the training rows: ``num_data`` indices (``K x num_data``
-        for stacked members)."""
+        r"""An epoch's order of the training rows on the CPU: ``num_data`` indices (``K x
+        num_data`` for stacked members)."""
 
-    def losses(self, indices: Tensor | None) -> Tensor:
-        r"""The training loss of the rows ``indices`` (``None``: all rows)."""
-        return self._loss_fn(indices)
+    def losses(self) -> tuple[Tensor, Tensor]:
+        r"""The selected batch's loss to minimise and its monitored ``K``-vector."""
+        return self.batch_loss()
 
     @abstractmethod
     def update(self, optimizer: torch.optim.Optimizer, losses: Tensor, diverged: Tensor) -> None:
         r"""One optimizer step on ``losses``, leaving out the ``diverged`` members
-        (boolean ``K``-vector)."""
+        (boolean ``K``-vector on the device)."""
 
     @abstractmethod
-    def reduce_learning_rates(self, optimizer: torch.optim.Optimizer, reduce: Tensor) -> None:
-        r"""Multiply the learning rate of the members ``reduce`` (boolean ``K``-vector)
-        by the plateau reduction factor."""
+    def reduce_learning_rates(
+        self, optimizer: torch.optim.Optimizer, reduce: Tensor, reduce_on_host: Tensor
+    ) -> None:
+        r"""Multiply the learning rate of the members ``reduce`` (boolean ``K``-vector on
+        the device; ``reduce_on_host`` is its copy on the CPU) by the plateau reduction
+        factor."""
+
+    def keep_best(self, improved: Tensor) -> None:
+        r"""Record the current weights of the members ``improved`` (boolean ``K``-vector
+        on the device) as their best."""
+        for name, best in self._best_state.items():
+            torch.where(self._member_mask(improved, best), self._state[name], best, out=best)
 
     @abstractmethod
-    def snapshot(self) -> dict[str, Tensor]:
-        r"""A copy of the current weights."""
+    def _member_mask(self, improved: Tensor, tensor: Tensor) -> Tensor:
+        r"""``improved`` shaped to select the members of ``tensor``."""
 
-    @abstractmethod
-    def keep_best(self, improved: Tensor, snapshot: dict[str, Tensor] | None) -> None:
-        r"""Record the weights of the members ``improved`` (boolean ``K``-vector) as their
-        best: those of ``snapshot``, or the current weights if it is ``None``."""
-
-    @abstractmethod
     def restore_best(self) -> None:
         r"""Load the recorded best weights into the module."""
+        with torch.no_grad():
+            for name, best in self._best_state.items():
+                self._state[name].copy_(best)
 
     @abstractmethod
     def result(self, per_member: TrainingResult) -> TrainingResult:
@@ -230,43 +334,38 @@ class _OneNetwork(_TrainedNetworks):
     def __init__(
         self,
         module: nn.Module,
-        loss_fn: Callable[[Tensor | None], Tensor],
+        batch_loss: BatchLoss,
         config: TrainingConfig,
         generator: torch.Generator | None,
     ) -> None:
         super().__init__(
             module,
-            loss_fn,
+            batch_loss,
             config,
             early_stopping_patience=_counts(config.early_stopping_patience, 1),
             lr_reduction_patience=_counts(config.lr_reduction_patience, 1),
         )
-        self._best_state: dict[str, Tensor] | None = None
         self._generator = generator
 
     def shuffle(self, num_data: int) -> Tensor:
         return torch.randperm(num_data, generator=self._generator)
 
     def update(self, optimizer: torch.optim.Optimizer, losses: Tensor, diverged: Tensor) -> None:
+        # A non-finite loss ends the fit at the end of its epoch: no masking needed.
         losses.backward()
         if self._config.gradient_clip_norm is not None:
             nn.utils.clip_grad_norm_(self.parameters, self._config.gradient_clip_norm)
         optimizer.step()
 
-    def reduce_learning_rates(self, optimizer: torch.optim.Optimizer, reduce: Tensor) -> None:
-        if bool(reduce.item()):
+    def reduce_learning_rates(
+        self, optimizer: torch.optim.Optimizer, reduce: Tensor, reduce_on_host: Tensor
+    ) -> None:
+        if bool(reduce_on_host[0]):
             for group in optimizer.param_groups:
                 group["lr"] *= self._config.lr_reduction_factor
 
-    def snapshot(self) -> dict[str, Tensor]:
-        return copy.deepcopy(self.module.state_dict())
-
-    def keep_best(self, improved: Tensor, snapshot: dict[str, Tensor] | None) -> None:
-        self._best_state = snapshot if snapshot is not None else self.snapshot()
-
-    def restore_best(self) -> None:
-        if self._best_state is not None:
-            self.module.load_state_dict(self._best_state)
+    def _member_mask(self, improved: Tensor, tensor: Tensor) -> Tensor:
+        return improved.reshape(())
 
     def result(self, per_member: TrainingResult) -> TrainingResult:
         # One network reports plain numbers; divergence has raised before.
@@ -287,7 +386,7 @@ class _StackedMembers(_TrainedNetworks):
     def __init__(
         self,
         module: nn.Module,
-        loss_fn: Callable[[Tensor | None], Tensor],
+        batch_loss: BatchLoss,
         config: TrainingConfig,
         *,
         generators: list[torch.Generator],
@@ -296,8 +395,7 @@ class _StackedMembers(_TrainedNetworks):
         lr_reduction_patience: Tensor | None,
     ) -> None:
         num_members = len(generators)
-        state = module.state_dict()
-        for tensor in state.values():
+        for tensor in module.state_dict().values():
             _member_view(tensor, num_members)
         if learning_rates is not None and (
             learning_rates.shape != (num_members,) or not (learning_rates > 0).all()
@@ -308,7 +406,7 @@ class _StackedMembers(_TrainedNetworks):
             )
         super().__init__(
             module,
-            loss_fn,
+            batch_loss,
             config,
             early_stopping_patience=_member_counts(
                 early_stopping_patience,
@@ -332,32 +430,30 @@ class _StackedMembers(_TrainedNetworks):
                 "member's update, which is exact only without the optimizer's weight_decay; "
                 "add an L2 penalty to the loss."
             )
-        self._update_scale = (
+        scale = (
             torch.ones(num_members, dtype=torch.float64)
             if learning_rates is None
             else learning_rates.detach().to(torch.float64).cpu() / config.learning_rate
         )
+        self._update_scale = scale.to(self.device)
         self._generators = generators
-        self._state = state
-        self._best_state = {name: tensor.detach().clone() for name, tensor in state.items()}
 
     def shuffle(self, num_data: int) -> Tensor:
         return torch.stack([torch.randperm(num_data, generator=g) for g in self._generators])
 
-    def losses(self, indices: Tensor | None) -> Tensor:
-        losses = self._loss_fn(indices)
+    def losses(self) -> tuple[Tensor, Tensor]:
+        losses, monitored = self.batch_loss()
         if losses.shape != (self.num_members,):
             raise ValueError(
                 f"In member mode loss_fn must return a {self.num_members}-vector; got shape "
                 f"{tuple(losses.shape)}."
             )
-        return losses
+        return losses, monitored
 
     def update(self, optimizer: torch.optim.Optimizer, losses: Tensor, diverged: Tensor) -> None:
         # A diverged member only ever reaches its own parameters; excluding its loss
         # keeps the other members' training identical to training them alone.
-        finite = (~diverged).to(losses.device)
-        torch.where(finite, losses, torch.zeros_like(losses)).sum().backward()
+        losses.masked_fill(diverged, 0.0).sum().backward()
         if self._config.gradient_clip_norm is not None:
             _clip_member_gradients(
                 self.parameters, self.num_members, self._config.gradient_clip_norm
@@ -367,25 +463,137 @@ class _StackedMembers(_TrainedNetworks):
         if before is not None:
             _rescale_member_updates(self.parameters, before, self._update_scale)
 
-    def reduce_learning_rates(self, optimizer: torch.optim.Optimizer, reduce: Tensor) -> None:
+    def reduce_learning_rates(
+        self, optimizer: torch.optim.Optimizer, reduce: Tensor, reduce_on_host: Tensor
+    ) -> None:
         self._update_scale = torch.where(
             reduce, self._update_scale * self._config.lr_reduction_factor, self._update_scale
         )
 
-    def snapshot(self) -> dict[str, Tensor]:
-        return {name: tensor.detach().clone() for name, tensor in self._state.items()}
-
-    def keep_best(self, improved: Tensor, snapshot: dict[str, Tensor] | None) -> None:
-        source = snapshot if snapshot is not None else self._state
-        for name, tensor in self._best_state.items():
-            members = improved.to(tensor.device)
-            tensor[members] = source[name].detach()[members]
-
-    def restore_best(self) -> None:
-        self.module.load_state_dict(self._best_state)
+    def _member_mask(self, improved: Tensor, tensor: Tensor) -> Tensor:
+        return improved.view(-1, *([1] * (tensor.ndim - 1)))
 
     def result(self, per_member: TrainingResult) -> TrainingResult:
         return per_member
+
+
+class _Bookkeeping:
+    r"""The loop's per-member records, kept on the networks' device so that a step never
+    waits for the host: divergence, the best monitored losses and their epochs, patience
+    counters, and the running sum of the epoch's batch losses.
+
+    Args:
+        network: The trained networks.
+        config: The training settings.
+        monitors_pre_step_weights: Whether each step's loss is the monitored loss of the
+            weights before the step (full-batch training without validation), whose
+            best weights are then kept inside the step.
+    """
+
+    def __init__(
+        self, network: _TrainedNetworks, config: TrainingConfig, monitors_pre_step_weights: bool
+    ) -> None:
+        num_members, device = network.num_members, network.device
+        self._network = network
+        self._min_delta = config.min_delta
+        self._monitors_pre_step_weights = monitors_pre_step_weights
+        vector = {"size": (num_members,), "device": device}
+        self.best_loss = torch.full(fill_value=math.inf, dtype=torch.float64, **vector)
+        self.best_epoch = torch.full(fill_value=-1, dtype=torch.long, **vector)
+        self.active = torch.ones(dtype=torch.bool, **vector)
+        self.diverged = torch.zeros(dtype=torch.bool, **vector)
+        self.improved = torch.zeros(dtype=torch.bool, **vector)
+        self.epoch_loss = torch.zeros(dtype=torch.float64, **vector)
+        self.batch_rows = torch.zeros((), dtype=torch.float64, device=device)
+        #: The value of ``batch_rows``, kept on the host to refill it only when it changes.
+        self.batch_rows_value = 0
+        self.last_loss = torch.zeros(dtype=torch.float64, **vector)
+        self._epochs_without_improvement = torch.zeros(dtype=torch.long, **vector)
+        self._epochs_on_plateau = torch.zeros(dtype=torch.float64, **vector)
+        self._early_stopping_patience = network.early_stopping_patience.to(device)
+        self._lr_reduction_patience = network.lr_reduction_patience.to(device)
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        r"""One optimizer step on the selected batch, with its bookkeeping; device work
+        only (it is what a CUDA graph captures)."""
+        network = self._network
+        losses, monitored = network.losses()
+        # NaN exactly where a loss is not finite (0 * inf is NaN): two operations where
+        # ~isfinite takes five.
+        self.diverged |= torch.isnan(monitored * 0)
+        if self._monitors_pre_step_weights:
+            # The step's loss is that of the weights before the step: keep them now.
+            improved = self.active & ~self.diverged & (monitored < self.best_loss - self._min_delta)
+            network.keep_best(improved)
+            torch.where(improved, monitored, self.best_loss, out=self.best_loss)
+            self.improved.copy_(improved)
+        else:
+            self.epoch_loss.addcmul_(monitored, self.batch_rows)
+        self.last_loss = monitored
+        network.update(optimizer, losses, self.diverged)
+
+    def end_epoch(
+        self,
+        epoch: int,
+        optimizer: torch.optim.Optimizer,
+        validation_loss_fn: Callable[[], Tensor] | None,
+        epoch_rows: int,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        r"""The epoch's end: the monitored loss, improvements, best weights, patience and
+        plateau reductions, then ONE copy to the host.
+
+        Returns:
+            The monitored ``K``-vector, whether each member is still active, whether it
+            diverged, and the last step's monitored loss, on the CPU.
+        """
+        network = self._network
+        self.active &= ~self.diverged
+        if validation_loss_fn is not None:
+            network.module.eval()
+            with torch.no_grad():
+                monitored = _float64_vector(validation_loss_fn())
+        elif self._monitors_pre_step_weights:
+            monitored = self.last_loss
+        else:
+            monitored = self.epoch_loss / epoch_rows
+        if self._monitors_pre_step_weights:
+            improved = self.improved
+        else:
+            improved = self.active & (monitored < self.best_loss - self._min_delta)
+            network.keep_best(improved)
+            self.best_loss = torch.where(improved, monitored, self.best_loss)
+        self.best_epoch = torch.where(improved, epoch, self.best_epoch)
+        self._epochs_without_improvement = torch.where(
+            improved, 0, self._epochs_without_improvement + 1
+        )
+        plateau = torch.where(improved, 0.0, self._epochs_on_plateau + 1)
+        reduce = plateau >= self._lr_reduction_patience
+        self._epochs_on_plateau = torch.where(reduce, 0.0, plateau)
+        self.active &= self._epochs_without_improvement < self._early_stopping_patience
+        # Events as flags that are zero while training goes on.
+        record = torch.cat([monitored, self.last_loss, ~self.active, self.diverged, reduce]).cpu()
+        monitored_on_host, last_loss, stopped, diverged, reduce_on_host = record.view(5, -1)
+        network.reduce_learning_rates(optimizer, reduce, reduce_on_host.bool())
+        return monitored_on_host.clone(), ~stopped.bool(), diverged.bool(), last_loss
+
+
+class _CapturedStep:
+    r"""A training step captured once as a CUDA graph and replayed: the launch cost of
+    every kernel of the step is paid once per step instead of once per kernel.
+
+    Args:
+        step: The step: device work only, on buffers that stay in place.
+        optimizer: Its optimizer (capturable).
+    """
+
+    def __init__(self, step: Callable[[], None], optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        self._graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self._graph):
+            step()
+
+    def __call__(self) -> None:
+        self._graph.replay()
 
 
 def _train(
@@ -396,15 +604,28 @@ def _train(
     validation_loss_fn: Callable[[], Tensor] | None,
     progress: bool,
     description: str,
+    fused_optimizer: bool,
 ) -> TrainingResult:
     r"""The epoch loop of :func:`train_network`, with its bookkeeping per member."""
     module = network.module
-    optimizer, scheduler = _make_optimizer(network.parameters, config)
+    batch_loss = network.batch_loss
+    device = network.device
     full_batch = config.batch_size is None or config.batch_size >= num_data
     batch_size = num_data if full_batch else config.batch_size
     num_batches = math.ceil(num_data / batch_size)
-    # Full-batch training loss is that of the weights before the step: keep them.
-    monitors_pre_step_weights = full_batch and validation_loss_fn is None
+    capture = (
+        config.cuda_graphs
+        and device.type == "cuda"
+        and batch_loss.static_shapes
+        and config.optimizer in CAPTURABLE_OPTIMIZERS
+        and config.lr_decay_rate is None
+    )
+    optimizer, scheduler = _make_optimizer(
+        network.parameters, config, fused=fused_optimizer, capturable=capture
+    )
+    records = _Bookkeeping(
+        network, config, monitors_pre_step_weights=full_batch and validation_loss_fn is None
+    )
 
     epochs = range(config.epochs)
     if progress:
@@ -412,83 +633,68 @@ def _train(
 
         epochs = tqdm(epochs, desc=description, leave=False)
 
-    # Orders are drawn on the CPU (a seed gives the same order on every device) and
-    # index the training data on the network's device.
-    device = network.parameters[0].device if network.parameters else torch.device("cpu")
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        records.step(optimizer)
+
+    captured: _CapturedStep | None = None
+    side_stream = torch.cuda.Stream(device) if capture else None
     num_members = network.num_members
-    best_loss = torch.full((num_members,), math.inf, dtype=torch.float64)
-    best_epoch = torch.full((num_members,), -1, dtype=torch.long)
-    active = torch.ones(num_members, dtype=torch.bool)
-    diverged = torch.zeros(num_members, dtype=torch.bool)
-    epochs_without_improvement = torch.zeros(num_members, dtype=torch.long)
-    epochs_on_plateau = torch.zeros(num_members)
     history: list[Tensor] = []
     epoch = -1
     steps_run = 0
+    active = torch.ones(num_members, dtype=torch.bool)
+    diverged = torch.zeros(num_members, dtype=torch.bool)
     for epoch in epochs:
         module.train()
-        order = None if full_batch else network.shuffle(num_data).to(device)
-        epoch_loss = torch.zeros(num_members, dtype=torch.float64)
+        order = None if full_batch else _to_device(network.shuffle(num_data), device)
+        batch_loss.begin_epoch(order)
+        records.epoch_loss.zero_()
         epoch_rows = 0
-        pre_step_state = None
         for batch in range(_batches_this_epoch(num_batches, steps_run, config.max_steps)):
-            indices = (
-                None if full_batch else order[..., batch * batch_size : (batch + 1) * batch_size]
-            )
-            optimizer.zero_grad(set_to_none=True)
-            losses = network.losses(indices)
-            detached = _float64_vector(losses)
-            finite = torch.isfinite(detached)
-            if not finite.all():
-                diverged |= ~finite
-                if diverged.all():
-                    raise _non_finite_loss_error(losses.sum(), epoch)
-                active &= ~diverged
-            if (
-                monitors_pre_step_weights
-                and (active & (detached < best_loss - config.min_delta)).any()
-            ):
-                pre_step_state = network.snapshot()
-            network.update(optimizer, losses, diverged)
+            rows = min(batch_size, num_data - batch * batch_size)
+            if rows != records.batch_rows_value:
+                records.batch_rows.fill_(rows)
+                records.batch_rows_value = rows
+            batch_loss.select_batch(batch, batch_size)
+            if captured is not None:
+                captured()
+            elif side_stream is not None:
+                # Warm-up steps run on a side stream, as CUDA graph capture requires.
+                side_stream.wait_stream(torch.cuda.current_stream(device))
+                with torch.cuda.stream(side_stream):
+                    step()
+                torch.cuda.current_stream(device).wait_stream(side_stream)
+                if steps_run + 1 == CUDA_GRAPH_WARMUP_STEPS:
+                    batch_loss.use_static_buffers()
+                    captured = _CapturedStep(step, optimizer)
+                    side_stream = None
+            else:
+                step()
             if scheduler is not None:
                 scheduler.step()
             steps_run += 1
-            if not full_batch:
-                epoch_loss += detached * indices.shape[-1]
-                epoch_rows += indices.shape[-1]
-        if validation_loss_fn is not None:
-            module.eval()
-            with torch.no_grad():
-                monitored = _float64_vector(validation_loss_fn())
-        elif full_batch:
-            monitored = detached
-        else:
-            monitored = epoch_loss / epoch_rows
+            epoch_rows += rows
+        monitored, active, diverged, last_loss = records.end_epoch(
+            epoch, optimizer, validation_loss_fn, epoch_rows
+        )
         history.append(monitored)
         if progress:
             epochs.set_postfix(loss=f"{monitored.mean().item():.4g}")
-        improved = active & (monitored < best_loss - config.min_delta)
-        if improved.any():
-            best_loss = torch.where(improved, monitored, best_loss)
-            best_epoch[improved] = epoch
-            network.keep_best(improved, pre_step_state)
-        epochs_without_improvement = torch.where(
-            improved, torch.zeros_like(epochs_without_improvement), epochs_without_improvement + 1
-        )
-        epochs_on_plateau = torch.where(improved, 0.0, epochs_on_plateau + 1)
-        reduce = epochs_on_plateau >= network.lr_reduction_patience
-        network.reduce_learning_rates(optimizer, reduce)
-        epochs_on_plateau = torch.where(reduce, 0.0, epochs_on_plateau)
-        active &= epochs_without_improvement < network.early_stopping_patience
+        if diverged.all():
+            raise _non_finite_loss_error(last_loss[diverged].sum(), epoch)
         budget_spent = config.max_steps is not None and steps_run >= config.max_steps
         if budget_spent or not active.any():
             break
     network.restore_best()
     module.eval()
+    best_loss, best_epoch = (
+        torch.cat([records.best_loss, records.best_epoch.to(torch.float64)]).cpu().view(2, -1)
+    )
     return network.result(
         TrainingResult(
-            best_loss=best_loss,
-            best_epoch=best_epoch,
+            best_loss=best_loss.clone(),
+            best_epoch=best_epoch.to(torch.long),
             epochs_run=epoch + 1,
             loss_history=history,
             steps_run=steps_run,
@@ -497,9 +703,17 @@ def _train(
     )
 
 
+def _to_device(order: Tensor, device: torch.device) -> Tensor:
+    r"""An epoch's order, drawn on the CPU, on ``device``: through pinned memory to a GPU,
+    so the copy does not wait for the device's queue."""
+    if device.type == "cuda":
+        return order.pin_memory().to(device, non_blocking=True)
+    return order.to(device)
+
+
 def _float64_vector(losses: Tensor) -> Tensor:
-    r"""Losses (a scalar or a ``K``-vector) as a detached float64 CPU vector."""
-    return losses.detach().to(torch.float64).cpu().reshape(-1)
+    r"""Losses (a scalar or a ``K``-vector) as a detached float64 vector."""
+    return losses.detach().to(torch.float64).reshape(-1)
 
 
 def _non_finite_loss_error(loss: Tensor, epoch: int) -> NonFiniteLossError:
@@ -518,10 +732,14 @@ def _batches_this_epoch(num_batches: int, steps_run: int, max_steps: int | None)
 
 
 def _make_optimizer(
-    parameters: list[Tensor], config: TrainingConfig
+    parameters: list[Tensor], config: TrainingConfig, *, fused: bool, capturable: bool
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
-    optimizer = OPTIMIZERS[config.optimizer](
-        parameters, lr=config.learning_rate, weight_decay=config.weight_decay
+    optimizer_class = OPTIMIZERS[config.optimizer]
+    options = {}
+    if fused or capturable:
+        options = _fast_optimizer_options(optimizer_class, parameters, capturable)
+    optimizer = optimizer_class(
+        parameters, lr=config.learning_rate, weight_decay=config.weight_decay, **options
     )
     scheduler = (
         torch.optim.lr_scheduler.StepLR(
@@ -531,6 +749,30 @@ def _make_optimizer(
         else None
     )
     return optimizer, scheduler
+
+
+#: The optimizers with a fused implementation (one kernel for every parameter).
+_FUSED_OPTIMIZERS = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
+
+
+def _fast_optimizer_options(
+    optimizer_class: type[torch.optim.Optimizer], parameters: list[Tensor], capturable: bool
+) -> dict[str, bool]:
+    r"""The options of ``optimizer_class``'s fastest implementation for ``parameters``:
+    fused where the optimizer and the device have one, else multi-tensor (``foreach``);
+    ``capturable`` (state kept on the device) for a CUDA graph."""
+    from torch.optim.optimizer import _get_fused_kernels_supported_devices
+
+    options = {"capturable": True} if capturable else {}
+    devices = {p.device.type for p in parameters}
+    floating = all(torch.is_floating_point(p) for p in parameters)
+    if (
+        optimizer_class in _FUSED_OPTIMIZERS
+        and floating
+        and devices <= set(_get_fused_kernels_supported_devices())
+    ):
+        return {**options, "fused": True}
+    return {**options, "foreach": True}
 
 
 def _member_view(tensor: Tensor, num_members: int) -> Tensor:
@@ -572,6 +814,5 @@ def _member_counts(
 def _rescale_member_updates(parameters: list[Tensor], before: list[Tensor], scale: Tensor) -> None:
     with torch.no_grad():
         for parameter, old in zip(parameters, before, strict=True):
-            factor = scale.to(dtype=parameter.dtype, device=parameter.device)
-            factor = factor.view(-1, *([1] * (parameter.ndim - 1)))
+            factor = scale.to(dtype=parameter.dtype).view(-1, *([1] * (parameter.ndim - 1)))
             parameter.copy_(old + factor * (parameter - old))

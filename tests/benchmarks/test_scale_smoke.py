@@ -43,13 +43,48 @@ def test_scale_suite_smoke_writes_tables_curves_and_stored_runs(tmp_path, monkey
 def test_scale_cost_smoke_measures_every_phase_in_its_own_process(tmp_path) -> None:
     text = scale_cost.main(["--smoke", "--out", str(tmp_path)]).read_text()
     assert "| 40 | gp |" in text and "| 40 | deep-ensemble |" in text
+    assert "| n | method | first fit s | fit s | warm refit s |" in text
+    assert "warms up, untimed" in text
     rows = [json.loads(path.read_text()) for path in (tmp_path / "runs").glob("*.json")]
     assert len(rows) == 2
     for row in rows:
         assert not row["timed_out"]
-        assert all(row[phase] > 0 for phase in ("fit", "warm", "q1", "q100"))
+        assert all(row[phase] > 0 for phase in ("first_fit", "fit", "warm", "q1", "q100"))
         assert row["peak_mb"] >= 0
+        # The step adds the steady-state fit, the second.
+        cells = _table_row(text, f"| 40 | {row['method']} |")
+        assert cells[2:4] == [f"{row['first_fit']:.2f}", f"{row['fit']:.2f}"]
+        assert cells[7] == f"{row['fit'] + row['q100']:.2f}"
+    header = (tmp_path / "cost.csv").read_text().splitlines()[0]
+    assert header.startswith("method,n,timed_out,timeout,first_fit,fit,warm,q1,q100,peak_mb")
     assert (tmp_path / "cost.png").stat().st_size > 1000
+
+
+def _table_row(text: str, start: str) -> list[str]:
+    r"""The cells of the markdown table's row that starts with ``start``."""
+    (line,) = [line for line in text.splitlines() if line.startswith(start)]
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_scale_cost_tabulates_rows_stored_before_the_first_fit_was_timed(tmp_path) -> None:
+    # A row of an earlier version: one fit, no first_fit; and a measurement that timed out.
+    store = tmp_path / "runs"
+    store.mkdir()
+    phases = {"fit": 2.0, "warm": 0.5, "q1": 0.25, "q100": 1.0, "peak_mb": 100.0}
+    old = {"method": "deep-ensemble", "n": 40, "timed_out": False, "timeout": 60.0, **phases}
+    (store / "deep-ensemble_n40_d3_seed0_w100.json").write_text(json.dumps(old))
+    timed_out = {"method": "gp", "n": 40, "timed_out": True, "timeout": 60.0}
+    (store / "gp_n40_d3_seed0_w100.json").write_text(json.dumps(timed_out))
+    argv = ["--methods", "gp", "deep-ensemble", "--points", "40", "--dim", "3", "--stored-only"]
+    text = scale_cost.main([*argv, "--out", str(tmp_path)]).read_text()
+    cells = _table_row(text, "| 40 | deep-ensemble |")
+    assert cells[2:8] == ["n/a", "2.00", "0.50", "0.25", "1.00", "3.00"]
+    assert "| 40 | gp | past 60 s |" in text
+    csv_rows = (tmp_path / "cost.csv").read_text().splitlines()
+    assert csv_rows[1:] == [
+        "gp,40,True,60.0,,,,,,",
+        "deep-ensemble,40,False,60.0,,2.0,0.5,0.25,1.0,100.0",
+    ]
 
 
 def test_scale_cost_times_a_large_batch_and_tabulates_stored_rows_only(tmp_path) -> None:
@@ -73,7 +108,7 @@ def test_scale_cost_times_a_large_batch_and_tabulates_stored_rows_only(tmp_path)
 def test_scale_cost_measures_gp_turbo_without_a_warm_refit() -> None:
     row = scale_cost.measure("gp-turbo", 30, 3, seed=0, warm_start_steps=5, threads=1)
     assert row["warm"] is None
-    assert all(row[phase] > 0 for phase in ("fit", "q1", "q100"))
+    assert all(row[phase] > 0 for phase in ("first_fit", "fit", "q1", "q100"))
     assert scale_cost.batch_candidates(100) == 4096
     assert scale_cost.batch_candidates(1000) == 10_000
 
