@@ -10,6 +10,17 @@ that lies farther than ``exclusion_radius`` from every point already chosen and 
 point already evaluated, so a function used for ``c`` slots contributes its ``c`` best
 separated candidates (per-member proposals with penalisation of near-duplicates).
 
+The candidates are scored once, in as few forward passes as memory allows, and the
+``q`` greedy picks run on the CPU. Each function ranks its candidates once and every
+slot walks its function's ranking from where that function's previous pick stopped:
+availability only ever shrinks, so the walk never needs to look back, and the first
+available candidate it meets is the one the eager rule (mask, then ``argmax``) takes.
+A candidate's distance to the evaluated points (possibly hundreds of thousands, on a
+GPU) is computed only when a walk reaches it, a block of candidates at a time: for
+``q = 100`` out of 4,096 candidates that is a few hundred candidates, not all of them.
+Every distance is that of the single pair, however many are computed at once, so the
+lazy walk proposes exactly what excluding all candidates up front would.
+
 BoTorch's ``MaxPosteriorSampling`` is plain Thompson sampling: one function per sample
 from ``posterior.rsample``. An ensemble of ``K`` members then gives at most ``K``
 distinct points (``replacement=False`` takes each sample's next-best candidates); MC
@@ -32,6 +43,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from botorch.models.model import Model
 from botorch.posteriors.ensemble import EnsemblePosterior
@@ -39,6 +51,24 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
+
+#: Function evaluations per forward pass of a finite set of functions (bank size times
+#: candidates), which bounds the memory of a bank's forward pass.
+_SCORE_BUDGET = 2**16
+
+#: The bank size presumed for the first forward pass of a model that does not state its
+#: own (an ensemble's members rarely number more).
+_PRESUMED_BANK_SIZE = 16
+
+#: The most candidates whose distances to the evaluated points are computed together.
+_EXCLUSION_BLOCK = 64
+
+#: Candidates a walk checks against the picks at once: most slots take one of the
+#: first few candidates of their walk.
+_WALK_STEP = 8
+
+#: Entries of a candidates-by-evaluated-points distance chunk.
+_DISTANCE_BUDGET = 2**19
 
 
 def thompson_candidates(
@@ -113,14 +143,16 @@ def thompson_candidates(
 
 
 def function_bank_scores(
-    model: Model, candidates: Tensor, num_draws: int, seed: int, chunk_size: int = 512
+    model: Model, candidates: Tensor, num_draws: int, seed: int, chunk_size: int | None = None
 ) -> tuple[Tensor, Tensor]:
     r"""Scores of the candidates under the model's functions.
 
-    A finite set of functions is deterministic, so it is evaluated ``chunk_size``
-    candidates at a time (one batched forward pass per chunk over the whole bank), which
-    bounds the memory of large banks; any other posterior is sampled jointly over all
-    candidates at once.
+    A finite set of functions is deterministic, so it is evaluated a chunk of candidates
+    at a time (one batched forward pass per chunk over the whole bank), which bounds the
+    memory of large banks; any other posterior is sampled jointly over all candidates at
+    once. By default a chunk holds ``2**16 / s`` candidates for a bank of ``s``
+    functions: a 5-member ensemble scores 4,096 candidates in one forward pass, a bank
+    of 300 dropout masks 218 candidates per pass.
 
     Args:
         model: A single-output BoTorch model.
@@ -128,18 +160,24 @@ def function_bank_scores(
         num_draws: For posteriors that are not a finite set of functions, the number of
             joint posterior samples to draw.
         seed: Seed of those samples.
-        chunk_size: Candidates per forward pass of a finite set of functions.
+        chunk_size: Candidates per forward pass of a finite set of functions; ``None``
+            sizes the chunks from the bank (the first from the model's
+            ``function_bank_size`` where it has one, else from a bank of 16).
 
     Returns:
         A pair ``(scores, weights)``: an ``s x N`` tensor (one row per function of the
         bank, or per joint sample) and the ``s`` function weights (summing to one).
     """
+    first = chunk_size or max(
+        1, _SCORE_BUDGET // getattr(model, "function_bank_size", _PRESUMED_BANK_SIZE)
+    )
     with torch.no_grad():
-        posterior = model.posterior(candidates[:chunk_size])
+        posterior = model.posterior(candidates[:first])
         if isinstance(posterior, EnsemblePosterior):
+            step = chunk_size or max(1, _SCORE_BUDGET // posterior.ensemble_size)
             chunks = [posterior.values] + [
-                model.posterior(candidates[start : start + chunk_size]).values
-                for start in range(chunk_size, candidates.shape[0], chunk_size)
+                model.posterior(candidates[start : start + step]).values
+                for start in range(first, candidates.shape[0], step)
             ]
             values, weights = torch.cat(chunks, dim=-2), posterior.weights
         elif isinstance(posterior, GaussianMarginalPosterior):
@@ -149,7 +187,9 @@ def function_bank_scores(
                 "(e.g. qLogExpectedImprovement optimised sequentially)."
             )
         else:
-            posterior = model.posterior(candidates)
+            # A joint sample must cover every candidate; the first posterior may already.
+            if first < candidates.shape[0]:
+                posterior = model.posterior(candidates)
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
                 values = posterior.rsample(torch.Size([num_draws]))
@@ -207,7 +247,14 @@ def batch_thompson_sampling(
     best candidate farther than ``exclusion_radius`` (Euclidean, in the unit cube of
     ``bounds``) from the points already chosen and from ``X_baseline``. The batch is
     therefore free of duplicates whatever ``q`` and the bank size are, as long as the
-    candidate set has enough separated points (it is an error otherwise).
+    candidate set has enough separated points (it is an error otherwise). Among equal
+    scores the candidate that comes first in ``candidates`` is taken.
+
+    The candidates are scored once and the picks run on the CPU, each walking its
+    function's ranking from where that function's previous pick stopped; distances to
+    ``X_baseline`` are computed only for the candidates a walk reaches (see
+    :func:`_greedy_picks`), which gives the same batch as excluding every candidate near
+    ``X_baseline`` up front, at a fraction of the cost when ``X_baseline`` is large.
 
     Args:
         model: A fitted single-output model (the package's finite-set models score the
@@ -215,7 +262,7 @@ def batch_thompson_sampling(
         bounds: A ``2 x d`` tensor of bounds.
         q: The batch size.
         X_baseline: An optional ``n x d`` tensor of evaluated points, never proposed
-            again.
+            again. The distances to them are computed on its device.
         centers: An optional ``c x d`` tensor of points around which
             ``local_fraction`` of the candidates are drawn (see
             :func:`thompson_candidates`).
@@ -257,34 +304,172 @@ def batch_thompson_sampling(
         raise ValueError(f"candidates must have shape N x {dim}; got {tuple(candidates.shape)}.")
     scores, weights = function_bank_scores(model, candidates, num_draws=q, seed=seed)
     functions = slot_functions(weights, q, seed)
-    scale = bounds[1] - bounds[0]
-    unit = (candidates - bounds[0]) / scale
-    available = torch.ones(candidates.shape[0], dtype=torch.bool, device=candidates.device)
+    lower, scale = bounds[0], bounds[1] - bounds[0]
+    evaluated = None
     if X_baseline is not None and X_baseline.numel() > 0:
-        evaluated = (X_baseline.to(candidates) - bounds[0]) / scale
-        available &= _distance_to_nearest(unit, evaluated) > radius
-    scores = scores.to(torch.float64)
-    chosen = []
-    # q greedy picks over a precomputed s x N score matrix: no model call inside.
-    for function in functions.tolist():
-        masked = scores[function].masked_fill(~available, -math.inf)
-        best = int(masked.argmax())
-        if not available[best]:
-            raise ValueError(
-                f"Only {len(chosen)} of the {q} proposals are separated by exclusion_radius "
-                f"{radius:.3g}; use more candidates or a smaller radius."
-            )
-        chosen.append(best)
-        available &= (unit - unit[best]).norm(dim=-1) > radius
-    return candidates[chosen]
+        # A NaN point would be invisible to the distance screens: refuse it.
+        if not X_baseline.isfinite().all():
+            raise ValueError("X_baseline contains NaN or infinite values.")
+        # The evaluated points may be many and on a GPU: they stay there, and only the
+        # candidates of a distance block and its results travel.
+        device = X_baseline.device
+        evaluated = (X_baseline.to(dtype=candidates.dtype) - lower.to(device)) / scale.to(device)
+        # Their squared norms, once for all the distance blocks' screens.
+        evaluated = torch.cat([evaluated, evaluated.square().sum(dim=-1, keepdim=True)], dim=-1)
+    used, slots = functions.unique(return_inverse=True)
+    # One copy of the used functions' scores and of the candidates to the CPU, so that
+    # the picks read scalars there instead of synchronising with the device each time.
+    ranking = scores[used.to(scores.device)].cpu().sort(dim=-1, descending=True, stable=True)
+    unit = ((candidates - lower) / scale).cpu()
+    chosen = _greedy_picks(ranking.values, ranking.indices, slots, unit, evaluated, radius)
+    return candidates[chosen.to(candidates.device)]
 
 
-def _distance_to_nearest(points: Tensor, others: Tensor, chunk_size: int = 1024) -> Tensor:
-    r"""Each of the ``N`` points' distance to its nearest of the ``n`` others, ``chunk_size``
-    others at a time, so memory stays ``O(N chunk_size)`` however many points were
-    evaluated."""
-    nearest = points.new_full(points.shape[:1], math.inf)
+def _greedy_picks(
+    ranked_scores: Tensor,
+    ranking: Tensor,
+    slots: Tensor,
+    unit: Tensor,
+    evaluated: Tensor | None,
+    radius: float,
+) -> Tensor:
+    r"""The candidates the slots pick, in slot order.
+
+    The greedy rule: slot ``i`` takes the best-scoring candidate of its function among
+    the *available* ones, those farther than ``radius`` from every evaluated point and
+    from the picks of slots ``0, ..., i - 1``, the first such candidate in index order
+    among equal scores (``argmax``'s choice); too few available candidates is an error.
+
+    Each function's candidates are ranked once, by a stable descending sort (equal
+    scores in index order; NaN first, as ``argmax`` takes a NaN), so its best available
+    candidate is the first available one of its ranking. Availability only ever shrinks
+    (the picks only grow), so a candidate that a slot's walk passes over is unavailable
+    for every later slot too: each function keeps a cursor into its ranking that only
+    moves forward, and the walks find exactly the candidates of the eager rule. A
+    candidate's distance to the evaluated points is computed when a walk first reaches
+    it, together with the next not yet known candidates of that ranking (twice as many
+    as the function has slots left, at most ``_EXCLUSION_BLOCK``); its distances to the
+    picks are checked against those (at most ``q``) picks, ``_WALK_STEP`` candidates at
+    a time.
+
+    Args:
+        ranked_scores: An ``r x N`` tensor, each row one function's scores sorted as
+            ``ranking`` orders them.
+        ranking: An ``r x N`` long tensor, each row the candidate indices of one
+            function, best first (ties in index order).
+        slots: A ``q`` long tensor: the row of ``ranking`` that serves each slot.
+        unit: An ``N x d`` CPU tensor of candidates in the unit cube.
+        evaluated: An optional ``n x (d + 1)`` tensor of evaluated points in the unit
+            cube with their squared norms last (see :func:`_separated`), on any device.
+        radius: The exclusion radius.
+
+    Returns:
+        A ``q`` long CPU tensor of candidate indices.
+    """
+    num_candidates = ranking.shape[-1]
+    # The bookkeeping is NumPy's: its scalar reads and small slices cost a fraction of
+    # a tensor operation's dispatch. The distances stay torch's, rounded as the caller's.
+    orders = ranking.numpy()
+    cursors = [0] * ranking.shape[0]
+    remaining = np.bincount(slots.numpy(), minlength=ranking.shape[0])
+    # Whether a candidate's distance to the evaluated points is known yet, and, where it
+    # is, whether the candidate is farther than the radius from all of them.
+    known = np.full(num_candidates, evaluated is None)
+    clear = np.ones(num_candidates, dtype=bool)
+    chosen = unit.new_empty(slots.numel(), unit.shape[-1])
+    picks: list[int] = []
+    for row in slots.tolist():
+        order, cursor = orders[row], cursors[row]
+        while True:
+            if cursor == num_candidates:
+                raise _too_few_separated(len(picks), slots.numel(), radius)
+            if not known[order[cursor]]:
+                rest = order[cursor:]
+                block = rest[~known[rest]][: min(_EXCLUSION_BLOCK, 2 * remaining[row])]
+                points = unit[torch.from_numpy(block)].to(evaluated.device)
+                clear[block] = _separated(points, evaluated, radius).cpu().numpy()
+                known[block] = True
+            window = order[cursor : cursor + _WALK_STEP]
+            unknown = np.flatnonzero(~known[window])
+            if unknown.size > 0:
+                window = window[: unknown[0]]
+            positions = np.flatnonzero(clear[window])
+            if picks and positions.size > 0:
+                gaps = (
+                    unit[torch.from_numpy(window[positions])].unsqueeze(-2) - chosen[: len(picks)]
+                )
+                positions = positions[(gaps.norm(dim=-1) > radius).all(dim=-1).numpy()]
+            if positions.size > 0:
+                break
+            cursor += window.size
+        position = cursor + int(positions[0])
+        pick = int(order[position])
+        # With no available score above -inf, argmax over the masked scores returns
+        # index 0, an unavailable candidate unless it is this one: the eager rule's error.
+        if ranked_scores[row, position] == -math.inf and pick != 0:
+            raise _too_few_separated(len(picks), slots.numel(), radius)
+        chosen[len(picks)] = unit[pick]
+        picks.append(pick)
+        cursors[row] = position + 1
+        remaining[row] -= 1
+    return torch.tensor(picks)
+
+
+def _too_few_separated(num_separated: int, q: int, radius: float) -> ValueError:
+    return ValueError(
+        f"Only {num_separated} of the {q} proposals are separated by exclusion_radius "
+        f"{radius:.3g}; use more candidates or a smaller radius."
+    )
+
+
+def _separated(
+    points: Tensor, others: Tensor, radius: float, chunk_size: int | None = None
+) -> Tensor:
+    r"""Whether each of the ``N`` points is farther than ``radius`` from every one of the
+    ``n`` others, on their device (both must be on one device), ``chunk_size`` others at
+    a time (``None``: ``2**19 / N`` of them), so memory stays ``O(N chunk_size)``.
+
+    The answer is that of the distances ``(point - other).norm()``, rounded exactly as
+    the distances between candidates in :func:`_greedy_picks`, so it does not depend on
+    the chunks or on how many points are asked at once (a lazy caller gets an eager
+    caller's answers bit for bit), and a point sitting on another is never separated
+    from it. A matrix product ``|y|^2 - 2 x.y`` screens each chunk; it is fast but
+    rounded differently for every shape, and off by up to its rounding bound, so only
+    the pairs it cannot place on one side of the radius within that bound (rare unless
+    the point is near one of the others) are computed exactly.
+
+    Args:
+        points: An ``N x d`` tensor.
+        others: An ``n x (d + 1)`` tensor: the others' coordinates and, last, their
+            squared norms (the screen reads both in one matrix product).
+        radius: The non-negative separation radius.
+        chunk_size: The others screened at once.
+
+    Returns:
+        An ``N`` boolean tensor.
+    """
+    num_points, dim = points.shape
+    chunk_size = chunk_size or max(1, _DISTANCE_BUDGET // max(1, num_points))
+    points_squared = points.square().sum(dim=-1)
+    # The screen's rounding bound, with that of the exact distances and of the radius
+    # in the points' dtype, relative to |x|^2 + |y|^2 + radius^2 (with room to spare); a
+    # float32 product may run in TF32 or bfloat16 unless the matmul precision is "highest".
+    eps = torch.finfo(points.dtype).eps
+    if points.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
+        eps = 2.0**-7
+    tolerance = (4 * dim + 16) * eps
+    # [-2 x, 1] . [y, |y|^2] = |y|^2 - 2 x.y: the squared distance less |x|^2.
+    scaled = torch.cat([-2 * points, torch.ones_like(points[:, :1])], dim=-1)
+    separated = torch.ones(num_points, dtype=torch.bool, device=points.device)
     for start in range(0, others.shape[0], chunk_size):
-        chunk = torch.cdist(points, others[start : start + chunk_size]).min(dim=-1).values
-        nearest = torch.minimum(nearest, chunk)
-    return nearest
+        chunk = others[start : start + chunk_size]
+        screen = scaled @ chunk.mT
+        margin = tolerance * (points_squared + chunk[:, -1].amax() + radius**2)
+        threshold = (radius**2 - points_squared + margin).unsqueeze(-1)
+        near = (screen.amin(dim=-1, keepdim=True) <= threshold).squeeze(-1)
+        if near.any():
+            rows = near.nonzero().squeeze(-1)
+            pairs, columns = (screen[rows] <= threshold[rows]).nonzero(as_tuple=True)
+            distances = (points[rows[pairs]] - chunk[columns, :dim]).norm(dim=-1)
+            separated[rows[pairs[~(distances > radius)]]] = False
+    return separated

@@ -5,9 +5,12 @@ import math
 import pytest
 import torch
 from botorch.models import SingleTaskGP
+from botorch.models.model import Model
 from botorch.models.transforms import Normalize, Standardize
+from botorch.posteriors.ensemble import EnsemblePosterior
+from torch import Tensor
 
-from botorch_nn_uq.generation import batch_thompson_sampling
+from botorch_nn_uq.generation import batch_thompson_sampling, thompson
 from botorch_nn_uq.generation.thompson import (
     function_bank_scores,
     slot_functions,
@@ -153,6 +156,10 @@ def test_too_few_separated_candidates_is_a_clear_error(ensemble):
         batch_thompson_sampling(ensemble, BOUNDS, 0)
     with pytest.raises(ValueError, match="bounds must be a 2 x d tensor"):
         thompson_candidates(BOUNDS.flip(0), 10)
+    evaluated = torch.rand(3, BOUNDS.shape[-1], dtype=BOUNDS.dtype)
+    evaluated[1, 0] = float("nan")
+    with pytest.raises(ValueError, match="X_baseline contains NaN or infinite values"):
+        batch_thompson_sampling(ensemble, BOUNDS, 5, X_baseline=evaluated, seed=0)
 
 
 def test_chunked_scores_equal_one_pass_over_all_candidates(ensemble):
@@ -160,14 +167,6 @@ def test_chunked_scores_equal_one_pass_over_all_candidates(ensemble):
     whole, _ = function_bank_scores(ensemble, candidates, 1, seed=0, chunk_size=300)
     chunked, _ = function_bank_scores(ensemble, candidates, 1, seed=0, chunk_size=64)
     torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-12)
-
-
-def test_distances_to_evaluated_points_are_exact_across_chunks(tkwargs):
-    from botorch_nn_uq.generation.thompson import _distance_to_nearest
-
-    points, others = torch.rand(50, 4, **tkwargs), torch.rand(33, 4, **tkwargs)
-    expected = torch.cdist(points, others).min(dim=-1).values
-    torch.testing.assert_close(_distance_to_nearest(points, others, chunk_size=7), expected)
 
 
 def test_independent_marginals_are_refused_with_a_clear_error():
@@ -190,11 +189,232 @@ def test_candidates_on_the_upper_face_stay_inside_an_inexact_box():
     assert (candidates == bounds[1]).any()
 
 
-def test_distances_to_evaluated_points_stay_on_the_points_device():
-    from botorch_nn_uq.generation.thompson import _distance_to_nearest
+class _FunctionBank(Model):
+    r"""A cheap bank of ``s`` functions of the candidates, whose ``kind`` sets the ties:
+    ``"smooth"`` (almost none), ``"quantised"`` (five levels), ``"constant"`` (every
+    candidate ties) or ``"extreme"`` (quantised, -inf on a third of the candidates and
+    NaN on a few of function 0's). It records the candidates of every posterior call."""
 
-    # Meta tensors hold no values: a running minimum created on the CPU would fail here
-    # as it failed on a GPU.
-    points, others = torch.empty(50, 4, device="meta"), torch.empty(33, 4, device="meta")
-    distances = _distance_to_nearest(points, others, chunk_size=7)
-    assert distances.device.type == "meta" and distances.shape == (50,)
+    _num_outputs = 1
+
+    def __init__(self, num_functions: int, dim: int, kind: str, seed: int, weighted: bool = False):
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.directions = torch.randn(dim, num_functions, generator=generator, dtype=DTYPE)
+        self.weights = torch.rand(num_functions, generator=generator) if weighted else None
+        self.kind = kind
+        self.calls: list[int] = []
+
+    def posterior(self, X: Tensor, **kwargs) -> EnsemblePosterior:
+        self.calls.append(X.shape[0])
+        values = torch.sin(3 * X @ self.directions.to(X))
+        if self.kind == "constant":
+            values = torch.zeros_like(values)
+        elif self.kind != "smooth":
+            values = (2 * values).round()
+        if self.kind == "extreme":
+            values[torch.sin(7 * X.sum(-1)) > 0.5] = -math.inf
+            values[torch.sin(11 * X.sum(-1)) > 0.95, 0] = math.nan
+        return EnsemblePosterior(values.mT.unsqueeze(-1), self.weights)
+
+
+class _StatedFunctionBank(_FunctionBank):
+    r"""A bank that states its size, as the package's resizable banks do."""
+
+    @property
+    def function_bank_size(self) -> int:
+        return self.directions.shape[-1]
+
+
+def _eager_thompson(model, bounds, q, *, X_baseline, exclusion_radius, seed, candidates):
+    r"""The greedy rule as batch Thompson sampling ran it before the lazy walk: every
+    candidate near an evaluated point excluded up front (by brute-force distances), then
+    ``q`` masked ``argmax`` picks."""
+    dim = bounds.shape[-1]
+    radius = 0.01 * math.sqrt(dim) if exclusion_radius is None else exclusion_radius
+    scores, weights = function_bank_scores(model, candidates, num_draws=q, seed=seed)
+    functions = slot_functions(weights, q, seed)
+    scale = bounds[1] - bounds[0]
+    unit = (candidates - bounds[0]) / scale
+    available = torch.ones(candidates.shape[0], dtype=torch.bool, device=candidates.device)
+    if X_baseline is not None and X_baseline.numel() > 0:
+        evaluated = (X_baseline.to(candidates) - bounds[0]) / scale
+        nearest = torch.stack([(unit - other).norm(dim=-1) for other in evaluated], dim=-1).amin(
+            dim=-1
+        )
+        available &= nearest > radius
+    scores = scores.to(torch.float64)
+    chosen = []
+    for function in functions.tolist():
+        masked = scores[function].masked_fill(~available, -math.inf)
+        best = int(masked.argmax())
+        if not available[best]:
+            raise ValueError(
+                f"Only {len(chosen)} of the {q} proposals are separated by exclusion_radius "
+                f"{radius:.3g}; use more candidates or a smaller radius."
+            )
+        chosen.append(best)
+        available &= (unit - unit[best]).norm(dim=-1) > radius
+    return candidates[chosen]
+
+
+def _outcome(propose):
+    r"""The proposals, or the message of the ValueError raised instead."""
+    try:
+        return propose()
+    except ValueError as error:
+        return str(error)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("kind", ["smooth", "quantised", "constant", "extreme"])
+def test_lazy_walks_propose_exactly_what_eager_exclusion_proposes(dtype, kind, monkeypatch):
+    outcomes = []
+    for seed in range(24):
+        generator = torch.Generator().manual_seed(seed)
+
+        def draw(options, generator=generator):
+            return options[int(torch.randint(len(options), (1,), generator=generator))]
+
+        dim, size, q = draw([1, 2, 5, 20]), draw([40, 300, 2048]), draw([1, 7, 50, 100, 130])
+        num_functions = draw([1, 3, 5, 40])
+        radius = draw([0.0, None, 0.05 * math.sqrt(dim), 0.4 * math.sqrt(dim)])
+        # Tiny blocks and distance chunks make walks cross many of them.
+        monkeypatch.setattr(thompson, "_EXCLUSION_BLOCK", draw([64, 5]))
+        monkeypatch.setattr(thompson, "_DISTANCE_BUDGET", draw([2**18, 64]))
+        lower = -3 * torch.rand(dim, generator=generator, dtype=dtype)
+        bounds = torch.stack(
+            [lower, lower + 0.5 + torch.rand(dim, generator=generator, dtype=dtype)]
+        )
+        unit = torch.rand(size, dim, generator=generator, dtype=dtype)
+        candidates = bounds[0] + (bounds[1] - bounds[0]) * unit
+        # Repeated candidates tie on every function and sit at distance 0 from each other.
+        candidates = torch.cat([candidates, candidates[: size // 10]])
+        baseline = draw(["none", "empty", "random", "on candidates"])
+        X_baseline = None if baseline == "none" else candidates[:0]
+        if baseline in ("random", "on candidates"):
+            # Wider than the box: some evaluated points lie outside it.
+            unit = 1.4 * torch.rand(draw([1, 70, 150]), dim, generator=generator, dtype=dtype) - 0.2
+            X_baseline = bounds[0] + (bounds[1] - bounds[0]) * unit
+        if baseline == "on candidates":
+            on = torch.randperm(candidates.shape[0], generator=generator)[:40]
+            X_baseline = torch.cat([X_baseline, candidates[on]])
+        model = _FunctionBank(num_functions, dim, kind, seed, weighted=draw([False, True]))
+        arguments = {"X_baseline": X_baseline, "exclusion_radius": radius, "seed": seed}
+        eager = _outcome(
+            lambda: _eager_thompson(model, bounds, q, candidates=candidates, **arguments)  # noqa: B023
+        )
+        lazy = _outcome(
+            lambda: batch_thompson_sampling(model, bounds, q, candidates=candidates, **arguments)  # noqa: B023
+        )
+        assert type(lazy) is type(eager), (seed, eager, lazy)
+        if isinstance(eager, str):
+            assert lazy == eager and "proposals are separated" in eager
+        else:
+            assert torch.equal(lazy, eager), seed
+        outcomes.append(isinstance(eager, str))
+    # Both the proposals and the error are compared, on several seeds each.
+    assert 3 <= sum(outcomes) <= len(outcomes) - 3
+
+
+def test_lazy_walks_propose_what_eager_exclusion_proposes_with_a_fitted_ensemble(ensemble):
+    X, _ = _data()
+    generator = torch.Generator().manual_seed(0)
+    near = X + 0.004 * torch.randn(X.shape, generator=generator, dtype=DTYPE)
+    X_baseline = torch.cat([X, near]).clamp(BOUNDS[0], BOUNDS[1])
+    for seed in range(4):
+        candidates = thompson_candidates(BOUNDS, 1024, centers=X[:3], seed=seed)
+        candidates = torch.cat([candidates, X_baseline[:20]])
+        for q in (3, 60):
+            arguments = {"X_baseline": X_baseline, "exclusion_radius": None, "seed": seed}
+            eager = _eager_thompson(ensemble, BOUNDS, q, candidates=candidates, **arguments)
+            lazy = batch_thompson_sampling(ensemble, BOUNDS, q, candidates=candidates, **arguments)
+            assert torch.equal(lazy, eager)
+
+
+def test_a_small_bank_scores_all_candidates_in_one_forward_pass_and_a_large_one_in_chunks():
+    small = _FunctionBank(5, 4, "smooth", seed=0)
+    candidates = torch.rand(4096, 4, dtype=DTYPE)
+    scores, _ = function_bank_scores(small, candidates, 1, seed=0)
+    assert small.calls == [4096] and scores.shape == (5, 4096)
+    # A bank that states its size is chunked from its first forward pass on.
+    large = _StatedFunctionBank(300, 4, "smooth", seed=0)
+    chunked, _ = function_bank_scores(large, candidates, 1, seed=0)
+    assert len(large.calls) == math.ceil(4096 / (2**16 // 300))
+    assert max(large.calls) * 300 <= 2**16 and sum(large.calls) == 4096
+    # One that does not is chunked once its first pass has shown its size.
+    unstated = _FunctionBank(300, 4, "smooth", seed=0)
+    function_bank_scores(unstated, torch.cat([candidates, candidates]), 1, seed=0)
+    assert unstated.calls[0] == 4096 and max(unstated.calls[1:]) * 300 <= 2**16
+    whole, _ = function_bank_scores(large, candidates, 1, seed=0, chunk_size=4096)
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-12)
+
+
+def test_separation_from_evaluated_points_is_that_of_single_pairs_bit_for_bit(tkwargs):
+    from botorch_nn_uq.generation.thompson import _separated
+
+    generator = torch.Generator().manual_seed(0)
+    points = torch.rand(300, 20, generator=generator, dtype=tkwargs["dtype"])
+    # Far points (a trust region's view of the whole domain), near points, points sitting
+    # on the candidates, and rings of points equally far from a candidate up to rounding.
+    directions = torch.randn(50, 8, 20, generator=generator, dtype=tkwargs["dtype"])
+    rings = points[100:150].unsqueeze(-2) + 0.3 * directions / directions.norm(dim=-1, keepdim=True)
+    others = torch.cat(
+        [
+            200 * torch.rand(100, 20, generator=generator, dtype=tkwargs["dtype"]) - 100,
+            points[:50] + 1e-4 * torch.rand(50, 20, generator=generator, dtype=tkwargs["dtype"]),
+            points[50:80],
+            rings.flatten(end_dim=-2),
+            torch.rand(200, 20, generator=generator, dtype=tkwargs["dtype"]),
+        ]
+    )
+    # Each device rounds the single pairs its own way.
+    points, others = points.to(**tkwargs), others.to(**tkwargs)
+    nearest = torch.stack([(points - other).norm(dim=-1) for other in others], -1).amin(-1)
+    assert (nearest[50:80] == 0).all()
+    augmented = torch.cat([others, others.square().sum(-1, keepdim=True)], dim=-1)
+    # Radii on the nearest distances themselves, where one rounding step decides.
+    for radius in [0.0, 0.05, *nearest[[0, 120, 140, 299]].tolist()]:
+        expected = nearest > radius
+        for chunk_size in (None, 1, 64, 1000):
+            separated = _separated(points, augmented, radius, chunk_size=chunk_size)
+            assert separated.device == tkwargs["device"] and torch.equal(separated, expected)
+        assert torch.equal(_separated(points[118:123], augmented, radius), expected[118:123])
+
+
+def test_only_the_candidates_the_walks_reach_are_measured_against_evaluated_points(
+    monkeypatch,
+):
+    measured = []
+    separated = thompson._separated
+
+    def counted(points, others, radius, chunk_size=None):
+        measured.append(points.shape[0])
+        return separated(points, others, radius, chunk_size)
+
+    monkeypatch.setattr(thompson, "_separated", counted)
+    bounds = torch.tensor([[0.0] * 20, [1.0] * 20], dtype=DTYPE)
+    X_baseline = torch.rand(3000, 20, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
+    model = _FunctionBank(5, 20, "smooth", seed=0)
+    proposals = batch_thompson_sampling(
+        model, bounds, 100, X_baseline=X_baseline, num_candidates=4096, seed=0
+    )
+    assert proposals.shape == (100, 20)
+    # Each of the 5 functions serves 20 slots: one block of (at most) 40 candidates each,
+    # some of them measured already by another function's block.
+    assert len(measured) == 5 and sum(measured) <= 200
+
+
+def test_evaluated_points_on_a_device_give_the_proposals_of_the_cpu(device):
+    bounds = torch.tensor([[-1.0] * 5, [2.0] * 5], dtype=DTYPE)
+    generator = torch.Generator().manual_seed(0)
+    candidates = bounds[0] + 3 * torch.rand(2048, 5, generator=generator, dtype=DTYPE)
+    X_baseline = bounds[0] + 3 * torch.rand(500, 5, generator=generator, dtype=DTYPE)
+    X_baseline = torch.cat([X_baseline, candidates[:300]])
+    model = _FunctionBank(5, 5, "quantised", seed=0)
+    arguments = {"candidates": candidates, "exclusion_radius": 0.05, "seed": 0}
+    on_cpu = batch_thompson_sampling(model, bounds, 60, X_baseline=X_baseline, **arguments)
+    on_device = batch_thompson_sampling(
+        model, bounds, 60, X_baseline=X_baseline.to(device), **arguments
+    )
+    assert torch.equal(on_device, on_cpu)
