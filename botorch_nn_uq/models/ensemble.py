@@ -38,6 +38,9 @@ from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.training.config import NonFiniteLossError, TrainedWithLoop, TrainingResult
 from botorch_nn_uq.training.members import fit_members
 
+#: The precisions a deep ensemble can train in, by name.
+TRAINING_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
 #: How far above its starting loss a warm-started member may end, relative to that loss,
 #: and still count as converged rather than diverged when it never improved.
 WARM_START_TOLERANCE = 0.1
@@ -99,6 +102,9 @@ class DeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
             the weights with the lowest loss on them (early stopping with
             ``early_stopping_patience``). ``None`` trains on all rows and keeps the
             lowest training loss.
+        training_dtype: The precision the members train in, ``"float32"`` or
+            ``"float64"``; ``None`` trains in the data's dtype. The fitted model serves
+            in the data's dtype either way (float32-trained weights widened).
     """
 
     learning_rate: float = 5e-3
@@ -107,6 +113,7 @@ class DeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
     bootstrap: bool = False
     subset_fraction: float | None = None
     validation_fraction: float | None = None
+    training_dtype: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -117,6 +124,8 @@ class DeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
         )
         check_real_fields(self, "validation_fraction", interval=OPEN_UNIT_INTERVAL, optional=True)
         check_boolean_fields(self, "bootstrap")
+        if self.training_dtype is not None:
+            check_choice("training_dtype", self.training_dtype, TRAINING_DTYPES)
         if self.bootstrap and self.subset_fraction is not None:
             raise ValueError("Choose either bootstrap or subset_fraction, not both.")
         self.training_config()
@@ -274,6 +283,7 @@ class DeepEnsemble(MemberEnsemble):
             row_weights=row_weights,
             validation_row_weights=validation_masks,
             dropout_generator=generator,
+            training_dtype=TRAINING_DTYPES.get(hp.training_dtype),
             progress=progress,
             description="deep ensemble",
         )

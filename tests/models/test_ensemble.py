@@ -532,3 +532,26 @@ def test_a_warm_start_that_ends_clearly_worse_is_refused() -> None:
     converged, model = _converged_and_more_data()
     with pytest.raises(NonFiniteLossError, match="ended clearly above"):
         model(400, max_steps=20, learning_rate=3.0).fit(seed=1, warm_start=converged)
+
+
+def test_members_trained_in_single_precision_serve_in_the_datas_precision():
+    train_X, train_Y = _one_dimensional_data()
+    model = DeepEnsemble(
+        train_X,
+        train_Y,
+        input_transform=Normalize(1),
+        epochs=200,
+        learning_rate=1e-2,
+        training_dtype="float32",
+    ).fit(seed=0)
+    reference = DeepEnsemble(
+        train_X, train_Y, input_transform=Normalize(1), epochs=200, learning_rate=1e-2
+    ).fit(seed=0)
+    assert all(parameter.dtype == DTYPE for parameter in model.network.parameters())
+    test_X = _grid(0.0, 0.5, 20)
+    posterior, reference_posterior = model.posterior(test_X), reference.posterior(test_X)
+    assert posterior.mean.dtype == DTYPE
+    # The same fit up to single-precision rounding, which 200 steps leave small here.
+    torch.testing.assert_close(posterior.mean, reference_posterior.mean, atol=0.05, rtol=0)
+    with pytest.raises(ValueError, match="Unknown training_dtype 'float16'"):
+        DeepEnsemble(train_X, train_Y, training_dtype="float16")

@@ -7,6 +7,8 @@ from torch import nn
 
 from botorch_nn_uq.nn.batched_mlp import DATA_ORDER_STREAM, BatchedMLP
 from botorch_nn_uq.training import NonFiniteLossError, TrainingConfig, train_network
+from botorch_nn_uq.training import loop as loop_module
+from botorch_nn_uq.training import members as members_module
 from botorch_nn_uq.training.members import fit_members, member_row_losses
 
 DTYPE = torch.float64
@@ -374,3 +376,154 @@ def test_member_mode_keeps_the_step_budget_whatever_the_data_size():
         steps.append(result.steps_run)
         assert torch.isfinite(result.best_loss).all()
     assert steps == [30, 30]
+
+
+# ---------------------------------------------------------------------------
+# The common path
+
+
+def _relu_members(gaussian_head):
+    return BatchedMLP(3, 1, (32, 32), [5, 6, 7, 8], gaussian_head=gaussian_head).to(DTYPE)
+
+
+def _common_path_data(n=300):
+    generator = torch.Generator().manual_seed(3)
+    X = torch.rand(n, 3, generator=generator, dtype=DTYPE)
+    return X, torch.sin(4 * X).sum(-1, keepdim=True) + 0.1 * torch.randn(
+        n, 1, generator=generator, dtype=DTYPE
+    )
+
+
+def _spy_on_common_path(monkeypatch):
+    r"""A list that records every loss of the common path built from now on."""
+    built = []
+    original = members_module.CommonPathLoss
+
+    def spy(*args, **kwargs):
+        built.append(original(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(members_module, "CommonPathLoss", spy)
+    return built
+
+
+@pytest.mark.parametrize("gaussian_head", [True, False])
+@pytest.mark.parametrize("batch_size", [None, 64])
+def test_the_common_path_trains_the_weights_of_the_general_path(
+    monkeypatch, gaussian_head, batch_size
+):
+    # 100 Adam steps with an L2 penalty, on mini-batches with a short last batch (300 =
+    # 4 x 64 + 44) or full-batch; the general path is taken by row weights of one. Over
+    # many more steps at this learning rate the rounding differences of two equal
+    # computations grow (Adam's normalised steps amplify them), so the comparison stops
+    # at 100.
+    X, Y = _common_path_data()
+    config = TrainingConfig(epochs=100, max_steps=100, batch_size=batch_size, learning_rate=5e-3)
+    built = _spy_on_common_path(monkeypatch)
+    fast_network, general_network = _relu_members(gaussian_head), _relu_members(gaussian_head)
+    fast = fit_members(fast_network, X, Y, config, l2_regularization=1e-3)
+    assert len(built) == 1
+    general = fit_members(
+        general_network,
+        X,
+        Y,
+        config,
+        l2_regularization=1e-3,
+        row_weights=torch.ones(4, X.shape[0], dtype=DTYPE),
+    )
+    assert len(built) == 1
+    for fast_weights, general_weights in zip(
+        fast_network.parameters(), general_network.parameters(), strict=True
+    ):
+        torch.testing.assert_close(fast_weights, general_weights, atol=1e-10, rtol=0)
+    assert fast.steps_run == general.steps_run == 100
+    assert fast.epochs_run == general.epochs_run
+    assert torch.equal(fast.best_epoch, general.best_epoch)
+    torch.testing.assert_close(fast.best_loss, general.best_loss, atol=1e-10, rtol=0)
+    torch.testing.assert_close(
+        torch.stack(fast.loss_history), torch.stack(general.loss_history), atol=1e-10, rtol=0
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "common"),
+    [
+        ({}, True),
+        ({"l2_regularization": torch.tensor(1e-3)}, True),
+        ({"l2_regularization": torch.tensor([0.0, 1e-3, 0.0, 1e-3])}, False),
+        ({"row_weights": torch.ones(4, 40, dtype=DTYPE)}, False),
+        ({"learning_rates": torch.full((4,), 1e-3)}, False),
+    ],
+)
+def test_the_common_path_is_taken_only_where_it_is_exact(monkeypatch, options, common):
+    X, Y = _common_path_data(40)
+    built = _spy_on_common_path(monkeypatch)
+    fit_members(_relu_members(True), X, Y, TrainingConfig(epochs=2), **options)
+    assert len(built) == int(common)
+    for config in (
+        TrainingConfig(epochs=2, optimizer="sgd"),
+        TrainingConfig(epochs=2, gradient_clip_norm=1.0),
+        TrainingConfig(epochs=2, lr_reduction_patience=1),
+    ):
+        fit_members(_relu_members(True), X, Y, config)
+    dropout = BatchedMLP(3, 1, (8,), [1, 2], dropout=0.1).to(DTYPE)
+    fit_members(dropout, X, Y, TrainingConfig(epochs=2), dropout_generator=torch.Generator())
+    assert len(built) == int(common)
+
+
+def test_training_in_single_precision_returns_the_network_in_its_own_dtype():
+    X, Y = _common_path_data(100)
+    config = TrainingConfig(epochs=50, learning_rate=1e-2)
+    single, double = _relu_members(True), _relu_members(True)
+    result = fit_members(single, X, Y, config, training_dtype=torch.float32)
+    reference = fit_members(double, X, Y, config)
+    assert all(p.dtype == DTYPE for p in single.parameters())
+    # The same training up to single-precision rounding.
+    torch.testing.assert_close(result.best_loss, reference.best_loss, atol=1e-3, rtol=1e-3)
+    with pytest.raises(ValueError, match="floating-point dtype"):
+        fit_members(single, X, Y, config, training_dtype=torch.int64)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+@pytest.mark.parametrize("batch_size", [None, 64])
+def test_a_cuda_graph_replays_the_eager_steps(monkeypatch, batch_size):
+    # The captured step replays the kernels of the eager one: the same weights.
+    device = torch.device("cuda")
+    X, Y = (tensor.to(device) for tensor in _common_path_data())
+    captures = []
+    original = loop_module._CapturedStep
+
+    def spy(*args, **kwargs):
+        captures.append(original(*args, **kwargs))
+        return captures[-1]
+
+    monkeypatch.setattr(loop_module, "_CapturedStep", spy)
+    networks = []
+    for cuda_graphs in (True, False):
+        config = TrainingConfig(
+            epochs=100, max_steps=60, batch_size=batch_size, cuda_graphs=cuda_graphs
+        )
+        network = _relu_members(True).to(device)
+        result = fit_members(network, X, Y, config, l2_regularization=1e-3)
+        networks.append((network, result))
+    assert len(captures) == 1
+    (graphed, graphed_result), (eager, eager_result) = networks
+    for graphed_weights, eager_weights in zip(
+        graphed.parameters(), eager.parameters(), strict=True
+    ):
+        torch.testing.assert_close(graphed_weights, eager_weights, atol=1e-10, rtol=0)
+    assert torch.equal(graphed_result.best_epoch, eager_result.best_epoch)
+    torch.testing.assert_close(graphed_result.best_loss, eager_result.best_loss)
+
+
+def test_the_forward_and_loss_of_a_step_trace_as_one_graph():
+    # What a CUDA graph captures must not break into pieces that the host runs.
+    X, Y = _common_path_data(100)
+    network = _relu_members(True)
+    loss = members_module.CommonPathLoss(network, X, Y, batch_size=32, l2_regularization=1e-3)
+    generator = torch.Generator().manual_seed(0)
+    loss.begin_epoch(torch.stack([torch.randperm(100, generator=generator) for _ in range(4)]))
+    loss.select_batch(3, 32)
+    explanation = torch._dynamo.explain(loss)()
+    assert explanation.graph_break_count == 0
+    assert explanation.graph_count == 1
