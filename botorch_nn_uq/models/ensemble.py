@@ -113,7 +113,7 @@ class DeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
     bootstrap: bool = False
     subset_fraction: float | None = None
     validation_fraction: float | None = None
-    training_dtype: str | None = None
+    training_dtype: str | None = "float32"
 
     def __post_init__(self) -> None:
         super().__post_init__()

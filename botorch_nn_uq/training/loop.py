@@ -32,6 +32,7 @@ starts with its own thread count.
 from __future__ import annotations
 
 import math
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
@@ -596,6 +597,22 @@ class _CapturedStep:
         self._graph.replay()
 
 
+def _capture(step: Callable[[], None], optimizer: torch.optim.Optimizer) -> _CapturedStep | None:
+    r"""``step`` captured as a CUDA graph, or ``None`` (with a warning) if the capture
+    fails: training then goes on eagerly, as it would without a GPU. A capture records
+    kernels without running them, so a failed one leaves the weights as they were."""
+    try:
+        return _CapturedStep(step, optimizer)
+    except RuntimeError as error:
+        warnings.warn(
+            f"Capturing the training step as a CUDA graph failed ({error}); training "
+            "continues eagerly. Set TrainingConfig(cuda_graphs=False) to skip the attempt.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
 def _train(
     network: _TrainedNetworks,
     num_data: int,
@@ -660,14 +677,16 @@ def _train(
             if captured is not None:
                 captured()
             elif side_stream is not None:
-                # Warm-up steps run on a side stream, as CUDA graph capture requires.
+                # Warm-up steps run on a side stream, as CUDA graph capture requires; the
+                # optimizer, built to be captured, would warn that they are not.
                 side_stream.wait_stream(torch.cuda.current_stream(device))
-                with torch.cuda.stream(side_stream):
+                with torch.cuda.stream(side_stream), warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message=".*capturable=True")
                     step()
                 torch.cuda.current_stream(device).wait_stream(side_stream)
                 if steps_run + 1 == CUDA_GRAPH_WARMUP_STEPS:
                     batch_loss.use_static_buffers()
-                    captured = _CapturedStep(step, optimizer)
+                    captured = _capture(step, optimizer)
                     side_stream = None
             else:
                 step()

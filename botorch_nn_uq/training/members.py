@@ -140,9 +140,9 @@ class CommonPathLoss(BatchLoss):
     def select_batch(self, batch: int, batch_size: int) -> None:
         if self._static is None:
             self._selected = self._batches[batch]
-            return
-        for buffer, values in zip(self._static, self._batches[batch], strict=True):
-            buffer.copy_(values)
+        elif len(self._batches) > 1:
+            for buffer, values in zip(self._static, self._batches[batch], strict=True):
+                buffer.copy_(values)
 
     def use_static_buffers(self) -> None:
         self._static = tuple(values.clone() for values in self._selected)

@@ -37,9 +37,10 @@ def test_a_posterior_call_reads_the_device_once(meta_ensemble, observation_noise
     X = torch.empty(8, 2, 3, dtype=torch.float64, device=META)
     with DeviceTrafficCounter(META) as counter:
         posterior = meta_ensemble.posterior(X, observation_noise=observation_noise)
-        posterior.mean, posterior.variance
+        moments = posterior.mean, posterior.variance
     # One read: whether X holds NaN or infinite values and whether any input lies far
     # outside the bounds, copied back together.
+    assert all(moment.shape == (8, 2, 1) for moment in moments)
     assert counter.totals["syncs"] == 0
     assert counter.totals["device_to_host"] == 1
     assert counter.totals["host_to_device"] == 0
