@@ -8,7 +8,7 @@ import warnings
 from typing import Any
 
 import torch
-from botorch.exceptions.warnings import InputDataWarning
+from botorch.exceptions.warnings import InputDataWarning, OptimizationWarning
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.model import Model
 from botorch.models.transforms import Normalize, Standardize
@@ -79,6 +79,11 @@ def fitted(family: str, num_outputs: int = 1, dtype: torch.dtype = torch.float64
         with warnings.catch_warnings():
             # BoTorch's advice to use float64 with GPs; float32 is what is being checked.
             warnings.simplefilter("ignore", InputDataWarning)
+            if dtype == torch.float32:
+                # A single-precision marginal-likelihood fit may end its L-BFGS line
+                # search "ABNORMAL" (platform-dependent rounding); BoTorch keeps the best
+                # parameters and says so with this warning.
+                warnings.simplefilter("ignore", OptimizationWarning)
             _FITTED[key] = fit(family, build(family, *toy_data(num_outputs, dtype)))
     return _FITTED[key]
 
