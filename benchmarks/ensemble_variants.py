@@ -3,7 +3,9 @@
 ``deep-ensemble-10`` and ``deep-ensemble-20`` are the registered ``deep-ensemble`` (5
 members, 500 steps on batches of 256) with 10 or 20 members; ``deep-ensemble-200-steps``
 is it with a budget of 200 optimizer steps (a cheaper fit, for problems where the fit's
-CPU time decides). Everything else is unchanged: the card with other constructor options,
+CPU time decides); ``deep-ensemble-float64`` and ``deep-ensemble-200-steps-float64`` train
+in double precision (the registered ensemble trains in single precision, served in the
+data's). Everything else is unchanged: the card with other constructor options,
 registered through :func:`botorch_nn_uq.bo.surrogate_from_card`. The members still train
 as one batched computation, so a fit costs less than members × one member's.
 
@@ -28,11 +30,20 @@ LARGER_ENSEMBLE_SIZES = (10, 20)
 SHORTER_STEP_BUDGETS = (100, 200)
 
 
-def _variant(suffix: str, description: tuple[str, str], **options: Any) -> ModelCard:
-    r"""The deep ensemble's card named ``deep-ensemble-<suffix>``, with ``options`` over
-    its BO constructor options and ``description[0]`` replaced by ``description[1]`` in its
-    description."""
-    card = next(card for card in MODEL_CARDS if card.name == "deep-ensemble")
+def _deep_ensemble_card() -> ModelCard:
+    return next(card for card in MODEL_CARDS if card.name == "deep-ensemble")
+
+
+def _variant(
+    suffix: str,
+    description: tuple[str, str],
+    card: ModelCard | None = None,
+    **options: Any,
+) -> ModelCard:
+    r"""The card named ``<card>-<suffix>`` (``card``: the deep ensemble's by default), with
+    ``options`` over its BO constructor options and ``description[0]`` replaced by
+    ``description[1]`` in its description."""
+    card = _deep_ensemble_card() if card is None else card
     return dataclasses.replace(
         card,
         name=f"{card.name}-{suffix}",
@@ -69,10 +80,21 @@ def step_budget_card(steps: int) -> ModelCard:
     return _variant(f"{steps}-steps", ("500 steps", f"{steps} steps"), max_steps=steps)
 
 
+def double_precision_card(card: ModelCard) -> ModelCard:
+    r"""``card`` (a deep ensemble's) training in double precision, named
+    ``<card>-float64``."""
+    return _variant(
+        "float64", ("trained as", "trained in float64 as"), card, training_dtype="float64"
+    )
+
+
 def register() -> None:
     r"""Register the variants (once per process)."""
     cards = [larger_ensemble_card(members) for members in LARGER_ENSEMBLE_SIZES]
     cards += [step_budget_card(steps) for steps in SHORTER_STEP_BUDGETS]
+    cards += [
+        double_precision_card(card) for card in (_deep_ensemble_card(), step_budget_card(200))
+    ]
     for card in cards:
         if card.name not in SURROGATES:
             register_surrogate(surrogate_from_card(card))
