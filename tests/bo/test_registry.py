@@ -271,9 +271,17 @@ def test_names_are_registered_once() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "model_class"), [("deep-ensemble", "DeepEnsemble"), ("mc-dropout", "MCDropout")]
+    ("name", "model_class", "schedule"),
+    [
+        # The registry's deep ensemble keeps its own schedule; the class's defaults are
+        # those of a SingleTaskGP's regime.
+        ("deep-ensemble", "DeepEnsemble", {"activation": "relu", "learning_rate": 5e-3}),
+        ("mc-dropout", "MCDropout", {}),
+    ],
 )
-def test_step_budgets_leave_small_data_fits_exactly_as_full_batch_epochs(name, model_class):
+def test_step_budgets_leave_small_data_fits_exactly_as_full_batch_epochs(
+    name, model_class, schedule
+):
     from botorch.models.transforms import Normalize, Standardize
 
     import botorch_nn_uq.models as models
@@ -285,6 +293,8 @@ def test_step_budgets_leave_small_data_fits_exactly_as_full_batch_epochs(name, m
         train_Y,
         input_transform=Normalize(2, bounds=bounds),
         outcome_transform=Standardize(1),
+        epochs=500,
+        **schedule,
     ).fit(seed=3)
     assert registered.hyperparameters.batch_size == 256
     assert registered.training_result.steps_run == plain.training_result.steps_run == 500
@@ -348,7 +358,22 @@ def test_the_package_registers_one_surrogate_per_model_card_in_their_order() -> 
 PUBLISHED_BO_DEFAULTS = {
     "gp": ({}, {}, False, None),
     "mc-dropout": ({"max_steps": 500, "batch_size": 256}, {}, True, None),
-    "deep-ensemble": ({"max_steps": 500, "batch_size": 256}, {}, True, None),
+    # The deep ensemble's activation, epochs and learning rate were its class's defaults
+    # then; the class's now suit small data, and the card names them. It trains in
+    # single precision since the precision study ("Training precision").
+    "deep-ensemble": (
+        {
+            "activation": "relu",
+            "epochs": 500,
+            "learning_rate": 5e-3,
+            "max_steps": 500,
+            "batch_size": 256,
+            "training_dtype": torch.float32,
+        },
+        {},
+        True,
+        None,
+    ),
     "hyper-deep-ensemble": (
         {
             "num_folds": 3,

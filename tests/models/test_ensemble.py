@@ -15,11 +15,7 @@ from botorch_nn_uq.models import (
     MCDropout,
     UncertaintyDecomposition,
 )
-from botorch_nn_uq.models.ensemble import (
-    TRAINING_DTYPES,
-    member_validation_masks,
-    resampling_row_weights,
-)
+from botorch_nn_uq.models.ensemble import member_validation_masks, resampling_row_weights
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
 from botorch_nn_uq.training import NonFiniteLossError
@@ -103,6 +99,9 @@ def large_units_model():
         ensemble_size=4,
         hidden_widths=(16, 16),
         epochs=300,
+        # ReLU members extrapolate linearly, and so disagree clearly beyond the data.
+        activation="relu",
+        learning_rate=5e-3,
     ).fit(seed=0)
 
 
@@ -294,7 +293,10 @@ def test_resampled_ensemble_trains_each_member_on_its_rows(resampling):
     assert members.member_seeds == plain.network.groups[0].member_seeds
     assert not torch.allclose(model.posterior(X).values, plain.posterior(X).values)
     # By hand: the same members trained with the resampled row weights.
-    manual = BatchedMLP(1, 1, (8, 8), members.member_seeds, gaussian_head=True).to(DTYPE)
+    hp = model.hyperparameters
+    manual = BatchedMLP(
+        1, 1, (8, 8), members.member_seeds, activation=hp.activation, gaussian_head=True
+    ).to(DTYPE)
     row_weights = resampling_row_weights(
         manual,
         30,
@@ -309,7 +311,7 @@ def test_resampled_ensemble_trains_each_member_on_its_rows(resampling):
         hp.training_config(),
         l2_regularization=hp.l2_regularization,
         row_weights=row_weights,
-        training_dtype=TRAINING_DTYPES[hp.training_dtype],
+        training_dtype=hp.training_dtype,
     )
     for a, b in zip(members.parameters(), manual.parameters(), strict=True):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
@@ -353,7 +355,7 @@ def test_hyperparameters_reach_the_network_and_the_training():
     )
     assert hp.hidden_widths == (8,)
     config = hp.training_config()
-    assert (config.epochs, config.learning_rate, config.early_stopping_patience) == (500, 5e-3, 4)
+    assert (config.epochs, config.learning_rate, config.early_stopping_patience) == (150, 1e-2, 4)
     train_X, train_Y = _one_dimensional_data(n=10)
     model = DeepEnsemble(train_X, train_Y, **{**vars(hp), "activation": "tanh", "epochs": 5})
     model.fit(seed=0)
@@ -469,11 +471,18 @@ def _converged_and_more_data():
     X = torch.rand(400, 20, generator=generator, dtype=DTYPE)
     Y = -((X - 0.3) ** 2).sum(-1, keepdim=True)
     # In double precision, where a start at the optimum stays there to the last digits.
-    settings = {"hidden_widths": (16,), "ensemble_size": 3, "training_dtype": "float64"}
+    settings = {
+        "hidden_widths": (16,),
+        "ensemble_size": 3,
+        "training_dtype": torch.float64,
+        "activation": "relu",
+        "epochs": 500,
+        "learning_rate": 5e-3,
+    }
 
     def model(rows: int, **options) -> DeepEnsemble:
         transforms = {"input_transform": Normalize(20), "outcome_transform": Standardize(1)}
-        return DeepEnsemble(X[:rows], Y[:rows], **transforms, **settings, **options)
+        return DeepEnsemble(X[:rows], Y[:rows], **transforms, **{**settings, **options})
 
     return model(380, max_steps=400).fit(seed=0), model
 
@@ -548,7 +557,7 @@ def test_members_trained_in_single_precision_serve_in_the_datas_precision():
         input_transform=Normalize(1),
         epochs=200,
         learning_rate=1e-2,
-        training_dtype="float32",
+        training_dtype=torch.float32,
     ).fit(seed=0)
     reference = DeepEnsemble(
         train_X,
@@ -556,7 +565,7 @@ def test_members_trained_in_single_precision_serve_in_the_datas_precision():
         input_transform=Normalize(1),
         epochs=200,
         learning_rate=1e-2,
-        training_dtype="float64",
+        training_dtype=torch.float64,
     ).fit(seed=0)
     assert all(parameter.dtype == DTYPE for parameter in model.network.parameters())
     test_X = _grid(0.0, 0.5, 20)
@@ -564,5 +573,5 @@ def test_members_trained_in_single_precision_serve_in_the_datas_precision():
     assert posterior.mean.dtype == DTYPE
     # The same fit up to single-precision rounding, which 200 steps leave small here.
     torch.testing.assert_close(posterior.mean, reference_posterior.mean, atol=0.05, rtol=0)
-    with pytest.raises(ValueError, match="Unknown training_dtype 'float16'"):
-        DeepEnsemble(train_X, train_Y, training_dtype="float16")
+    with pytest.raises(ValueError, match="training_dtype must be torch.float32"):
+        DeepEnsemble(train_X, train_Y, training_dtype=torch.float16)
