@@ -85,9 +85,7 @@ def step_budget_card(steps: int) -> ModelCard:
 def double_precision_card(card: ModelCard) -> ModelCard:
     r"""``card`` (a deep ensemble's) training in double precision, named
     ``<card>-float64``."""
-    return _variant(
-        "float64", ("trained as", "trained in float64 as"), card, training_dtype="float64"
-    )
+    return _variant("float64", ("float32", "float64"), card, training_dtype="float64")
 
 
 def class_defaults_card() -> ModelCard:

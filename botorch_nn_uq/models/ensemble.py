@@ -331,8 +331,8 @@ class DeepEnsemble(MemberEnsemble):
 #: The deep ensemble's catalogue entry (the registry's ``"deep-ensemble"``).
 DEEP_ENSEMBLE_CARD = ModelCard(
     name="deep-ensemble",
-    description="deep ensemble of 5 Gaussian-head networks trained as one batched computation "
-    "(500 steps on batches of 256)",
+    description="deep ensemble of 5 Gaussian-head networks trained in float32 as one batched "
+    "computation (500 steps on batches of 256)",
     model_class=DeepEnsemble,
     family=ENSEMBLE_FAMILY,
     summary='`K` networks (Gaussian heads by default, or mean-only with `likelihood="mse"`) '
