@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import torch
+
 from botorch_nn_uq.bo import SURROGATES, register_surrogate, surrogate_from_card
 from botorch_nn_uq.models import MODEL_CARDS, ModelCard
 
@@ -85,7 +87,7 @@ def step_budget_card(steps: int) -> ModelCard:
 def double_precision_card(card: ModelCard) -> ModelCard:
     r"""``card`` (a deep ensemble's) training in double precision, named
     ``<card>-float64``."""
-    return _variant("float64", ("float32", "float64"), card, training_dtype="float64")
+    return _variant("float64", ("float32", "float64"), card, training_dtype=torch.float64)
 
 
 def class_defaults_card() -> ModelCard:

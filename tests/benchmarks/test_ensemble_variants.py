@@ -6,6 +6,7 @@ import torch
 from benchmarks import ensemble_variants
 from botorch_nn_uq.bo import get_surrogate
 from botorch_nn_uq.models import MODEL_CARDS, DeepEnsemble
+from botorch_nn_uq.models.ensemble import DeepEnsembleHyperparameters
 
 
 @pytest.mark.parametrize("members", ensemble_variants.LARGER_ENSEMBLE_SIZES)
@@ -51,3 +52,33 @@ def test_a_step_budget_variant_is_the_deep_ensemble_with_fewer_steps(steps) -> N
 def test_a_step_budget_needs_a_positive_integer(steps) -> None:
     with pytest.raises(ValueError, match="steps must be an integer of at least 1"):
         ensemble_variants.step_budget_card(steps)
+
+
+@pytest.mark.parametrize("name", ["deep-ensemble-float64", "deep-ensemble-200-steps-float64"])
+def test_a_double_precision_variant_trains_in_float64(name, monkeypatch) -> None:
+    import botorch_nn_uq.models.ensemble as ensemble_module
+
+    dtypes = []
+    original = ensemble_module.fit_members
+
+    def spy(*args, **kwargs):
+        dtypes.append(kwargs["training_dtype"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ensemble_module, "fit_members", spy)
+    bounds = torch.tensor([[0.0] * 2, [1.0] * 2], dtype=torch.float64)
+    X = torch.rand(20, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    get_surrogate(name).build(X, X.sum(-1, keepdim=True), bounds, 0, max_steps=3)
+    get_surrogate(name.removesuffix("-float64")).build(
+        X, X.sum(-1, keepdim=True), bounds, 0, max_steps=3
+    )
+    assert dtypes == [torch.float64, torch.float32]
+
+
+def test_the_class_defaults_variant_is_what_a_drop_in_user_builds() -> None:
+    card = ensemble_variants.class_defaults_card()
+    assert card.name == "deep-ensemble-defaults" and card.bo.constructor_options == {}
+    bounds = torch.tensor([[0.0] * 2, [1.0] * 2], dtype=torch.float64)
+    X = torch.rand(20, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    model = get_surrogate(card.name).build(X, X.sum(-1, keepdim=True), bounds, 0)
+    assert model.hyperparameters == DeepEnsembleHyperparameters()
