@@ -5,9 +5,7 @@ members, 500 steps on batches of 256) with 10 or 20 members; ``deep-ensemble-200
 is it with a budget of 200 optimizer steps (a cheaper fit, for problems where the fit's
 CPU time decides); ``deep-ensemble-float64`` and ``deep-ensemble-200-steps-float64`` train
 in double precision (the registered ensemble trains in single precision, served in the
-data's); ``deep-ensemble-defaults`` is ``DeepEnsemble`` with its class's own
-defaults (the registry's entry sets them for thousands of points). Everything else is
-unchanged: the card with other constructor options,
+data's). Everything else is unchanged: the card with other constructor options,
 registered through :func:`botorch_nn_uq.bo.surrogate_from_card`. The members still train
 as one batched computation, so a fit costs less than members × one member's.
 
@@ -90,18 +88,6 @@ def double_precision_card(card: ModelCard) -> ModelCard:
     return _variant("float64", ("float32", "float64"), card, training_dtype=torch.float64)
 
 
-def class_defaults_card() -> ModelCard:
-    r"""The deep ensemble with its class's own defaults (what a BoTorch user who swaps
-    ``SingleTaskGP`` for ``DeepEnsemble`` gets), named ``deep-ensemble-defaults``."""
-    card = _deep_ensemble_card()
-    return dataclasses.replace(
-        card,
-        name=f"{card.name}-defaults",
-        description="deep ensemble with DeepEnsemble's own defaults",
-        bo=dataclasses.replace(card.bo, constructor_options={}),
-    )
-
-
 def register() -> None:
     r"""Register the variants (once per process)."""
     cards = [larger_ensemble_card(members) for members in LARGER_ENSEMBLE_SIZES]
@@ -109,7 +95,6 @@ def register() -> None:
     cards += [
         double_precision_card(card) for card in (_deep_ensemble_card(), step_budget_card(200))
     ]
-    cards.append(class_defaults_card())
     for card in cards:
         if card.name not in SURROGATES:
             register_surrogate(surrogate_from_card(card))

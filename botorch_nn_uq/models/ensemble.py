@@ -83,21 +83,10 @@ class FixedArchitectureHyperparameters(MemberEnsembleHyperparameters, TrainedWit
 
 @dataclass(frozen=True)
 class DeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
-    r"""Hyperparameters of :class:`DeepEnsemble`: those of
-    :class:`FixedArchitectureHyperparameters` plus the ones below.
-
-    The defaults suit a ``SingleTaskGP``'s regime, where a BoTorch user swaps in the
-    ensemble: tens to a few hundred points, full-batch training, gradient-based
-    acquisition optimisation. The hidden activation is GELU: a smooth network gives
-    ``optimize_acqf`` an acquisition surface without kinks, on which L-BFGS-B converges in
-    about a sixth of the evaluations it needs on a ReLU network's; 150 full-batch steps
-    at a learning rate of 0.01 fit such data as well as 500 at 0.005. For thousands of
-    points, set ``batch_size`` and ``max_steps`` (the registry's ``"deep-ensemble"``
-    trains 500 steps on batches of 256).
+    r"""Hyperparameters of :class:`DeepEnsemble` (defaults: a fast CPU setting for BO):
+    those of :class:`FixedArchitectureHyperparameters` plus:
 
     Args:
-        activation: The hidden activation (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``).
-        epochs: Training epochs.
         learning_rate: The optimizer's learning rate.
         l2_regularization: Keras-style penalty ``lambda ||theta||^2`` on each member's
             weights and biases.
@@ -114,20 +103,18 @@ class DeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
         training_dtype: The precision the members train in, ``torch.float32`` or
             ``torch.float64``; ``None`` trains in the data's dtype. The fitted model
             serves in the data's dtype either way (single-precision weights widened).
-            Single precision trains about 1.4 times faster on a CPU core and gave the
-            same BO results within the seeds' spread (``benchmarks/README.md``,
-            "Training precision").
+            Single precision trains about 1.4 times faster on a CPU core; the registry's
+            ``"deep-ensemble"`` uses it, measured against double precision on the same
+            seeds (``benchmarks/README.md``, "Training precision").
     """
 
-    activation: str = "gelu"
-    epochs: int = 150
-    learning_rate: float = 1e-2
+    learning_rate: float = 5e-3
     l2_regularization: float = 1e-6
     dropout: float = 0.0
     bootstrap: bool = False
     subset_fraction: float | None = None
     validation_fraction: float | None = None
-    training_dtype: torch.dtype | None = torch.float32
+    training_dtype: torch.dtype | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -343,9 +330,6 @@ DEEP_ENSEMBLE_CARD = ModelCard(
     "`observation_noise=True`, the members' mixture of Gaussians",
     bo=BODefaults(
         constructor_options={
-            "activation": "relu",
-            "epochs": 500,
-            "learning_rate": 5e-3,
             "max_steps": 500,
             **SCALABLE_BATCH,
             "training_dtype": torch.float32,

@@ -6,7 +6,6 @@ import torch
 from benchmarks import ensemble_variants
 from botorch_nn_uq.bo import get_surrogate
 from botorch_nn_uq.models import MODEL_CARDS, DeepEnsemble
-from botorch_nn_uq.models.ensemble import DeepEnsembleHyperparameters
 
 
 @pytest.mark.parametrize("members", ensemble_variants.LARGER_ENSEMBLE_SIZES)
@@ -73,12 +72,3 @@ def test_a_double_precision_variant_trains_in_float64(name, monkeypatch) -> None
         X, X.sum(-1, keepdim=True), bounds, 0, max_steps=3
     )
     assert dtypes == [torch.float64, torch.float32]
-
-
-def test_the_class_defaults_variant_is_what_a_drop_in_user_builds() -> None:
-    card = ensemble_variants.class_defaults_card()
-    assert card.name == "deep-ensemble-defaults" and card.bo.constructor_options == {}
-    bounds = torch.tensor([[0.0] * 2, [1.0] * 2], dtype=torch.float64)
-    X = torch.rand(20, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    model = get_surrogate(card.name).build(X, X.sum(-1, keepdim=True), bounds, 0)
-    assert model.hyperparameters == DeepEnsembleHyperparameters()
