@@ -72,3 +72,13 @@ def test_a_double_precision_variant_trains_in_float64(name, monkeypatch) -> None
         X, X.sum(-1, keepdim=True), bounds, 0, max_steps=3
     )
     assert dtypes == [torch.float64, torch.float32]
+
+
+def test_the_smooth_short_variant_trains_gelu_members_for_150_full_batch_epochs() -> None:
+    card = ensemble_variants.smooth_short_card()
+    assert card.name == "deep-ensemble-gelu-150"
+    bounds = torch.tensor([[0.0] * 2, [1.0] * 2], dtype=torch.float64)
+    X = torch.rand(20, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    model = get_surrogate(card.name).build(X, X.sum(-1, keepdim=True), bounds, 0)
+    assert model.hyperparameters.activation == "gelu"
+    assert model.training_result.steps_run == 150
