@@ -161,7 +161,8 @@ class MemberEnsemble(NeuralSurrogateModel):
 
         Registers the normalised weights, warns when a selection kept a single member
         (without observation noise the posterior then has zero variance everywhere,
-        which acquisitions read as certainty) and estimates the observation noise.
+        which acquisitions read as certainty) and, for mean-only members, estimates the
+        observation noise.
 
         Args:
             network: The ``K`` trained members.
@@ -179,7 +180,11 @@ class MemberEnsemble(NeuralSurrogateModel):
                 UserWarning,
                 stacklevel=2,
             )
-        self._set_noise_variance(train_X, train_Y, self.hyperparameters.noise_variance)
+        # Gaussian members predict their own noise, which observation_noise=True serves;
+        # the homoscedastic estimate (a forward pass over all n rows) is mean-only
+        # members'.
+        if not network.gaussian_head:
+            self._set_noise_variance(train_X, train_Y, self.hyperparameters.noise_variance)
 
     def set_member_weights(self, weights: Tensor) -> None:
         r"""Set the members' mixture weights (a ``K``-vector, normalised to sum to one)."""
