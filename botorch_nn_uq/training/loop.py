@@ -578,6 +578,63 @@ class _Bookkeeping:
         return monitored_on_host.clone(), ~stopped.bool(), diverged.bool(), last_loss
 
 
+class _DirectFusedAdam:
+    r"""A fused ``torch.optim.Adam`` stepped through its kernel directly.
+
+    ``Adam.step`` wraps the one fused kernel in per-call bookkeeping (hooks, profiling
+    records, gradient-mode and compiler guards, regrouping the tensors by device and
+    dtype), which costs about a tenth of a small network's whole training step on a CPU
+    core. After the first step, which creates the optimizer's state, this calls the
+    kernel itself on the same state: the same update.
+
+    Args:
+        optimizer: A ``torch.optim.Adam`` with ``fused=True`` and one parameter group.
+    """
+
+    def __init__(self, optimizer: torch.optim.Adam) -> None:
+        self.optimizer = optimizer
+        self.param_groups = optimizer.param_groups
+        (group,) = optimizer.param_groups
+        self._parameters = list(group["params"])
+        # Detached aliases: the kernel updates the weights in place, outside autograd.
+        self._weights = [parameter.detach() for parameter in self._parameters]
+        self._state: tuple[list[Tensor], list[Tensor], list[Tensor]] | None = None
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        r"""Drop the gradients (the next backward pass creates them afresh)."""
+        for parameter in self._parameters:
+            parameter.grad = None
+
+    def step(self) -> None:
+        r"""One Adam update of every parameter."""
+        if self._state is None:
+            self.optimizer.step()
+            states = [self.optimizer.state[parameter] for parameter in self._parameters]
+            self._state = tuple(
+                [state[key] for state in states] for key in ("exp_avg", "exp_avg_sq", "step")
+            )
+            return
+        (group,) = self.param_groups
+        exp_avgs, exp_avg_sqs, steps = self._state
+        beta1, beta2 = group["betas"]
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(
+            self._weights,
+            [parameter.grad for parameter in self._parameters],
+            exp_avgs,
+            exp_avg_sqs,
+            [],
+            steps,
+            lr=group["lr"],
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            amsgrad=False,
+            maximize=False,
+        )
+
+
 class _CapturedStep:
     r"""A training step captured once as a CUDA graph and replayed: the launch cost of
     every kernel of the step is paid once per step instead of once per kernel.
@@ -637,8 +694,13 @@ def _train(
         and config.optimizer in CAPTURABLE_OPTIMIZERS
         and config.lr_decay_rate is None
     )
-    optimizer, scheduler = _make_optimizer(
+    torch_optimizer, scheduler = _make_optimizer(
         network.parameters, config, fused=fused_optimizer, capturable=capture
+    )
+    optimizer = (
+        _DirectFusedAdam(torch_optimizer)
+        if _is_plain_fused_adam(torch_optimizer)
+        else torch_optimizer
     )
     records = _Bookkeeping(
         network, config, monitors_pre_step_weights=full_batch and validation_loss_fn is None
@@ -719,6 +781,23 @@ def _train(
             steps_run=steps_run,
             diverged=diverged,
         )
+    )
+
+
+def _is_plain_fused_adam(optimizer: torch.optim.Optimizer) -> bool:
+    r"""Whether ``optimizer`` is a fused ``Adam`` with one parameter group and none of the
+    options its kernel does not take directly (AMSGrad, maximisation, differentiable
+    steps)."""
+    if type(optimizer) is not torch.optim.Adam or len(optimizer.param_groups) != 1:
+        return False
+    (group,) = optimizer.param_groups
+    return (
+        bool(group["fused"])
+        and not group["amsgrad"]
+        and not group["maximize"]
+        and not group["differentiable"]
+        and not group.get("decoupled_weight_decay", False)
+        and not isinstance(group["lr"], Tensor)
     )
 
 
