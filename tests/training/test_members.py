@@ -394,17 +394,22 @@ def _common_path_data(n=300):
     )
 
 
-def _spy_on_common_path(monkeypatch):
-    r"""A list that records every loss of the common path built from now on."""
+def _spy(monkeypatch, module, name):
+    r"""A list that records every instance of ``module.name`` built from now on."""
     built = []
-    original = members_module.CommonPathLoss
+    original = getattr(module, name)
 
     def spy(*args, **kwargs):
         built.append(original(*args, **kwargs))
         return built[-1]
 
-    monkeypatch.setattr(members_module, "CommonPathLoss", spy)
+    monkeypatch.setattr(module, name, spy)
     return built
+
+
+def _spy_on_common_path(monkeypatch):
+    r"""A list that records every loss of the common path built from now on."""
+    return _spy(monkeypatch, members_module, "CommonPathLoss")
 
 
 @pytest.mark.parametrize("gaussian_head", [True, False])
@@ -490,14 +495,7 @@ def test_a_cuda_graph_replays_the_eager_steps(monkeypatch, batch_size):
     # The captured step replays the kernels of the eager one: the same weights.
     device = torch.device("cuda")
     X, Y = (tensor.to(device) for tensor in _common_path_data())
-    captures = []
-    original = loop_module._CapturedStep
-
-    def spy(*args, **kwargs):
-        captures.append(original(*args, **kwargs))
-        return captures[-1]
-
-    monkeypatch.setattr(loop_module, "_CapturedStep", spy)
+    captures = _spy(monkeypatch, loop_module, "_CapturedStep")
     networks = []
     for cuda_graphs in (True, False):
         config = TrainingConfig(
