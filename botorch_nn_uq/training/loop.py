@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
 
 from botorch_nn_uq.training.config import (
     OPTIMIZERS,
@@ -585,7 +586,9 @@ class _DirectFusedAdam:
     records, gradient-mode and compiler guards, regrouping the tensors by device and
     dtype), which costs about a tenth of a small network's whole training step on a CPU
     core. After the first step, which creates the optimizer's state, this calls the
-    kernel itself on the same state: the same update.
+    kernel itself on the same state: the same update. While optimizer step hooks are
+    registered (``torch.optim.optimizer.register_optimizer_step_post_hook`` and the
+    like), every step goes through ``Adam.step``, which runs them.
 
     Args:
         optimizer: A ``torch.optim.Adam`` with ``fused=True`` and one parameter group.
@@ -607,7 +610,7 @@ class _DirectFusedAdam:
 
     def step(self) -> None:
         r"""One Adam update of every parameter."""
-        if self._state is None:
+        if self._state is None or self._hooked():
             self.optimizer.step()
             states = [self.optimizer.state[parameter] for parameter in self._parameters]
             self._state = tuple(
@@ -632,6 +635,15 @@ class _DirectFusedAdam:
             eps=group["eps"],
             amsgrad=False,
             maximize=False,
+        )
+
+    def _hooked(self) -> bool:
+        r"""Whether step hooks are registered, globally or on the optimizer."""
+        return bool(
+            _global_optimizer_pre_hooks
+            or _global_optimizer_post_hooks
+            or self.optimizer._optimizer_step_pre_hooks
+            or self.optimizer._optimizer_step_post_hooks
         )
 
 
