@@ -296,13 +296,13 @@ class _TrainedNetworks(ABC):
         return self.batch_loss()
 
     @abstractmethod
-    def update(self, optimizer: torch.optim.Optimizer, losses: Tensor, diverged: Tensor) -> None:
+    def update(self, optimizer: _Stepper, losses: Tensor, diverged: Tensor) -> None:
         r"""One optimizer step on ``losses``, leaving out the ``diverged`` members
         (boolean ``K``-vector on the device)."""
 
     @abstractmethod
     def reduce_learning_rates(
-        self, optimizer: torch.optim.Optimizer, reduce: Tensor, reduce_on_host: Tensor
+        self, optimizer: _Stepper, reduce: Tensor, reduce_on_host: Tensor
     ) -> None:
         r"""Multiply the learning rate of the members ``reduce`` (boolean ``K``-vector on
         the device; ``reduce_on_host`` is its copy on the CPU) by the plateau reduction
@@ -352,7 +352,7 @@ class _OneNetwork(_TrainedNetworks):
     def shuffle(self, num_data: int) -> Tensor:
         return torch.randperm(num_data, generator=self._generator)
 
-    def update(self, optimizer: torch.optim.Optimizer, losses: Tensor, diverged: Tensor) -> None:
+    def update(self, optimizer: _Stepper, losses: Tensor, diverged: Tensor) -> None:
         # A non-finite loss ends the fit at the end of its epoch: no masking needed.
         losses.backward()
         if self._config.gradient_clip_norm is not None:
@@ -360,7 +360,7 @@ class _OneNetwork(_TrainedNetworks):
         optimizer.step()
 
     def reduce_learning_rates(
-        self, optimizer: torch.optim.Optimizer, reduce: Tensor, reduce_on_host: Tensor
+        self, optimizer: _Stepper, reduce: Tensor, reduce_on_host: Tensor
     ) -> None:
         if bool(reduce_on_host[0]):
             for group in optimizer.param_groups:
@@ -452,7 +452,7 @@ class _StackedMembers(_TrainedNetworks):
             )
         return losses, monitored
 
-    def update(self, optimizer: torch.optim.Optimizer, losses: Tensor, diverged: Tensor) -> None:
+    def update(self, optimizer: _Stepper, losses: Tensor, diverged: Tensor) -> None:
         # A diverged member only ever reaches its own parameters; excluding its loss
         # keeps the other members' training identical to training them alone.
         losses.masked_fill(diverged, 0.0).sum().backward()
@@ -466,7 +466,7 @@ class _StackedMembers(_TrainedNetworks):
             _rescale_member_updates(self.parameters, before, self._update_scale)
 
     def reduce_learning_rates(
-        self, optimizer: torch.optim.Optimizer, reduce: Tensor, reduce_on_host: Tensor
+        self, optimizer: _Stepper, reduce: Tensor, reduce_on_host: Tensor
     ) -> None:
         self._update_scale = torch.where(
             reduce, self._update_scale * self._config.lr_reduction_factor, self._update_scale
@@ -515,7 +515,7 @@ class _Bookkeeping:
         self._early_stopping_patience = network.early_stopping_patience.to(device)
         self._lr_reduction_patience = network.lr_reduction_patience.to(device)
 
-    def step(self, optimizer: torch.optim.Optimizer) -> None:
+    def step(self, optimizer: _Stepper) -> None:
         r"""One optimizer step on the selected batch, with its bookkeeping; device work
         only (it is what a CUDA graph captures)."""
         network = self._network
@@ -537,7 +537,7 @@ class _Bookkeeping:
     def end_epoch(
         self,
         epoch: int,
-        optimizer: torch.optim.Optimizer,
+        optimizer: _Stepper,
         validation_loss_fn: Callable[[], Tensor] | None,
         epoch_rows: int,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -647,6 +647,10 @@ class _DirectFusedAdam:
         )
 
 
+#: What the loop steps: a torch optimizer, or a fused Adam stepped through its kernel.
+_Stepper = torch.optim.Optimizer | _DirectFusedAdam
+
+
 class _CapturedStep:
     r"""A training step captured once as a CUDA graph and replayed: the launch cost of
     every kernel of the step is paid once per step instead of once per kernel.
@@ -656,7 +660,7 @@ class _CapturedStep:
         optimizer: Its optimizer (capturable).
     """
 
-    def __init__(self, step: Callable[[], None], optimizer: torch.optim.Optimizer) -> None:
+    def __init__(self, step: Callable[[], None], optimizer: _Stepper) -> None:
         optimizer.zero_grad(set_to_none=True)
         self._graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self._graph):
@@ -666,7 +670,7 @@ class _CapturedStep:
         self._graph.replay()
 
 
-def _capture(step: Callable[[], None], optimizer: torch.optim.Optimizer) -> _CapturedStep | None:
+def _capture(step: Callable[[], None], optimizer: _Stepper) -> _CapturedStep | None:
     r"""``step`` captured as a CUDA graph, or ``None`` (with a warning) if the capture
     fails: training then goes on eagerly, as it would without a GPU. A capture records
     kernels without running them, so a failed one leaves the weights as they were."""
