@@ -9,12 +9,15 @@ from botorch_nn_uq.training.config import (
     TrainingConfig,
     TrainingResult,
 )
-from botorch_nn_uq.training.loop import l2_penalty, train_network
-from botorch_nn_uq.training.members import fit_members
+from botorch_nn_uq.training.loop import BatchLoss, IndexedLoss, l2_penalty, train_network
+from botorch_nn_uq.training.members import CommonPathLoss, fit_members
 from botorch_nn_uq.training.seeding import draw_seed, resolve_seed, seeded
 
 __all__ = [
     "OPTIMIZERS",
+    "BatchLoss",
+    "CommonPathLoss",
+    "IndexedLoss",
     "NonFiniteLossError",
     "TrainedWithLoop",
     "TrainingConfig",
