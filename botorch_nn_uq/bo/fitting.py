@@ -12,6 +12,7 @@ saved state fits exactly as an uninterrupted one.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -179,7 +180,15 @@ class ContinualFit(FitPolicy):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if set(state) != {"fits_since_cold", "reference_error", "last_error"}:
             raise ValueError(f"Unexpected continual-training state {sorted(state)}.")
-        self._state.fits_since_cold = int(state["fits_since_cold"])
+        fits = state["fits_since_cold"]
+        if isinstance(fits, bool) or not isinstance(fits, int) or fits < 0:
+            raise ValueError(f"fits_since_cold must be a non-negative integer; got {fits!r}.")
+        for name in ("reference_error", "last_error"):
+            error = state[name]
+            valid = isinstance(error, (int, float)) and not isinstance(error, bool)
+            if error is not None and not (valid and math.isfinite(error) and error >= 0):
+                raise ValueError(f"{name} must be a non-negative number or None; got {error!r}.")
+        self._state.fits_since_cold = fits
         self._state.reference_error = state["reference_error"]
         self._state.last_error = state["last_error"]
 

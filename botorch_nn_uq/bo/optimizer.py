@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -53,6 +53,7 @@ from botorch_nn_uq.bo.registry import AcquisitionContext
 from botorch_nn_uq.bo.state import (
     PendingBatch,
     RunState,
+    StateFileError,
     StepRecord,
     check_seed,
     step_seed,
@@ -180,6 +181,9 @@ class BayesianOptimizer:
         self._random.set_state(self.state.random_state)
         #: The model of the last step (``None`` before the first BO step).
         self.model: Model | None = None
+        #: The state file this optimizer last read or wrote, and the checksum of that
+        #: state (compare-before-write in :meth:`save`).
+        self._file: tuple[Path, str] | None = None
 
     @classmethod
     def for_problem(cls, problem: Problem, **options: Any) -> BayesianOptimizer:
@@ -542,11 +546,29 @@ class BayesianOptimizer:
             "design": self.design,
         }
 
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path, *, overwrite: bool = False) -> None:
         r"""Write the run's state to ``path`` atomically (see
         :class:`~botorch_nn_uq.bo.state.RunState`): data, records, seed and step, the
         pending batch, the random stream, the fit policy's and the proposer's states, and
-        the last model's weights where the fit policy warm-starts from them."""
+        the last model's weights where the fit policy warm-starts from them.
+
+        Compare-before-write: a file this optimizer was loaded from or saved to is
+        replaced only if it still holds what the optimizer read or wrote there (another
+        command that wrote it meanwhile is not erased); any other existing file is
+        replaced only with ``overwrite``.
+
+        Args:
+            path: The state file.
+            overwrite: Replace ``path`` whatever it holds.
+
+        Raises:
+            StateFileError: If the file changed since this optimizer read or wrote it
+                (:class:`~botorch_nn_uq.bo.state_file.StaleStateFileError`), exists
+                though the optimizer never read it (without ``overwrite``), or another
+                command holds its lock
+                (:class:`~botorch_nn_uq.bo.state_file.StateFileBusyError`).
+            OSError: If the file cannot be written; the file is then unchanged.
+        """
         state = self.state
         state.fit_state = self.fit_policy.state_dict()
         state.proposer_state = self.proposer.state_dict()
@@ -558,7 +580,10 @@ class BayesianOptimizer:
                     "state_dict (no restore); a continual run with it cannot be saved."
                 )
             state.model_state = self.model.state_dict()
-        state.save(path)
+        path = Path(path)
+        known = self._file is not None and _same_path(self._file[0], path)
+        digest = state.save(path, replaces=self._file[1] if known else None, overwrite=overwrite)
+        self._file = (path, digest)
 
     @classmethod
     def load(
@@ -592,13 +617,23 @@ class BayesianOptimizer:
             ValueError: If a component is missing or differs from the saved one, or
                 ``device`` is not available.
         """
-        state = RunState.load(path)
+        state, digest = RunState.read(path)
         if device is not None:
             state.to(check_device("device", device))
         config = state.config
         expected = {"bounds", "objective", "surrogate", "proposer", "fit_policy"}
         if not expected | {"n_initial", "design"} <= set(config):
-            raise ValueError(f"{str(path)!r} holds no optimizer configuration.")
+            raise StateFileError(f"{str(path)!r} holds no optimizer configuration (field config).")
+
+        def restored(field: str, restore: Callable[[], Any]) -> Any:
+            r"""What ``restore`` rebuilds from the file's ``field``, or a
+            :class:`StateFileError` that names the file and the field."""
+            try:
+                return restore()
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError, RuntimeError) as e:
+                raise StateFileError(
+                    f"{str(path)!r} holds an unusable {field}: {type(e).__name__}: {e}"
+                ) from None
 
         def component(name: str, given: Any, build: Callable[[Any], Any]) -> Any:
             saved = config[name]
@@ -608,7 +643,7 @@ class BayesianOptimizer:
                         f"{str(path)!r} was saved with a {name.replace('_', ' ')} given as "
                         f"code; pass {name}=... to load it."
                     )
-                return build(saved)
+                return restored(f"config.{name}", lambda: build(saved))
             described = given if isinstance(given, str) else _describe(given)
             if saved not in (None, "<custom>") and described != saved:
                 raise ValueError(
@@ -623,33 +658,59 @@ class BayesianOptimizer:
             if config["surrogate"] is None and surrogate is None
             else component("surrogate", surrogate, get_surrogate)
         )
-        optimizer = cls(
-            torch.tensor(config["bounds"], dtype=state.bounds.dtype, device=state.bounds.device),
-            surrogate=chosen_surrogate,
-            proposer=chosen_proposer,
-            objective=component("objective", objective, objective_from_config),
-            fit_policy=component("fit_policy", fit_policy, fit_policy_from_config),
-            seed=state.seed,
-            n_initial=config["n_initial"],
-            design=config["design"],
+        chosen_objective = component("objective", objective, objective_from_config)
+        chosen_fit_policy = component("fit_policy", fit_policy, fit_policy_from_config)
+        optimizer = restored(
+            "config",
+            lambda: cls(
+                torch.tensor(
+                    config["bounds"], dtype=state.bounds.dtype, device=state.bounds.device
+                ),
+                surrogate=chosen_surrogate,
+                proposer=chosen_proposer,
+                objective=chosen_objective,
+                fit_policy=chosen_fit_policy,
+                seed=state.seed,
+                n_initial=config["n_initial"],
+                design=config["design"],
+            ),
         )
         if not torch.equal(optimizer.bounds, state.bounds):
-            raise ValueError(f"{str(path)!r} holds inconsistent bounds.")
+            raise StateFileError(f"{str(path)!r} holds inconsistent bounds (field config.bounds).")
+        if state.X.shape[0]:
+            values = restored("Y", lambda: optimizer.objective.values(state.Y))
+            tolerance = 64 * torch.finfo(state.values.dtype).eps
+            if not torch.allclose(values, state.values, rtol=tolerance, atol=0.0):
+                raise StateFileError(
+                    f"{str(path)!r} holds objective values inconsistent with its outputs "
+                    "(fields values and Y)."
+                )
         state.config = optimizer.state.config
         optimizer.state = state
-        optimizer._random.set_state(state.random_state)
-        optimizer.fit_policy.load_state_dict(state.fit_state)
-        optimizer.proposer.load_state_dict(state.proposer_state)
+        restored("random_state", lambda: optimizer._random.set_state(state.random_state))
+        restored("fit_state", lambda: optimizer.fit_policy.load_state_dict(state.fit_state))
+        restored("proposer_state", lambda: optimizer.proposer.load_state_dict(state.proposer_state))
         rows = optimizer.proposer.fit_rows(state.model_num_points)
         # A model fitted on rows that a restart has set aside is not continued.
         if state.model_state is not None and rows.start < rows.stop:
-            optimizer.model = optimizer.surrogate.restore(
-                state.X[rows],
-                optimizer.objective.model_targets(state.Y[rows]),
-                state.bounds,
-                state.model_state,
+            optimizer.model = restored(
+                "model_state",
+                lambda: optimizer.surrogate.restore(
+                    state.X[rows],
+                    optimizer.objective.model_targets(state.Y[rows]),
+                    state.bounds,
+                    state.model_state,
+                ),
             )
+        optimizer._file = (Path(path), digest)
         return optimizer
+
+
+def _same_path(first: Path, second: Path) -> bool:
+    r"""Whether two paths name the same file (existing or not)."""
+    with suppress(OSError):
+        return first.samefile(second)
+    return first.absolute().resolve() == second.absolute().resolve()
 
 
 @contextmanager

@@ -4,8 +4,9 @@ A run's state is everything its next proposals depend on: the evaluated inputs a
 outputs, the objective values, one record per told batch, the seed and the step
 counter, the batch asked but not yet told, the random stream's state, the states of the
 fit policy and the proposer (e.g. a trust region) and the last model's ``state_dict``
-(for a warm-started refit). :meth:`RunState.save` writes it atomically;
-:meth:`RunState.load` reads it back without running any code from the file.
+(for a warm-started refit). :meth:`RunState.save` writes it atomically, comparing
+before writing; :meth:`RunState.load` reads it back without running any code from the
+file, every size bounded before anything is allocated and every component checked.
 
 **The seeding rule** (:func:`step_seed`): a run has one seed. The initial design
 (step 0) is drawn with ``seed``; the fit and the proposal of BO step ``s >= 1`` use
@@ -15,33 +16,36 @@ state is part of the run state. So a run proposes the same points whether it goe
 through ``run``, through ask/tell in one process, or through ask/tell with the state
 saved and loaded between steps.
 
-**File format**: a first line naming the format and its version, a second line with
-the SHA-256 of the payload, then the payload: ``torch.save`` of a dict of tensors
+**File format**: the frame of :mod:`botorch_nn_uq.bo.state_file` (a first line naming
+the format and its version, a second line with the SHA-256 of the payload, the advisory
+lock), then the payload: ``torch.save`` of a dict of tensors
 (inputs, outputs, the last model's weights, the random stream) and a JSON header (the
 configuration, records and component states, as UTF-8 bytes in a ``uint8`` tensor),
 read back with ``torch.load(weights_only=True)``. A file of another version, with a
-wrong checksum or with an unexpected layout is refused with :class:`StateFileError`.
+wrong checksum or with an unexpected layout is refused with :class:`StateFileError`,
+whose message names the file and the field.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
-import os
-import tempfile
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-#: The first line of a state file.
-STATE_MAGIC = b"botorch-nn-uq run state"
-#: Version of the file layout; a file of another version is refused.
-STATE_FORMAT = 1
+from botorch_nn_uq.bo.state_file import (
+    STATE_FORMAT,
+    STATE_MAGIC,
+    StateFileError,
+    read_state_file,
+    write_state_file,
+)
+
 #: The random stream of a run is seeded with its seed plus this offset.
 RANDOM_STREAM_OFFSET = 7919
 #: Step seeds are ``SEED_STRIDE * seed + step``.
@@ -52,11 +56,35 @@ MAX_GENERATOR_SEED = 2**63 - 1
 MAX_STEPS = 10**6
 #: The largest seed of a run: its step seeds stay below ``2**63`` for ``MAX_STEPS`` steps.
 MAX_RUN_SEED = (MAX_GENERATOR_SEED - MAX_STEPS) // SEED_STRIDE
+#: The most inputs of a run.
+MAX_DIM = 10_000
+#: The most outputs per evaluation.
+MAX_OUTPUTS = 10_000
+#: The most evaluations of a run.
+MAX_EVALUATIONS = 10**7
+#: The most points of one batch.
+MAX_BATCH_SIZE = 10**6
+#: The largest header (configuration, records and component states) of a state file.
+MAX_HEADER_BYTES = 2**28
+#: The most elements of one tensor of a saved model.
+MAX_MODEL_ELEMENTS = 2**29
 
-
-class StateFileError(ValueError):
-    r"""A state file that cannot be loaded: not a state file, from another version,
-    corrupted, or with an unexpected layout."""
+__all__ = [
+    "MAX_BATCH_SIZE",
+    "MAX_DIM",
+    "MAX_EVALUATIONS",
+    "MAX_OUTPUTS",
+    "MAX_RUN_SEED",
+    "MAX_STEPS",
+    "STATE_FORMAT",
+    "STATE_MAGIC",
+    "PendingBatch",
+    "RunState",
+    "StateFileError",
+    "StepRecord",
+    "check_seed",
+    "step_seed",
+]
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -219,26 +247,24 @@ class RunState:
             self.pending.X = self.pending.X.to(device)
         return self
 
-    def save(self, path: str | Path) -> None:
-        r"""Write the state to ``path`` atomically (a temporary file in the same folder,
-        then a rename), creating the folder."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def save(
+        self, path: str | Path, *, replaces: str | None = None, overwrite: bool = False
+    ) -> str:
+        r"""Write the state to ``path`` atomically, creating the folder
+        (:func:`~botorch_nn_uq.bo.state_file.write_state_file`).
+
+        Args:
+            path: The state file.
+            replaces: The checksum of the state read from ``path`` before (the file must
+                still hold it), or ``None`` when ``path`` must not exist.
+            overwrite: Replace whatever ``path`` holds.
+
+        Returns:
+            The checksum of the written state.
+        """
         buffer = io.BytesIO()
         torch.save(self._payload(), buffer)
-        payload = buffer.getvalue()
-        digest = hashlib.sha256(payload).hexdigest().encode()
-        content = STATE_MAGIC + b" " + str(STATE_FORMAT).encode() + b"\n" + digest + b"\n" + payload
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(content)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        return write_state_file(path, buffer.getvalue(), replaces=replaces, overwrite=overwrite)
 
     def _payload(self) -> dict[str, Any]:
         header = {
@@ -266,42 +292,49 @@ class RunState:
             tensors["pending_X"] = self.pending.X
         for index, value in enumerate((self.model_state or {}).values()):
             tensors[f"model/{index}"] = value
+        # Contiguous copies: a view would carry its whole storage into the file.
         return {
             "header": torch.frombuffer(bytearray(text), dtype=torch.uint8).clone(),
-            "tensors": {name: value.detach().cpu() for name, value in tensors.items()},
+            "tensors": {
+                name: value.detach().cpu().contiguous().clone() for name, value in tensors.items()
+            },
         }
 
     @classmethod
     def load(cls, path: str | Path) -> RunState:
-        r"""Read a state written by :meth:`save`.
+        r"""Read a state written by :meth:`save` (see :meth:`read`)."""
+        return cls.read(path)[0]
+
+    @classmethod
+    def read(cls, path: str | Path) -> tuple[RunState, str]:
+        r"""Read a state written by :meth:`save`, with the checksum that identifies it.
+
+        Every size is bounded before anything is allocated: a tensor must be dense and
+        lie within the bytes the file stores for it (a crafted file cannot claim
+        billions of rows with a stride-0 view), and the data, the pending batch, the
+        records and the header are bounded by :data:`MAX_EVALUATIONS`,
+        :data:`MAX_BATCH_SIZE`, :data:`MAX_STEPS` and :data:`MAX_HEADER_BYTES`. Every
+        component is checked: shapes, dtypes, finite data inside the box, a pending
+        batch inside the box, records consistent with the data, a random state that the
+        generator takes.
+
+        Returns:
+            ``(state, digest)``.
 
         Raises:
-            StateFileError: If the file is not a state file, is of another version, is
-                corrupted (its checksum does not match) or holds an unexpected layout.
+            StateFileError: If the file is not a regular file, not a state file, of
+                another version, corrupted (its checksum does not match) or holds an
+                unexpected layout; the message names the file and the field.
             OSError: If the file cannot be read.
         """
-        content = Path(path).read_bytes()
-        first, _, rest = content.partition(b"\n")
-        if not first.startswith(STATE_MAGIC + b" "):
-            raise StateFileError(f"{str(path)!r} is not a botorch-nn-uq run state file.")
-        version = first[len(STATE_MAGIC) + 1 :].decode(errors="replace")
-        if version != str(STATE_FORMAT):
-            raise StateFileError(
-                f"{str(path)!r} is a run state of format {version!r}; this version of "
-                f"botorch-nn-uq reads format {STATE_FORMAT} only."
-            )
-        digest, _, payload = rest.partition(b"\n")
-        if hashlib.sha256(payload).hexdigest().encode() != digest:
-            raise StateFileError(
-                f"{str(path)!r} is corrupted: its content does not match its checksum."
-            )
+        payload, digest = read_state_file(path)
         try:
             # Saved from the CPU; a state written by another build on another device
             # still loads where that device is absent.
             raw = torch.load(io.BytesIO(payload), weights_only=True, map_location="cpu")
-            return cls._from_payload(raw)
-        except StateFileError:
-            raise
+            return cls._from_payload(raw), digest
+        except StateFileError as error:
+            raise StateFileError(f"{str(path)!r} holds an unusable run state: {error}") from None
         except Exception as error:
             raise StateFileError(f"{str(path)!r} has an unexpected layout: {error}") from None
 
@@ -309,42 +342,70 @@ class RunState:
     def _from_payload(cls, raw: Any) -> RunState:
         _require(isinstance(raw, dict) and set(raw) == {"header", "tensors"}, "top level")
         header_tensor, tensors = raw["header"], raw["tensors"]
-        _require(isinstance(header_tensor, Tensor) and header_tensor.dtype == torch.uint8, "header")
-        header = json.loads(bytes(header_tensor.tolist()).decode())
         _require(isinstance(tensors, dict), "tensors")
+        _check_tensor("header", header_tensor, MAX_HEADER_BYTES)
+        _require(header_tensor.dtype == torch.uint8 and header_tensor.dim() == 1, "header")
+        header = json.loads(bytes(header_tensor.tolist()).decode())
         expected = {"seed", "step", "records", "pending", "fit_state", "proposer_state"}
         expected |= {"model_num_points", "model_keys", "config"}
         _require(isinstance(header, dict) and set(header) == expected, "header keys")
-        for name in ("bounds", "X", "Y", "values", "random_state"):
-            _require(isinstance(tensors.get(name), Tensor), f"tensor {name}")
+        model_keys = header["model_keys"]
+        _require(model_keys is None or isinstance(model_keys, list), "model keys")
+        model_names = {f"model/{index}" for index in range(len(model_keys or []))}
+        pending_names = set() if header["pending"] is None else {"pending_X"}
+        names = {"bounds", "X", "Y", "values", "random_state", *pending_names, *model_names}
+        _require(set(tensors) == names, "tensor names")
+        for name in ("bounds", "X", "Y", "values", "pending_X"):
+            if name in tensors:
+                _check_tensor(name, tensors[name], MAX_EVALUATIONS * (MAX_DIM + 1))
         bounds, X, Y, values = (tensors[name] for name in ("bounds", "X", "Y", "values"))
         _require(bounds.dim() == 2 and bounds.shape[0] == 2, "bounds shape")
-        n, dim = X.shape[0], bounds.shape[1]
-        _require(X.shape == (n, dim) and Y.dim() == 2 and Y.shape[0] == n, "data shapes")
+        dim = bounds.shape[1]
+        _require(1 <= dim <= MAX_DIM, f"bounds: at most {MAX_DIM} inputs")
+        _require(X.dim() == 2 and X.shape[-1] == dim, "X shape")
+        n = X.shape[0]
+        _require(n <= MAX_EVALUATIONS, f"X: at most {MAX_EVALUATIONS} evaluations")
+        _require(Y.dim() == 2 and Y.shape[0] == n, "Y shape")
+        _require(Y.shape[1] <= MAX_OUTPUTS and (Y.shape[1] >= 1 or n == 0), "Y outputs")
         _require(values.shape == (n,), "values shape")
-        for tensor in (bounds, X, Y, values):
-            _require(tensor.is_floating_point() and bool(tensor.isfinite().all()), "data values")
-        _require(tensors["random_state"].dtype == torch.uint8, "random state")
-        _require(_is_int(header["seed"]) and _is_int(header["step"]), "seed and step")
-        records = [StepRecord(**record) for record in _list(header["records"], "records")]
-        _require(len(records) == (header["step"] if n else 0), "records against step")
+        for name, tensor in (("bounds", bounds), ("X", X), ("Y", Y), ("values", values)):
+            _require(tensor.dtype == bounds.dtype and tensor.is_floating_point(), f"{name} dtype")
+            _require(bool(tensor.isfinite().all()), f"{name}: non-finite values")
+        _require(bool((bounds[0] < bounds[1]).all()), "bounds: a lower bound not below its upper")
+        _require(_inside(X, bounds), "X: points outside the bounds")
+        random_state = tensors["random_state"]
+        _check_tensor("random_state", random_state, 2**20)
+        try:
+            torch.Generator().set_state(random_state)
+        except (RuntimeError, TypeError):
+            _require(False, "random_state: not a generator state")
+        _require(_is_int(header["seed"]) and header["seed"] <= MAX_RUN_SEED, "seed")
+        step = header["step"]
+        _require(_is_int(step) and step <= MAX_STEPS, "step")
+        records = _records(header["records"], n)
+        _require(len(records) == (step if n else 0), "records against step")
         pending = None
         if header["pending"] is not None:
-            pending_X = tensors.get("pending_X")
-            _require(isinstance(pending_X, Tensor) and pending_X.dim() == 2, "pending batch")
-            _require(pending_X.shape[-1] == dim and pending_X.dtype == X.dtype, "pending batch")
-            pending = PendingBatch(X=pending_X, **_dict(header["pending"], "pending"))
-            _require(pending.step == header["step"], "pending step")
+            pending_X = tensors["pending_X"]
+            _require(pending_X.dim() == 2 and pending_X.shape[-1] == dim, "pending batch shape")
+            _require(1 <= pending_X.shape[0] <= MAX_BATCH_SIZE, "pending batch size")
+            _require(pending_X.dtype == bounds.dtype, "pending batch dtype")
+            _require(bool(pending_X.isfinite().all()), "pending batch: non-finite points")
+            _require(_inside(pending_X, bounds), "pending batch: points outside the bounds")
+            fields_ = _checked_fields(header["pending"], _PENDING_TYPES, "pending")
+            pending = PendingBatch(X=pending_X, **fields_)
+            _require(pending.step == step, "pending step")
         model_state = None
-        if header["model_keys"] is not None:
-            keys = _list(header["model_keys"], "model keys")
+        if model_keys is not None:
+            _require(len(set(model_keys)) == len(model_keys), "model keys: repeated")
             model_state = {}
-            for index, key in enumerate(keys):
-                value = tensors.get(f"model/{index}")
-                _require(isinstance(key, str) and isinstance(value, Tensor), "model state")
+            for index, key in enumerate(model_keys):
+                _require(isinstance(key, str), "model keys")
+                value = tensors[f"model/{index}"]
+                _check_tensor(f"model state {key!r}", value, MAX_MODEL_ELEMENTS)
                 model_state[key] = value
-        _require(_is_int(header["model_num_points"]), "model points")
-        _require(0 <= header["model_num_points"] <= n, "model points")
+        model_num_points = header["model_num_points"]
+        _require(_is_int(model_num_points) and model_num_points <= n, "model_num_points")
         return cls(
             seed=header["seed"],
             bounds=bounds,
@@ -352,18 +413,36 @@ class RunState:
             Y=Y,
             values=values,
             records=records,
-            step=header["step"],
+            step=step,
             pending=pending,
-            random_state=tensors["random_state"],
-            fit_state=_dict(header["fit_state"], "fit state"),
-            proposer_state=_dict(header["proposer_state"], "proposer state"),
+            random_state=random_state,
+            fit_state=_dict(header["fit_state"], "fit_state"),
+            proposer_state=_dict(header["proposer_state"], "proposer_state"),
             model_state=model_state,
-            model_num_points=header["model_num_points"],
+            model_num_points=model_num_points,
             config=_dict(header["config"], "config"),
         )
 
 
-_RECORD_FIELDS = {f.name for f in fields(StepRecord)}
+_RECORD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "step": int,
+    "num_evaluations": int,
+    "value": float,
+    "best_value": float,
+    "seconds": float,
+    "cpu_seconds": float,
+    "fit_seconds": float,
+    "fit_points": int,
+    "warm_start": bool,
+    "batch_min_distance": float,
+    "batch_duplicates": int,
+    "details": dict,
+}
+_PENDING_TYPES = {
+    name: kind
+    for name, kind in _RECORD_TYPES.items()
+    if name not in ("num_evaluations", "value", "best_value")
+}
 
 
 def _require(condition: bool, what: str) -> None:
@@ -371,16 +450,63 @@ def _require(condition: bool, what: str) -> None:
         raise StateFileError(f"unexpected {what}")
 
 
+def _check_tensor(name: str, value: Any, max_elements: int) -> None:
+    r"""A tensor that is dense, lies within its storage (the bytes the file holds for
+    it) and has at most ``max_elements`` elements; checked before anything reads it."""
+    _require(isinstance(value, Tensor), f"{name}: not a tensor")
+    _require(value.numel() <= max_elements, f"{name}: more than {max_elements} elements")
+    _require(value.is_contiguous(), f"{name}: not a dense tensor")
+    end = (value.storage_offset() + value.numel()) * value.element_size()
+    _require(end <= value.untyped_storage().nbytes(), f"{name}: larger than its stored bytes")
+
+
+def _inside(X: Tensor, bounds: Tensor) -> bool:
+    return bool(((X >= bounds[0]) & (X <= bounds[1])).all())
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _list(value: Any, what: str) -> list:
-    _require(isinstance(value, list), what)
-    if what == "records":
-        for record in value:
-            _require(isinstance(record, dict) and set(record) == _RECORD_FIELDS, "record")
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _checked_fields(
+    value: Any, types: dict[str, type | tuple[type, ...]], what: str
+) -> dict[str, Any]:
+    r"""``value``, a dict with exactly the keys of ``types`` and values of those types
+    (a float field takes any JSON number; ``details`` maps names to numbers)."""
+    _require(isinstance(value, dict) and set(value) == set(types), f"{what} fields")
+    for name, kind in types.items():
+        field_value = value[name]
+        if kind is float:
+            valid = _is_number(field_value) and not math.isnan(field_value)
+        elif kind is int:
+            valid = _is_int(field_value)
+        elif kind is dict:
+            valid = isinstance(field_value, dict) and all(
+                isinstance(key, str) and _is_number(number) for key, number in field_value.items()
+            )
+        else:
+            valid = isinstance(field_value, kind)
+        _require(valid, f"{what} field {name}")
     return value
+
+
+def _records(value: Any, n: int) -> list[StepRecord]:
+    r"""The records of a run with ``n`` evaluations: one per told batch, in step order,
+    each counting more evaluations than the one before, the last counting ``n``."""
+    _require(isinstance(value, list) and len(value) <= MAX_STEPS, "records")
+    records = [StepRecord(**_checked_fields(record, _RECORD_TYPES, "record")) for record in value]
+    counts = [record.num_evaluations for record in records]
+    _require(all(record.step == index for index, record in enumerate(records)), "record steps")
+    _require(
+        all(before < after for before, after in zip([0, *counts], counts, strict=False)),
+        "record evaluation counts",
+    )
+    _require(not records or counts[-1] == n, "records against the data")
+    return records
 
 
 def _dict(value: Any, what: str) -> dict:

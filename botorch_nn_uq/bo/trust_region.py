@@ -71,6 +71,25 @@ class TrustRegion:
             )
         if self.failure_tolerance is None:
             self.failure_tolerance = math.ceil(max(4 / self.batch_size, self.dim / self.batch_size))
+        # A region restored from a saved run: its state must be one the updates reach.
+        if not self.length_min <= self.length <= self.length_max:
+            raise ValueError(
+                f"length must lie in [length_min, length_max] = [{self.length_min}, "
+                f"{self.length_max}]; got {self.length}."
+            )
+        counts = {
+            "success_tolerance": self.success_tolerance,
+            "failure_tolerance": self.failure_tolerance,
+            "successes": self.successes,
+            "failures": self.failures,
+            "restarts": self.restarts,
+        }
+        for name, count in counts.items():
+            least = 1 if name.endswith("tolerance") else 0
+            if isinstance(count, bool) or not isinstance(count, int) or count < least:
+                raise ValueError(f"{name} must be an integer of at least {least}; got {count!r}.")
+        if math.isnan(self.best_value) or self.best_value == math.inf:
+            raise ValueError(f"best_value must be a number or -inf; got {self.best_value}.")
 
     def update(self, batch_Y: Tensor) -> None:
         r"""Record a batch's observations (to maximise) and resize the region.

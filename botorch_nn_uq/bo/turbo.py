@@ -291,12 +291,27 @@ class TurboProposer(Proposer):
         expected = {"region", "segment_start", "num_told", "design_untold", "design"}
         if set(state) != expected:
             raise ValueError(f"Unexpected TuRBO state {sorted(state)}.")
-        self.region = None if state["region"] is None else TrustRegion(**state["region"])
-        self.segment_start = int(state["segment_start"])
-        self.num_told = int(state["num_told"])
-        self.design_untold = int(state["design_untold"])
+        counts = [state[name] for name in ("segment_start", "num_told", "design_untold")]
+        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+            raise ValueError(f"TuRBO's counts must be non-negative integers; got {counts}.")
+        segment_start, num_told, design_untold = counts
+        if segment_start > num_told or design_untold > self.design_size:
+            raise ValueError(
+                f"Inconsistent TuRBO state: segment start {segment_start}, {num_told} told, "
+                f"{design_untold} untold design points (a design holds {self.design_size})."
+            )
         design = state["design"]
-        self.design = None if design is None else torch.tensor(design, dtype=torch.float64)
+        if design is not None:
+            design = torch.tensor(design, dtype=torch.float64)
+            # An exhausted design is saved as an empty list.
+            shaped = design.dim() == 2 or design.numel() == 0
+            if not shaped or design.shape[0] > self.design_size:
+                raise ValueError(f"TuRBO's design must be a list of points; got {design.shape}.")
+            if not ((design >= 0) & (design <= 1)).all():
+                raise ValueError("TuRBO's design must lie in the unit cube.")
+        self.region = None if state["region"] is None else TrustRegion(**state["region"])
+        self.segment_start, self.num_told, self.design_untold = counts
+        self.design = design
 
     def to_config(self) -> dict[str, Any]:
         options = {key: value for key, value in self.region_options.items() if key != "length"}
