@@ -51,6 +51,14 @@ class Interval:
             return "a finite real number"
         if self.lower == 0 and self.upper == math.inf:
             return "non-negative and finite" if self.lower_closed else "positive and finite"
+        # A half-unbounded interval in words: "[1, inf)" would suggest that infinity is
+        # accepted, while every check also demands a finite number.
+        if self.upper == math.inf:
+            bound = "of at least" if self.lower_closed else "above"
+            return f"a finite real number {bound} {self.lower:g}"
+        if self.lower == -math.inf:
+            bound = "of at most" if self.upper_closed else "below"
+            return f"a finite real number {bound} {self.upper:g}"
         left = "[" if self.lower_closed else "("
         right = "]" if self.upper_closed else ")"
         return f"a real number in {left}{self.lower:g}, {self.upper:g}{right}"

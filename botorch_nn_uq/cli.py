@@ -17,15 +17,19 @@ import contextlib
 import csv
 import importlib
 import importlib.util
+import io
 import math
 import os
+import re
+import secrets
+import stat
 import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import torch
 from torch import Tensor
@@ -55,7 +59,8 @@ from botorch_nn_uq.bo import (
     TurboProposer,
 )
 from botorch_nn_uq.bo.problems import RegisteredProblem
-from botorch_nn_uq.bo.state import MAX_RUN_SEED
+from botorch_nn_uq.bo.state import MAX_RUN_SEED, STATE_MAGIC
+from botorch_nn_uq.bo.state_file import locked_state_file
 from botorch_nn_uq.checks import NON_NEGATIVE, OPEN_UNIT_INTERVAL, REALS, Interval, check_device
 from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
 from botorch_nn_uq.problems.suite import FIXED_DIMENSIONS
@@ -122,6 +127,18 @@ def _cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    r"""An ``ArgumentParser`` that takes every argument starting with ``-`` and a digit
+    (or ``-.`` and a digit) for a value: argparse's own pattern of a negative number
+    (``-5``, ``-.5``) misses exponent notation, so ``--bounds -1e-3 1e-3`` was read as an
+    unknown option. No option of this command line looks like a number. Sub-parsers are
+    made of the same class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
 
 
 def _choice(valid: Sequence[str], kind: str) -> Callable[[str], str]:
@@ -387,7 +404,7 @@ def _add_bounds_options(parser: argparse.ArgumentParser, dim_help: str) -> None:
 def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     r"""The command line's parser and its sub-parsers by command (for errors that involve
     several options)."""
-    parser = argparse.ArgumentParser(
+    parser = _ArgumentParser(
         prog="botorch-nn-uq",
         description="Neural-network surrogates with uncertainty for BoTorch.",
     )
@@ -461,7 +478,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
     optimize.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace an existing --csv file (without it, an existing file is refused)",
+        help="replace an existing --csv or --plot file (without it, an existing file is refused)",
     )
     optimize.add_argument(
         "--plot", type=Path, help="save a best-so-far plot (needs matplotlib) to this file"
@@ -492,18 +509,27 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
             "does not exist starts a run: give its --bounds and, optionally, its strategy; "
             "its first batch is the initial design. Evaluate the batch, add a column y "
             "with the results, and give the file to `botorch-nn-uq tell`. Asking again "
-            "before telling prints the same batch."
+            "before telling prints the same batch (without --batch-size, or with the "
+            "batch's own). An existing --csv file is replaced only with --overwrite, and "
+            "never the --state file."
         ),
     )
     ask.add_argument("--state", type=Path, required=True, help="the run's state file")
     ask.add_argument(
         "--batch-size",
         type=integer_argument(1, MAX_POINTS),
-        help="points of a BO step (default 1; the first batch is the initial design of "
-        "--n-initial points); with --trust-region or --turbo it also sizes the region's "
-        "tolerances (give it when the run starts)",
+        help="points of a BO step (default 1, or the pending batch's size when asking "
+        "again; the first batch is the initial design of --n-initial points); with "
+        "--trust-region or --turbo it also sizes the region's tolerances (give it when the "
+        "run starts)",
     )
     ask.add_argument("--csv", type=Path, help="write the batch to this file instead of stdout")
+    ask.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --csv file (without it, an existing file is refused; a "
+        "device or FIFO such as /dev/stdout is written to without it)",
+    )
     _add_device_option(
         ask,
         "the surrogate's fit and the acquisition optimisation of this batch (the state file "
@@ -517,10 +543,12 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
         help="add the results of an asked batch to a run",
         description=(
             "Read the results of the batch asked last from RESULTS (the CSV that ask wrote, "
-            "with a column y of results; other added columns are ignored) and add them to "
-            "the run saved in --state. Rows that do not match the asked batch (another "
-            "step, missing, repeated or changed points), non-numeric or non-finite results "
-            "and a batch told before are refused, and the state file is left unchanged."
+            "with a column y of results, in UTF-8 with or without a byte-order mark; other "
+            "added columns are ignored) and add them to the run saved in --state. Rows "
+            "that do not match the asked batch (another step, missing, repeated or changed "
+            "points), a column given twice, non-numeric or non-finite results, a batch "
+            "told before and a file that cannot be read or saved are refused in one line "
+            "(exit status 2), and the state file is left unchanged."
         ),
     )
     tell.add_argument("--state", type=Path, required=True, help="the run's state file")
@@ -724,8 +752,8 @@ def _check_optimize(args: argparse.Namespace, optimize: argparse.ArgumentParser)
     _check_strategy(args, optimize, args.batch_size)
     if args.csv is not None and args.plot is not None and _same_file(args.csv, args.plot):
         optimize.error("argument --plot: is the --csv file; give them different paths")
-    if args.csv is not None and args.csv.exists() and not args.overwrite:
-        optimize.error(f"argument --csv: {str(args.csv)!r} exists; pass --overwrite to replace it")
+    if args.csv is not None:
+        _check_output(args.csv, "--csv", optimize, args.overwrite)
 
 
 def _print_record(record: BOIterationRecord, with_regret: bool) -> None:
@@ -793,7 +821,11 @@ def _csv_writer(
         # Closing flushes what is left in the buffer, which fails the same way.
         with contextlib.suppress(OSError):
             csv_file.close()
-        optimize.error(f"argument --csv: cannot write {str(args.csv)!r}: {error.strerror or error}")
+        # A refused command leaves no file behind: this one was created or, with
+        # --overwrite, emptied when it was opened.
+        if args.csv.is_file():
+            args.csv.unlink(missing_ok=True)
+        _cannot_write(optimize, "--csv", args.csv, error)
 
 
 def _problem(
@@ -996,16 +1028,58 @@ def _same_file(first: Path, second: Path) -> bool:
     return first.absolute().resolve() == second.absolute().resolve()
 
 
-def _check_plot_path(path: Path, optimize: argparse.ArgumentParser) -> None:
-    r"""Fail now, not after the run, if the plot cannot be written."""
+def _cannot_write(
+    parser: argparse.ArgumentParser, option: str, path: Path, error: OSError
+) -> NoReturn:
+    r"""Exit with the parser's error: ``option``'s file ``path`` cannot be written, and
+    why."""
+    parser.error(f"argument {option}: cannot write {str(path)!r}: {error.strerror or error}")
+
+
+def _check_output(
+    path: Path, option: str, parser: argparse.ArgumentParser, overwrite: bool
+) -> bool:
+    r"""Refuse an output file that a command must not write, before any work: a folder,
+    or an existing regular file unless ``--overwrite`` (no command replaces a file it
+    did not create without being told to).
+
+    Args:
+        path: The path given to ``option``.
+        option: The option, for the error (``"--csv"``).
+        parser: The command's parser, whose error exits.
+        overwrite: Whether ``--overwrite`` was given.
+
+    Returns:
+        Whether ``path`` is a stream, such as a character device (``/dev/stdout``,
+        ``/dev/null``) or a FIFO: it is written to directly, as no file is replaced.
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as error:
+        _cannot_write(parser, option, path, error)
+    if stat.S_ISDIR(mode):
+        parser.error(f"argument {option}: cannot write {str(path)!r}: it is a folder")
+    if not stat.S_ISREG(mode):
+        return True
+    if not overwrite:
+        parser.error(f"argument {option}: {str(path)!r} exists; pass --overwrite to replace it")
+    return False
+
+
+def _check_plot_path(path: Path, optimize: argparse.ArgumentParser, overwrite: bool) -> None:
+    r"""Fail now, not after the run, if the plot cannot be written or would replace a
+    file without ``overwrite``."""
     if importlib.util.find_spec("matplotlib") is None:
         optimize.error("argument --plot: needs matplotlib: pip install 'botorch-nn-uq[plots]'")
+    _check_output(path, "--plot", optimize, overwrite)
     # The plot's folder is created when missing: its nearest existing ancestor must be
     # writable.
     folder = path.parent.absolute()
     while not folder.exists():
         folder = folder.parent
-    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         optimize.error(f"argument --plot: cannot write {str(path)!r}")
 
 
@@ -1016,7 +1090,7 @@ def _open_csv(path: Path, optimize: argparse.ArgumentParser) -> TextIO:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path.open("w", newline="")
     except OSError as error:
-        optimize.error(f"argument --csv: cannot write {str(path)!r}: {error.strerror or error}")
+        _cannot_write(optimize, "--csv", path, error)
 
 
 class _EvaluationWriter:
@@ -1084,26 +1158,62 @@ class _EvaluationWriter:
         self.rows += values.numel()
 
 
+def _state_exists(path: Path, parser: argparse.ArgumentParser) -> bool:
+    r"""Whether the run's state file ``path`` exists; a parser error if ``path`` is not a
+    regular file (a folder, a device such as ``/dev/zero``, a FIFO), before reading it:
+    reading ``/dev/zero``, or a FIFO nothing writes to, never ends.
+
+    Args:
+        path: The ``--state`` path.
+        parser: The command's parser, whose error exits.
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as error:
+        parser.error(f"argument --state: cannot read {str(path)!r}: {error.strerror or error}")
+    if not stat.S_ISREG(mode):
+        parser.error(f"argument --state: {str(path)!r} is not a regular file (a run state)")
+    return True
+
+
 def _load_state(
     path: Path, parser: argparse.ArgumentParser, device: torch.device
 ) -> BayesianOptimizer:
     r"""The run saved at ``path`` with its tensors on ``device``, or a parser error that
     says why it cannot be read."""
+    if not _state_exists(path, parser):
+        parser.error(f"argument --state: {str(path)!r} does not exist")
     try:
         return BayesianOptimizer.load(path, device=device)
-    except FileNotFoundError:
-        parser.error(f"argument --state: {str(path)!r} does not exist")
     except (StateFileError, ValueError, OSError) as error:
         parser.error(f"argument --state: {error}")
 
 
 def _ask(args: argparse.Namespace, ask: argparse.ArgumentParser) -> int:
+    r"""Run ``ask``: check its files, start or load the run, propose (or repeat) the
+    batch, and write the batch before the state (see :func:`_write_batch`).
+
+    Args:
+        args: The parsed ``ask`` command.
+        ask: Its parser, whose error exits (code 2) on any refused option or file.
+    """
+    new_run = not _state_exists(args.state, ask)
+    stream = False
+    if args.csv is not None:
+        if _same_file(args.csv, args.state):
+            ask.error(
+                f"argument --csv: {str(args.csv)!r} is the --state file; write the batch to "
+                "another file"
+            )
+        stream = _check_output(args.csv, "--csv", ask, args.overwrite)
     given = [
         "--" + name.replace("_", "-")
         for name in [*STRATEGY_DEFAULTS, "bounds", "dim"]
         if getattr(args, name) is not None
     ]
-    if args.state.exists():
+    if not new_run:
         if given:
             ask.error(
                 f"argument {given[0]}: {str(args.state)!r} holds a run whose strategy is in "
@@ -1126,22 +1236,33 @@ def _ask(args: argparse.Namespace, ask: argparse.ArgumentParser) -> int:
             seed=args.seed,
             n_initial=args.n_initial,
         )
-    q = None if optimizer.step == 0 else (args.batch_size or 1)
+    # Without --batch-size a pending batch is asked again whatever its size (a new BO
+    # step then has one point); the initial design has its own size.
+    q = None if optimizer.step == 0 else args.batch_size
+    # Asking a pending batch again changes nothing to save.
+    changed = optimizer.pending is None
     try:
         X = optimizer.ask(q)
-        optimizer.save(args.state)
     except ValueError as error:
         ask.error(f"argument --batch-size: {error}")
-    rows = [
-        {"step": optimizer.step, "index": index, **{f"x{i}": repr(x) for i, x in enumerate(row)}}
-        for index, row in enumerate(X.tolist())
-    ]
-    columns = [*BATCH_COLUMNS, *(f"x{i}" for i in range(X.shape[-1]))]
-    with contextlib.ExitStack() as stack:
-        handle = sys.stdout if args.csv is None else stack.enter_context(_open_batch(args, ask))
-        writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    text = _batch_text(X, optimizer.step)
+    temporary = None
+    if args.csv is not None:
+        # The batch is written before the state is saved, so a --csv that cannot be
+        # written leaves the run as it was (and a new run without a state file).
+        temporary = _write_batch(text, args.csv, stream, ask)
+    if changed:
+        try:
+            optimizer.save(args.state)
+        except (OSError, StateFileError) as error:
+            if temporary is not None:
+                temporary.unlink(missing_ok=True)
+            ask.error(f"argument --state: {_save_failure(args.state, error)}")
+    if args.csv is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    elif temporary is not None:
+        _move_batch(temporary, args, new_run, ask)
     what = "the initial design" if optimizer.step == 0 else f"BO step {optimizer.step}"
     destination = "" if args.csv is None else f" in {args.csv}"
     print(
@@ -1154,12 +1275,123 @@ def _ask(args: argparse.Namespace, ask: argparse.ArgumentParser) -> int:
     return 0
 
 
-def _open_batch(args: argparse.Namespace, ask: argparse.ArgumentParser) -> TextIO:
+def _run_locked(args: argparse.Namespace, command: argparse.ArgumentParser) -> int:
+    r"""Run ``ask`` or ``tell`` holding the lock of the run's state file, so that two
+    commands on one run cannot erase each other's work: a command that finds the lock
+    held is refused before it reads anything (a new run has no file to lock yet; its
+    file is created only if none appeared meanwhile).
+
+    Args:
+        args: The parsed command.
+        command: Its parser, whose error exits with code 2.
+    """
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(locked_state_file(args.state))
+        except StateFileError as error:
+            command.error(f"argument --state: {error}")
+        except OSError as error:
+            command.error(
+                f"argument --state: cannot read {str(args.state)!r}: {error.strerror or error}"
+            )
+        return (_ask if args.command == "ask" else _tell)(args, command)
+
+
+def _save_failure(path: Path, error: OSError | StateFileError) -> str:
+    r"""Why the run could not be saved to ``path``, for a parser error.
+
+    Args:
+        path: The ``--state`` path.
+        error: What ``BayesianOptimizer.save`` raised: an ``OSError`` (a read-only
+            folder, a full disk) or a ``StateFileError`` (another command wrote the file
+            since it was read, or holds its lock).
+    """
+    if isinstance(error, OSError):
+        return f"cannot write {str(path)!r}: {error.strerror or error}"
+    return str(error)
+
+
+def _batch_text(X: Tensor, step: int) -> str:
+    r"""The CSV text of an asked batch: a row per point with ``step``, its ``index`` and
+    its inputs ``x0``, ``x1``, ... (written exactly, as ``repr``, so ``tell`` finds the
+    asked points)."""
+    buffer = io.StringIO()
+    columns = [*BATCH_COLUMNS, *(f"x{i}" for i in range(X.shape[-1]))]
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(
+        {"step": step, "index": index, **{f"x{i}": repr(x) for i, x in enumerate(row)}}
+        for index, row in enumerate(X.tolist())
+    )
+    return buffer.getvalue()
+
+
+def _write_batch(text: str, path: Path, stream: bool, ask: argparse.ArgumentParser) -> Path | None:
+    r"""Write the batch's CSV ``text`` for ``--csv path``: to a stream (a device or a
+    FIFO) directly, otherwise to a new temporary file in the folder of the file ``path``
+    names (its symbolic links followed), which :func:`_move_batch` moves into place once
+    the state is saved. A failure removes what was written and exits with the parser's
+    error.
+
+    Args:
+        text: The batch as CSV.
+        path: The ``--csv`` path.
+        stream: Whether ``path`` is a stream (:func:`_check_output`).
+        ask: The parser of ``ask``, whose error exits.
+
+    Returns:
+        The temporary file, or ``None`` for a stream.
+    """
+    if stream:
+        try:
+            with path.open("w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+        except OSError as error:
+            _cannot_write(ask, "--csv", path, error)
+        return None
+    target = Path(os.path.realpath(path))
+    temporary = target.parent / f".{target.name}.{secrets.token_hex(8)}.tmp"
     try:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
-        return args.csv.open("w", newline="")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Not tempfile.mkstemp, whose files only their owner may read: the batch file is
+        # created as any other file of the user (0o666 less the umask).
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError as error:
-        ask.error(f"argument --csv: cannot write {str(args.csv)!r}: {error.strerror or error}")
+        _cannot_write(ask, "--csv", path, error)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(text.encode())
+            handle.flush()
+            # A full disk may fail only when the data reaches it.
+            os.fsync(handle.fileno())
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        _cannot_write(ask, "--csv", path, error)
+    return temporary
+
+
+def _move_batch(
+    temporary: Path, args: argparse.Namespace, new_run: bool, ask: argparse.ArgumentParser
+) -> None:
+    r"""Move the batch written to ``temporary`` (:func:`_write_batch`) to the file
+    ``--csv`` names, replacing an existing one (which ``--overwrite`` allowed before any
+    work). On failure the temporary file and a new run's state file are removed, so the
+    same command can be given again; an existing run keeps its saved batch, which
+    asking again writes.
+
+    Args:
+        temporary: The written batch.
+        args: The parsed ``ask`` command (``csv``, ``state``).
+        new_run: Whether this command started the run.
+        ask: The parser of ``ask``, whose error exits.
+    """
+    try:
+        os.replace(temporary, os.path.realpath(args.csv))
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        if new_run:
+            args.state.unlink(missing_ok=True)
+        _cannot_write(ask, "--csv", args.csv, error)
 
 
 def _read_results(
@@ -1167,26 +1399,42 @@ def _read_results(
 ) -> tuple[Tensor, Tensor]:
     r"""The told inputs and results of ``path``, checked against the pending batch: the
     rows must be those of the asked batch (its step, each index once, the asked points)
-    with a finite number in the result column."""
+    with a finite number in the result column.
+
+    Args:
+        path: The results file: UTF-8 CSV (a byte-order mark, as Excel writes, is
+            allowed) with each of the columns ``step``, ``index``, ``x0``, ``x1``, ...
+            and ``y`` once.
+        optimizer: The run, with its pending batch.
+        tell: The parser of ``tell``, whose error exits.
+    """
     dim = optimizer.bounds.shape[-1]
     inputs = [f"x{i}" for i in range(dim)]
+    columns = (*BATCH_COLUMNS, *inputs, RESULT_COLUMN)
 
-    def refuse(message: str) -> None:
+    def refuse(message: str) -> NoReturn:
         tell.error(f"argument results: {path}: {message}")
 
     try:
-        with path.open(newline="") as handle:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            # A state file is binary after its first line: say what it is rather than
+            # that it is not text.
+            if handle.buffer.peek(len(STATE_MAGIC)).startswith(STATE_MAGIC):
+                refuse("is a botorch-nn-uq run state file, not results")
             reader = csv.DictReader(handle)
-            missing = [
-                c
-                for c in (*BATCH_COLUMNS, *inputs, RESULT_COLUMN)
-                if c not in (reader.fieldnames or [])
-            ]
+            header = reader.fieldnames or []
+            missing = [c for c in columns if c not in header]
             if missing:
                 refuse(
                     f"no column {', '.join(missing)} (expected the batch ask wrote with a column y)"
                 )
+            # DictReader keeps the last of two equal columns: which one was meant is unknown.
+            repeated = [c for c in columns if header.count(c) > 1]
+            if repeated:
+                refuse(f"the column {repeated[0]} appears twice")
             rows = list(reader)
+    except UnicodeDecodeError:
+        refuse("not UTF-8 text (save it as CSV UTF-8)")
     except OSError as error:
         refuse(error.strerror or str(error))
     except csv.Error as error:
@@ -1251,7 +1499,11 @@ def _tell(args: argparse.Namespace, tell: argparse.ArgumentParser) -> int:
     optimizer = _load_state(args.state, tell, args.device)
     X, Y = _read_results(args.results, optimizer, tell)
     record = optimizer.tell(X, Y)
-    optimizer.save(args.state)
+    try:
+        optimizer.save(args.state)
+    except (OSError, StateFileError) as error:
+        # The save is atomic: the state file is as it was before this command.
+        tell.error(f"argument --state: {_save_failure(args.state, error)}")
     best = optimizer.best()
     point = ", ".join(f"{x:.6g}" for x in best.x.tolist())
     print(
@@ -1290,14 +1542,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "list":
         return _list()
-    if args.command == "ask":
-        return _ask(args, commands["ask"])
-    if args.command == "tell":
-        return _tell(args, commands["tell"])
+    if args.command in ("ask", "tell"):
+        return _run_locked(args, commands[args.command])
     optimize = commands["optimize"]
     _check_optimize(args, optimize)
     if args.plot is not None:
-        _check_plot_path(args.plot, optimize)
+        _check_plot_path(args.plot, optimize, args.overwrite)
     function, bounds = None, None
     if args.objective is not None:
         try:

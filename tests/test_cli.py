@@ -247,7 +247,14 @@ def no_work(monkeypatch):
         (["--problem", "rover", "--dim", "5"], "argument --dim: rover is 60-dimensional"),
         (["--batch-thompson"], "argument --batch-thompson: applies to --turbo only"),
         (["--local-fit", "4"], "argument --local-fit: needs a trust region (--trust-region or"),
-        (["--trust-region", "--local-fit", "0.5"], "argument --local-fit: must be a real number"),
+        (
+            ["--trust-region", "--local-fit", "0.5"],
+            "argument --local-fit: must be a finite real number of at least 1; got '0.5'",
+        ),
+        (
+            ["--trust-region", "--local-fit", "inf"],
+            "argument --local-fit: must be a finite real number of at least 1; got 'inf'",
+        ),
         (["--dim", "1000000000"], "argument --dim: must be at most 10000"),
         (["--n-initial", "10000000000"], "argument --n-initial: must be at most 1000000"),
         (["--raw-samples", "1000000000000"], "argument --raw-samples: must be at most 1000000"),

@@ -95,10 +95,11 @@ def read_state_file(path: str | Path) -> tuple[bytes, str]:
     name = str(path)
     # Non-blocking, so that opening a FIFO does not wait for a writer.
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+        os.close(descriptor)
+        raise StateFileError(f"{name!r} is not a regular file, so not a run state file.")
     with os.fdopen(descriptor, "rb") as handle:
-        status = os.fstat(handle.fileno())
-        if not stat.S_ISREG(status.st_mode):
-            raise StateFileError(f"{name!r} is not a regular file, so not a run state file.")
         if status.st_size > MAX_STATE_FILE_BYTES:
             raise StateFileError(
                 f"{name!r} holds {status.st_size} bytes; a run state file holds at most "
