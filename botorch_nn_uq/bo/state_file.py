@@ -249,8 +249,7 @@ def write_state_file(
                     f"{name!r} changed since this run read it (another command wrote it); "
                     "not written, so that its work is kept: load the file again."
                 )
-        if descriptor is not None:
-            _remove_partial_files(path)
+        _remove_partial_files(path)
         temporary = _write_temporary(path, content)
         try:
             if descriptor is None:
@@ -261,7 +260,17 @@ def write_state_file(
                     raise StaleStateFileError(
                         f"{name!r} was created by another command meanwhile; not replaced."
                     ) from None
-                os.unlink(temporary)
+                except OSError as error:
+                    # A file system without hard links: a rename, checked just before.
+                    if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EMLINK):
+                        raise
+                    if path.exists():
+                        raise StaleStateFileError(
+                            f"{name!r} was created by another command meanwhile; not replaced."
+                        ) from None
+                    os.replace(temporary, path)
+                else:
+                    os.unlink(temporary)
             else:
                 os.replace(temporary, path)
         except BaseException:
@@ -289,7 +298,9 @@ def _write_temporary(path: Path, content: bytes) -> str:
 
 def _remove_partial_files(path: Path) -> None:
     r"""Remove the temporary files of writes to ``path`` that never finished (a writer
-    killed mid-write); called under the file's lock, which every writer holds."""
+    killed mid-write); called under the file's lock, which every writer of an existing
+    file holds (two commands creating one new file at once are not serialised: one of
+    them then fails to create it, and nothing is lost)."""
     for partial in path.parent.glob(f".{glob.escape(path.name)}.*{PARTIAL_SUFFIX}"):
         with contextlib.suppress(OSError):
             partial.unlink()

@@ -465,3 +465,22 @@ def test_concurrent_and_killed_workers_never_lose_or_duplicate_a_told_result(tmp
     assert len(told_rows) >= 3 * 6 * 2
     assert torch.unique(final.X, dim=0).shape[0] == final.X.shape[0]
     assert torch.equal(final.values, LEVY.evaluate(final.X).squeeze(-1))
+
+
+def test_a_new_run_never_replaces_a_file_created_meanwhile(tmp_path, monkeypatch) -> None:
+    import botorch_nn_uq.bo.state_file as state_file
+
+    path = tmp_path / "run.state"
+    write_temporary = state_file._write_temporary
+
+    def another_command_creates_the_file_first(target: Path, content: bytes) -> str:
+        monkeypatch.setattr(state_file, "_write_temporary", write_temporary)
+        _random_run(target, steps=0, ask=False)
+        return write_temporary(target, content)
+
+    monkeypatch.setattr(state_file, "_write_temporary", another_command_creates_the_file_first)
+    optimizer = BayesianOptimizer.for_problem(LEVY, proposer="random", n_initial=4)
+    with pytest.raises(StaleStateFileError, match="created by another command meanwhile"):
+        optimizer.save(path)
+    assert BayesianOptimizer.load(path).n_initial == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["run.state"]
