@@ -260,7 +260,31 @@ def test_a_crafted_fit_policy_state_is_refused(tmp_path) -> None:
         BayesianOptimizer.load(path)
 
 
-def test_a_model_state_with_an_extra_key_is_refused_as_a_state_file_error(tmp_path) -> None:
+def _model_header(raw) -> dict:
+    return json.loads(bytes(raw["header"].tolist()).decode())
+
+
+def _set_model_header(raw, header: dict) -> None:
+    text = json.dumps(header).encode()
+    raw["header"] = torch.frombuffer(bytearray(text), dtype=torch.uint8).clone()
+
+
+def _add_model_key(raw) -> None:
+    header = _model_header(raw)
+    header["model_keys"].append("newer.version.buffer")
+    raw["tensors"][f"model/{len(header['model_keys']) - 1}"] = torch.zeros(3)
+    _set_model_header(raw, header)
+
+
+def _grow_a_weight(raw) -> None:
+    header = _model_header(raw)
+    index = header["model_keys"].index("network.groups.0.weights.1")
+    weight = raw["tensors"][f"model/{index}"]
+    raw["tensors"][f"model/{index}"] = torch.zeros(*weight.shape[:-1], 2 * weight.shape[-1])
+
+
+@pytest.mark.parametrize("change", [_add_model_key, _grow_a_weight], ids=["extra-key", "shape"])
+def test_a_model_state_that_does_not_fit_the_model_is_a_state_file_error(tmp_path, change) -> None:
     path = tmp_path / "run.state"
     optimizer = BayesianOptimizer.for_problem(
         LEVY,
@@ -271,15 +295,7 @@ def test_a_model_state_with_an_extra_key_is_refused_as_a_state_file_error(tmp_pa
     )
     optimizer.run(LEVY, steps=1, q=2)
     optimizer.save(path)
-
-    def add_key(raw) -> None:
-        header = json.loads(bytes(raw["header"].tolist()).decode())
-        header["model_keys"].append("newer.version.buffer")
-        raw["tensors"][f"model/{len(header['model_keys']) - 1}"] = torch.zeros(3)
-        text = json.dumps(header).encode()
-        raw["header"] = torch.frombuffer(bytearray(text), dtype=torch.uint8).clone()
-
-    _rewrite_payload(path, add_key)
+    _rewrite_payload(path, change)
     with pytest.raises(StateFileError, match="unusable model_state"):
         BayesianOptimizer.load(path)
 
