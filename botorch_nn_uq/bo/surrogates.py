@@ -12,6 +12,8 @@ benchmark's peer model) adds entries with :func:`register_surrogate`.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +22,10 @@ from botorch.models.model import Model
 from botorch.models.transforms import Normalize, Standardize
 from torch import Tensor
 
+from botorch_nn_uq.bo.spelling import format_part, parse_part
 from botorch_nn_uq.fit import fit_model
 from botorch_nn_uq.models import MODEL_CARDS, ModelCard
+from botorch_nn_uq.models.base import build_hyperparameters
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,33 @@ class SurrogateSpec:
     build: Callable[..., Model]
     supports_warm_start: bool = False
     restore: Callable[[Tensor, Tensor, Tensor, Mapping[str, Tensor]], Model] | None = None
+    hyperparameter_class: type | None = None
+
+    def with_options(self, **options: Any) -> SurrogateSpec:
+        r"""This surrogate with hyperparameter overrides of every fit, named with them
+        (``deep-ensemble(max_steps=200)``); an override that a fit passes (e.g. a warm
+        start's ``max_steps``) takes precedence.
+
+        Raises:
+            ValueError: If the surrogate takes no hyperparameters or an option is not
+                one of them (or has an invalid value).
+        """
+        if not options:
+            return self
+        if self.hyperparameter_class is None:
+            raise ValueError(f"Model {self.name!r} takes no hyperparameter options.")
+        try:
+            build_hyperparameters(self.hyperparameter_class, options)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{self.name}: {error}") from None
+        build = self.build
+
+        def build_with_options(*args: Any, **overrides: Any) -> Model:
+            return build(*args, **{**options, **overrides})
+
+        return dataclasses.replace(
+            self, name=format_part(self.name, **options), build=build_with_options
+        )
 
     @classmethod
     def from_constructor(
@@ -134,11 +165,25 @@ def register_surrogate(spec: SurrogateSpec) -> SurrogateSpec:
 
 
 def get_surrogate(name: str) -> SurrogateSpec:
-    r"""The registered surrogate ``name``; a clear error lists the valid names."""
-    if name not in SURROGATES:
+    r"""The registered surrogate ``name``, or with hyperparameter overrides spelled
+    ``name(key=value, ...)`` (:meth:`SurrogateSpec.with_options`; one spec per spelling,
+    so a saved run names it and loading rebuilds it); a clear error lists the valid
+    names."""
+    if name in SURROGATES:
+        return SURROGATES[name]
+    base = parse_part(name)[0] if "(" in name else name
+    if base not in SURROGATES:
         valid = ", ".join(sorted([*SURROGATES, RANDOM_SEARCH]))
         raise ValueError(f"Unknown model {name!r}; valid models: {valid}.")
-    return SURROGATES[name]
+    return _with_options(name)
+
+
+@functools.cache
+def _with_options(spelled: str) -> SurrogateSpec:
+    name, positional, options = parse_part(spelled)
+    if positional:
+        raise ValueError(f"{spelled!r}: a model takes keyword arguments only.")
+    return SURROGATES[name].with_options(**options)
 
 
 def surrogate_from_card(card: ModelCard) -> SurrogateSpec:
@@ -162,7 +207,7 @@ def surrogate_from_card(card: ModelCard) -> SurrogateSpec:
             **card.constructor_options(bounds),
         )
 
-    return SurrogateSpec.from_constructor(
+    spec = SurrogateSpec.from_constructor(
         card.name,
         card.description,
         construct,
@@ -170,6 +215,8 @@ def surrogate_from_card(card: ModelCard) -> SurrogateSpec:
         supports_warm_start=card.bo.supports_warm_start,
         after_fit=card.bo.after_fit,
     )
+    hyperparameter_class = getattr(card.model_class, "hyperparameter_class", None)
+    return dataclasses.replace(spec, hyperparameter_class=hyperparameter_class)
 
 
 for _card in MODEL_CARDS:
