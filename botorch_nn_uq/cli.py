@@ -45,6 +45,7 @@ from botorch_nn_uq.bo import (
     ColdFit,
     ContinualFit,
     ContinualTraining,
+    EvaluationsNotToldError,
     FunctionProblem,
     HitTarget,
     Maximize,
@@ -641,6 +642,7 @@ def _check_strategy(args: argparse.Namespace, parser: argparse.ArgumentParser, q
         parser.error(f"argument --continual: needs a warm-startable model ({warm})")
     spec = ACQUISITIONS[args.acquisition]
     if args.turbo:
+        _check_batch_size(args, parser, q)
         return
     if q > 1 and not spec.proposes_batches:
         batched = [name for name, other in ACQUISITIONS.items() if other.proposes_batches]
@@ -659,6 +661,20 @@ def _check_strategy(args: argparse.Namespace, parser: argparse.ArgumentParser, q
             f"argument --raw-samples: must be at least --num-restarts ({args.num_restarts}); "
             f"got {args.raw_samples}"
         )
+    _check_batch_size(args, parser, q)
+
+
+def _check_batch_size(args: argparse.Namespace, parser: argparse.ArgumentParser, q: int) -> None:
+    r"""Reject a batch size ``q`` the run's proposer cannot serve (a q-acquisition's batch
+    that would not fit in memory, more points than Thompson sampling has candidates),
+    which would otherwise fail after the initial design was evaluated."""
+    # The input dimension: --dim, or one input per pair of --bounds.
+    dim = args.dim if args.dim is not None else max(len(args.bounds or ()) // 2, 1)
+    proposer = _components(args, q)["proposer"]
+    try:
+        proposer.check_batch_size(q, dim)
+    except ValueError as error:
+        parser.error(f"argument --batch-size: {error}")
 
 
 def _bounds(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Tensor:
@@ -897,7 +913,7 @@ def _optimize(
             flush=True,
         )
         return 1
-    except ObjectiveError as error:
+    except (ObjectiveError, EvaluationsNotToldError) as error:
         kept = "" if writer is None else f"; {args.csv} holds {writer.rows} evaluations"
         print(f"error: {error}{kept}", file=sys.stderr, flush=True)
         return 1

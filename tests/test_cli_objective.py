@@ -16,6 +16,7 @@ from botorch_nn_uq.bo import (
     Maximize,
     registered_problem,
 )
+from botorch_nn_uq.bo.proposers import largest_optimize_acqf_batch
 from botorch_nn_uq.cli import main
 
 OBJECTIVES = """
@@ -230,6 +231,14 @@ def asked(tmp_path, capsys):
     return state, rows
 
 
+def test_asking_again_prints_the_pending_batch_whatever_its_size(asked, capsys) -> None:
+    state, rows = asked
+    assert _ask(state, capsys) == rows
+    assert _ask(state, capsys, "--batch-size", "3") == rows
+    message = _rejected(["ask", "--state", str(state), "--batch-size", "1"], capsys)
+    assert "argument --batch-size: The batch of step 1 (3 points) was asked and not told" in message
+
+
 def _refused_tell(state: Path, results: Path, capsys) -> str:
     before = state.read_bytes()
     message = _rejected(["tell", "--state", str(state), str(results)], capsys)
@@ -292,6 +301,41 @@ def test_a_batch_cannot_be_told_twice_and_a_results_file_needs_its_columns(
     assert "no column y" in _refused_tell(state, no_y, capsys)
 
 
+@pytest.mark.parametrize("column", ["y", "step", "index", "x1"])
+def test_a_duplicated_column_is_refused_by_name(asked, column, tmp_path, capsys) -> None:
+    state, rows = asked
+    results = _results(tmp_path / "results.csv", rows)
+    lines = results.read_text().splitlines()
+    duplicated = tmp_path / "duplicated.csv"
+    value = {"y": "99", "step": "1", "index": "0", "x1": rows[0]["x1"]}[column]
+    duplicated.write_text(
+        "\n".join([f"{lines[0]},{column}", *(f"{line},{value}" for line in lines[1:])]) + "\n"
+    )
+    message = _refused_tell(state, duplicated, capsys)
+    assert f"argument results: {duplicated}: the column {column} appears twice" in message
+
+
+def test_results_in_another_encoding_or_a_state_file_are_refused(asked, tmp_path, capsys) -> None:
+    state, rows = asked
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(
+        _results(tmp_path / "r.csv", rows).read_bytes() + "# mesuré\n".encode("latin-1")
+    )
+    message = _refused_tell(state, latin, capsys)
+    assert f"argument results: {latin}: not UTF-8 text" in message
+    message = _refused_tell(state, state, capsys)
+    assert f"argument results: {state}: is a botorch-nn-uq run state file, not results" in message
+
+
+def test_results_saved_with_a_byte_order_mark_are_read(asked, tmp_path, capsys) -> None:
+    state, rows = asked
+    results = _results(tmp_path / "results.csv", rows)
+    # Excel's "CSV UTF-8" starts the file with a byte-order mark.
+    results.write_bytes(b"\xef\xbb\xbf" + results.read_bytes())
+    assert main(["tell", "--state", str(state), str(results)]) == 0
+    assert "step 1: told 3 results" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
@@ -350,3 +394,106 @@ def test_a_maximising_target_run_through_ask_and_tell(tmp_path, capsys) -> None:
     loaded = BayesianOptimizer.load(state)
     assert isinstance(loaded.objective, Maximize) and loaded.best().index == 1
     assert not math.isnan(loaded.best().value)
+
+
+def test_negative_numbers_in_exponent_notation_are_values_not_options(
+    objectives, tmp_path, capsys
+) -> None:
+    argv = ["optimize", "--objective", "user_objectives:sphere", "--bounds", "-1e-3", "1e-3"]
+    assert main([*argv, "--model", "random", "--n-initial", "2", "--iterations", "1"]) == 0
+    assert "summary | best value" in capsys.readouterr().out
+    state = tmp_path / "run.state"
+    rows = _ask(state, capsys, "--bounds", "-1e-3", "1e-3", "--dim", "2", "--model", "random")
+    assert len(rows) == 8
+    assert BayesianOptimizer.load(state).bounds.tolist() == [[-1e-3, -1e-3], [1e-3, 1e-3]]
+    state = tmp_path / "other.state"
+    _ask(state, capsys, "--bounds", "-2E+1", "-.5e1", "-1e1", "1", "--model", "random")
+    assert BayesianOptimizer.load(state).bounds.tolist() == [[-20.0, -10.0], [-5.0, 1.0]]
+    state = tmp_path / "target.state"
+    target = ["--model", "gp", "--acquisition", "robust-ei", "--target", "-1e-3"]
+    _ask(state, capsys, "--bounds", "0", "1", *target)
+    assert BayesianOptimizer.load(state).objective.target == -1e-3
+
+
+CHANGING_OBJECTIVES = """
+import pathlib
+import torch
+
+def shifted(x):
+    x.sub_(0.3)
+    return float(x.square().sum())
+
+def clamped(X):
+    X.clamp_(0.0, 0.5)
+    return (X - 0.3).square().sum(-1)
+
+def graded(x):
+    return (x * torch.ones_like(x).requires_grad_()).sum()
+
+def counted(X):
+    pathlib.Path("called").touch()
+    return X.sum(-1)
+"""
+
+
+@pytest.fixture
+def changing_objectives(tmp_path, monkeypatch):
+    r"""A module ``changing_objectives`` in the current folder whose functions change
+    their input in place, return a tensor that requires grad, or leave a file ``called``."""
+    (tmp_path / "changing_objectives.py").write_text(textwrap.dedent(CHANGING_OBJECTIVES))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("function", "options", "expected"),
+    [
+        ("shifted", [], lambda X: (X - 0.3).square().sum(-1)),
+        (
+            "clamped",
+            ["--vectorized", "--acquisition", "qlogei", "--batch-size", "2"],
+            lambda X: (X.clamp(0.0, 0.5) - 0.3).square().sum(-1),
+        ),
+        ("graded", [], lambda X: X.sum(-1)),
+    ],
+)
+def test_an_objective_that_changes_its_input_or_returns_a_graph_runs_to_the_end(
+    changing_objectives, function, options, expected, capsys
+) -> None:
+    csv_path = changing_objectives / "run.csv"
+    argv = ["optimize", "--objective", f"changing_objectives:{function}", "--bounds", "0", "1"]
+    argv += ["--dim", "2", *GP, "--iterations", "2", "--csv", str(csv_path), *options]
+    assert main([*argv]) == 0
+    assert "summary | best value" in capsys.readouterr().out
+    with csv_path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    q = 2 if options else 1
+    assert len(rows) == 4 + 2 * q
+    # Every row holds an asked point and the objective's value there.
+    X = torch.tensor([[float(row["x0"]), float(row["x1"])] for row in rows], dtype=torch.float64)
+    values = torch.tensor([float(row["value"]) for row in rows], dtype=torch.float64)
+    torch.testing.assert_close(values, expected(X))
+
+
+def test_a_batch_the_acquisition_cannot_hold_is_refused_before_any_evaluation(
+    changing_objectives, capsys
+) -> None:
+    argv = ["optimize", "--objective", "changing_objectives:counted", "--bounds", "0", "1"]
+    argv += [*GP, "--acquisition", "qlogei", "--batch-size", "20000"]
+    message = _rejected(argv, capsys)
+    assert "argument --batch-size: qlogei cannot propose a batch of q = 20000" in message
+    assert f"at most q = {largest_optimize_acqf_batch(16, 2)} with 16 raw samples" in message
+    assert not (changing_objectives / "called").exists()
+    state = changing_objectives / "run.state"
+    new_run = ["--bounds", "0", "1", "--dim", "2", *GP]
+    message = _rejected(
+        ["ask", "--state", str(state), *new_run, "--acquisition", "ts", "--batch-size", "5000"],
+        capsys,
+    )
+    assert "argument --batch-size: ts cannot propose q = 5000 points from its 4096" in message
+    assert not state.exists()
+    rows = _ask(state, capsys, *new_run, "--acquisition", "qlogei")
+    results = _results(changing_objectives / "design.csv", rows)
+    assert main(["tell", "--state", str(state), str(results)]) == 0
+    message = _rejected(["ask", "--state", str(state), "--batch-size", "20000"], capsys)
+    assert "argument --batch-size: qlogei cannot propose a batch of q = 20000" in message

@@ -11,7 +11,12 @@ problem, configured by keyword arguments, on the device :func:`check_device` acc
 from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.fitting import ColdFit, ContinualFit, FitPolicy
 from botorch_nn_uq.bo.loop import BOIterationRecord, BOResult, run_bo
-from botorch_nn_uq.bo.optimizer import BayesianOptimizer, BestPoint, initial_design
+from botorch_nn_uq.bo.optimizer import (
+    BayesianOptimizer,
+    BestPoint,
+    EvaluationsNotToldError,
+    initial_design,
+)
 from botorch_nn_uq.bo.problems import (
     Composite,
     FunctionProblem,
@@ -62,6 +67,7 @@ __all__ = [
     "BOResult",
     "BayesianOptimizer",
     "BestPoint",
+    "EvaluationsNotToldError",
     "CandidateSetProposer",
     "ColdFit",
     "Composite",

@@ -40,6 +40,7 @@ from botorch_nn_uq.bo.problems import (
     Minimize,
     Objective,
     Problem,
+    as_real_tensor,
     check_bounds,
     objective_from_config,
 )
@@ -112,6 +113,21 @@ class BestPoint(NamedTuple):
 
 #: ``callback(record, X, Y)`` after every told batch of :meth:`BayesianOptimizer.run`.
 RunCallback = Callable[[StepRecord, Tensor, Tensor], None]
+
+
+class EvaluationsNotToldError(ValueError):
+    r"""A batch of :meth:`BayesianOptimizer.run` was evaluated but ``tell`` refused its
+    outputs; the batch is still pending, and nothing of the run changed.
+
+    Attributes:
+        X: The ``q x d`` asked points.
+        Y: What the problem returned for them, to tell once usable.
+    """
+
+    def __init__(self, message: str, X: Tensor, Y: Tensor) -> None:
+        super().__init__(message)
+        self.X = X
+        self.Y = Y
 
 
 class BayesianOptimizer:
@@ -269,14 +285,20 @@ class BayesianOptimizer:
             self.state.pending = PendingBatch(step=0, X=X)
             return X.clone()
         q = 1 if q is None else q
+        self._check_batch_size(q)
+        self.state.pending = self._propose(q)
+        return self.state.pending.X.clone()
+
+    def _check_batch_size(self, q: int) -> None:
+        r"""Refuse a BO step's batch size ``q`` that the proposer cannot serve (e.g. one
+        whose acquisition would not fit in memory), before any work."""
         if isinstance(q, bool) or not isinstance(q, int) or q < 1:
             raise ValueError(f"q must be a positive integer; got {q!r}.")
         if q > 1 and not self.proposer.proposes_batches:
             raise ValueError(
                 f"{self.proposer.describe()} proposes one point per step; got q = {q}."
             )
-        self.state.pending = self._propose(q)
-        return self.state.pending.X.clone()
+        self.proposer.check_batch_size(q, self.bounds.shape[-1])
 
     def _propose(self, q: int) -> PendingBatch:
         state = self.state
@@ -366,12 +388,16 @@ class BayesianOptimizer:
 
         Raises:
             ValueError: If no batch is pending (e.g. this batch was told already), the
-                rows do not match the asked ones (missing, extra or repeated points), or
-                the outputs have the wrong shape or non-finite values. Nothing changes
-                then.
+                rows do not match the asked ones (missing, extra or repeated points),
+                ``X`` or ``Y`` is complex, or the outputs have the wrong shape or
+                non-finite values. Nothing changes then.
         """
         state = self.state
-        X = torch.as_tensor(X)
+        X = as_real_tensor(X, "Told inputs")
+        # Outputs may come from anywhere (a user's function returns CPU numbers, or a
+        # tensor still attached to its autograd graph); the run keeps them detached, on
+        # its own device.
+        Y = as_real_tensor(Y, "Told outputs", self.bounds.dtype, self.bounds.device)
         pending = state.pending
         if pending is None:
             if state.step > 0:
@@ -381,9 +407,6 @@ class BayesianOptimizer:
                 )
             pending = PendingBatch(step=0, X=self._check_points(X))
         order = self._match(X, pending.X)
-        # Outputs may come from anywhere (a user's function returns CPU numbers); the
-        # run keeps them on its own device.
-        Y = torch.as_tensor(Y, dtype=self.bounds.dtype, device=self.bounds.device)
         Y = self.objective.check_outputs(Y)
         if Y.shape[0] != X.shape[0]:
             raise ValueError(f"Got {Y.shape[0]} outputs for {X.shape[0]} points.")
@@ -496,6 +519,12 @@ class BayesianOptimizer:
 
         Returns:
             The records of the batches told by this call.
+
+        Raises:
+            ValueError: If ``q`` is a batch size the proposer cannot serve (before the
+                initial design is evaluated).
+            EvaluationsNotToldError: If ``tell`` refuses a batch's outputs (the error
+                holds the points and outputs; the batch stays pending).
         """
         if not torch.equal(problem.bounds.to(self.bounds), self.bounds):
             raise ValueError("The problem's bounds are not the optimizer's.")
@@ -504,12 +533,29 @@ class BayesianOptimizer:
         for name, budget in (("time_budget", time_budget), ("cpu_budget", cpu_budget)):
             if budget is not None and not budget > 0:
                 raise ValueError(f"{name} must be positive or None; got {budget}.")
+        if steps > 0:
+            # A batch size the proposer cannot serve would fail after the initial design
+            # was evaluated.
+            self._check_batch_size(q)
         records: list[StepRecord] = []
 
         def evaluate(q: int | None) -> None:
             X = self.ask(q)
-            Y = problem.evaluate(X)
-            records.append(self.tell(X, Y))
+            # The problem gets a copy: an objective that changes its input in place must
+            # not change the points told.
+            Y = problem.evaluate(X.clone())
+            try:
+                records.append(self.tell(X, Y))
+            except ValueError as error:
+                raise EvaluationsNotToldError(
+                    f"The outputs of {problem.name} at the {X.shape[0]} points of step "
+                    f"{self.state.step} were evaluated but not told: {error} The batch is "
+                    "still pending; this error's X and Y hold its points and outputs, to "
+                    f"tell once usable (the run keeps its {self.state.X.shape[0]} earlier "
+                    "evaluations).",
+                    X,
+                    Y,
+                ) from error
             if callback is not None:
                 callback(records[-1], X, self.state.Y[-X.shape[0] :])
 

@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 from botorch.acquisition.objective import GenericMCObjective, MCAcquisitionObjective
 from torch import Tensor
@@ -98,9 +99,11 @@ class Objective(ABC):
             raise ValueError(f"Outputs must be floating point; got {Y.dtype}.")
         if not Y.isfinite().all():
             rows = (~Y.isfinite()).any(-1).nonzero().squeeze(-1).tolist()
+            # A batch is told whole (tell refuses one with points missing).
             raise ValueError(
                 f"Outputs must be finite; rows {rows} hold NaN or infinite values (evaluate "
-                "them again, or leave the points out)."
+                "them again, or give a point that cannot be evaluated a finite stand-in "
+                "value, such as the worst value seen so far)."
             )
         return Y
 
@@ -300,23 +303,31 @@ class FunctionProblem:
 
     def evaluate(self, X: Tensor) -> Tensor:
         r"""The function's outputs at the ``q x d`` points ``X`` (``q x m``, on the device
-        of ``X``)."""
+        of ``X``).
+
+        The function gets a copy of the points (each point, or the whole batch), so one
+        that changes its input in place leaves ``X`` as it was; its outputs are detached
+        from any autograd graph they belong to.
+        """
         if self.vectorized:
-            outputs = torch.as_tensor(self.function(X), dtype=X.dtype, device=X.device)
+            outputs = self._outputs(self.function(X.clone()), X)
         else:
             outputs = torch.stack(
-                [
-                    torch.as_tensor(self.function(x), dtype=X.dtype, device=X.device).reshape(-1)
-                    for x in X
-                ]
+                [self._outputs(self.function(x.clone()), X).reshape(-1) for x in X]
             )
-        if outputs.dim() == 1:
-            outputs = outputs.unsqueeze(-1)
+        if outputs.dim() < 2:
+            # One number per point, or a single number for the whole batch.
+            outputs = outputs.reshape(-1, 1)
         if outputs.shape[0] != X.shape[0]:
             raise ValueError(
                 f"{self.name} returned {outputs.shape[0]} outputs for {X.shape[0]} points."
             )
         return outputs
+
+    def _outputs(self, returned: Any, X: Tensor) -> Tensor:
+        r"""What the function ``returned`` as a detached tensor in the dtype and on the
+        device of the ``q x d`` points ``X``."""
+        return as_real_tensor(returned, f"The outputs of {self.name}", X.dtype, X.device)
 
 
 class RegisteredProblem:
@@ -409,6 +420,11 @@ def composite_problem(problem: CompositeProblem) -> CompositeFunctionProblem:
 def check_bounds(bounds: Tensor) -> Tensor:
     r"""``bounds`` if it is a finite ``2 x d`` box with every lower bound below its upper
     bound; a clear error otherwise."""
+    if bounds.device.type == "meta":
+        raise ValueError(
+            "bounds are on the meta device, which holds no values; create them on the CPU or "
+            "an accelerator (e.g. torch.tensor(..., device='cpu'))."
+        )
     if bounds.dim() != 2 or bounds.shape[0] != 2 or bounds.shape[1] < 1:
         raise ValueError(f"bounds must have shape 2 x d; got {tuple(bounds.shape)}.")
     if not torch.is_floating_point(bounds):
@@ -419,3 +435,36 @@ def check_bounds(bounds: Tensor) -> Tensor:
         bad = (bounds[0] >= bounds[1]).nonzero().squeeze(-1).tolist()
         raise ValueError(f"Every lower bound must be below its upper bound; not in {bad}.")
     return bounds
+
+
+def as_real_tensor(
+    values: Any,
+    what: str,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
+) -> Tensor:
+    r"""``values`` as a tensor detached from any autograd graph, or a clear error if they
+    are complex (a cast to a real dtype would drop their imaginary part silently).
+
+    Args:
+        values: A tensor, array, number, or nested sequence of them.
+        what: What the values are, for the error (e.g. ``"Outputs"``).
+        dtype: The tensor's dtype (``None``: that of ``values``).
+        device: The tensor's device (``None``: that of ``values``, or the CPU).
+
+    Returns:
+        A tensor of the values' shape.
+    """
+    if _holds_complex(values):
+        kind = f" ({values.dtype})" if isinstance(values, (Tensor, np.ndarray)) else ""
+        raise ValueError(f"{what} must be real numbers; got complex values{kind}.")
+    return torch.as_tensor(values, dtype=dtype, device=device).detach()
+
+
+def _holds_complex(values: Any) -> bool:
+    r"""Whether ``values`` (see :func:`as_real_tensor`) hold a complex number."""
+    if isinstance(values, Tensor):
+        return values.is_complex()
+    if isinstance(values, (list, tuple)):
+        return any(_holds_complex(value) for value in values)
+    return bool(np.iscomplexobj(values))

@@ -20,6 +20,11 @@ the batch size ``q``, and returns a :class:`Proposal`:
 - :class:`CandidateSetProposer`: the best of a finite candidate set, never proposing a
   candidate twice, ties broken at random.
 
+A proposer refuses a batch size it cannot serve before any work
+(:meth:`Proposer.check_batch_size`): an ``optimize_acqf`` q-acquisition one whose joint
+posterior would not fit :data:`ACQUISITION_MEMORY_BUDGET`, Thompson sampling more points
+than it has candidates.
+
 A proposer's state (a trust region, NOMU's fixed ``c``, the candidates used) is saved
 with the run state (:meth:`Proposer.state_dict`). Draws that continue across steps come
 from the run's random stream, passed to :meth:`Proposer.propose`.
@@ -52,6 +57,21 @@ from botorch_nn_uq.generation import optimize_acqf_screened
 
 #: ``builder(model, context) -> AcquisitionFunction``.
 AcquisitionBuilder = Callable[[Model, AcquisitionContext], AcquisitionFunction]
+
+#: The memory in bytes that ``optimize_acqf`` may take for a q-acquisition's batch
+#: (:func:`optimize_acqf_memory`); :class:`AcquisitionProposer` refuses larger batches.
+ACQUISITION_MEMORY_BUDGET = 4 * 2**30
+
+# Numbers allocated at once per batch of q points, as (q^2 coefficient, q coefficient):
+# the larger of the two terms counts, the joint posterior over the batch (its q x q
+# covariance and Cholesky factor) and the 128 MC samples of the batch. Measured as the
+# peak resident memory of one qLogEI evaluation on a SingleTaskGP of 9 points (d = 2 to
+# 50; q = 200 to 1600 for the q^2 term, q = 10 to 50 with 512 to 2048 raw samples for
+# the q term), then rounded up: per raw sample (scored all at once, without gradients)
+# 5.2 q^2 and 1,400 q; per restart (an L-BFGS-B evaluation, with gradients) 10 q^2 and
+# 3,200 q.
+_NUMBERS_PER_RAW_SAMPLE = (6, 1500)
+_NUMBERS_PER_RESTART = (12, 3300)
 
 
 @dataclass(frozen=True)
@@ -97,6 +117,19 @@ class Proposer(ABC):
 
     def check(self, objective: Objective) -> None:
         r"""Raise a clear error if the proposer cannot serve ``objective``."""
+        return None
+
+    def check_batch_size(self, q: int, dim: int) -> None:
+        r"""Raise a ``ValueError`` that names the limit and the remedy if the proposer
+        cannot propose a batch of ``q`` points in ``dim`` dimensions (one that would not
+        fit in memory, or more points than it has candidates). The optimizer calls it
+        before any work of a step (and ``run`` before the initial design). Default: no
+        limit.
+
+        Args:
+            q: The batch size.
+            dim: The input dimension ``d``.
+        """
         return None
 
     def fit_rows(self, num_rows: int) -> slice:
@@ -209,6 +242,41 @@ class AcquisitionProposer(Proposer):
     @property
     def proposes_batches(self) -> bool:
         return self.spec is None or self.spec.proposes_batches
+
+    def check_batch_size(self, q: int, dim: int) -> None:
+        r"""Refuse a batch the acquisition cannot hold: for an MC acquisition maximised
+        with ``optimize_acqf``, one whose estimated memory
+        (:func:`optimize_acqf_memory`) exceeds :data:`ACQUISITION_MEMORY_BUDGET`; for a
+        strategy that proposes batches itself, what its registry entry refuses (``ts``:
+        more points than candidates). A builder given as code is not checked (its
+        memory is unknown), nor an analytic acquisition (one point per step)."""
+        if self.spec is None:
+            return
+        if self.spec.propose is not None:
+            if self.spec.check_batch_size is not None:
+                self.spec.check_batch_size(q, dim, self.options)
+            return
+        if not self.spec.proposes_batches:
+            return
+        element_size = torch.finfo(self.dtype or torch.float64).bits // 8
+        limit = largest_optimize_acqf_batch(
+            self.raw_samples, self.num_restarts, element_size=element_size
+        )
+        if q <= limit:
+            return
+        needed = optimize_acqf_memory(q, self.raw_samples, self.num_restarts, element_size)
+        raise ValueError(
+            f"{self.spec.name} cannot propose a batch of q = {q}: optimize_acqf would need "
+            f"about {needed / 2**30:,.1f} GiB for it (each of its {self.raw_samples} raw "
+            "samples, scored at once, holds the joint posterior over the batch), more than "
+            f"the memory budget of {ACQUISITION_MEMORY_BUDGET / 2**30:g} GiB "
+            f"(ACQUISITION_MEMORY_BUDGET); at most q = {limit} with {self.raw_samples} raw "
+            f"samples and {self.num_restarts} restarts. Ask for a smaller batch or use "
+            "fewer raw samples (optimising the batch point by point, sequential, does not "
+            "help: its last point is scored jointly with the points chosen before it), or "
+            "use ts (Thompson sampling), which proposes batches of thousands of points, up "
+            "to its num_candidates."
+        )
 
     def check(self, objective: Objective) -> None:
         if self.spec is None:
@@ -502,6 +570,9 @@ class TrustRegionProposer(Proposer):
     def check(self, objective: Objective) -> None:
         self.inner.check(objective)
 
+    def check_batch_size(self, q: int, dim: int) -> None:
+        self.inner.check_batch_size(q, dim)
+
     def fit_rows(self, num_rows: int) -> slice:
         return self.inner.fit_rows(num_rows)
 
@@ -669,6 +740,73 @@ def proposer_from_config(config: dict[str, Any]) -> Proposer:
             raw_samples=options["raw_samples"],
         )
     raise ValueError(f"Unknown proposer {config!r}.")
+
+
+def optimize_acqf_memory(q: int, raw_samples: int, num_restarts: int, element_size: int = 8) -> int:
+    r"""The estimated peak memory in bytes of ``optimize_acqf`` maximising an MC
+    q-acquisition (e.g. qLogEI) over a batch of ``q`` points on a model with a joint
+    Gaussian posterior over the batch (a GP's, on which it was measured).
+
+    ``optimize_acqf`` scores its ``raw_samples`` candidate batches at once (BoTorch's
+    ``init_batch_limit`` is not set), each with the joint posterior over its ``q``
+    points, then optimises ``num_restarts`` batches together with gradients; the larger
+    of the two phases counts. Each takes, per batch, the larger of a term in ``q^2``
+    (the posterior covariance and its Cholesky factor) and a term in ``q`` (the MC
+    samples), with the coefficients measured for qLogEI on a ``SingleTaskGP`` (see the
+    module's ``_NUMBERS_PER_RAW_SAMPLE``). Optimising the batch point by point
+    (``sequential``) needs as much: its last point is scored jointly with the ``q - 1``
+    points chosen before it. The training data add a term in ``n q`` per batch, small
+    for the data sizes of a BO run, which is not counted.
+
+    Args:
+        q: The batch size.
+        raw_samples: ``optimize_acqf``'s raw samples.
+        num_restarts: ``optimize_acqf``'s restarts.
+        element_size: Bytes per number (8 for float64, 4 for float32).
+
+    Returns:
+        The estimated peak in bytes.
+
+    Example:
+        >>> optimize_acqf_memory(20_000, raw_samples=512, num_restarts=10) / 2**30
+        9155.27...
+    """
+    phases = ((raw_samples, _NUMBERS_PER_RAW_SAMPLE), (num_restarts, _NUMBERS_PER_RESTART))
+    return element_size * max(
+        batches * max(square * q * q, linear * q) for batches, (square, linear) in phases
+    )
+
+
+def largest_optimize_acqf_batch(
+    raw_samples: int,
+    num_restarts: int,
+    budget: int = ACQUISITION_MEMORY_BUDGET,
+    element_size: int = 8,
+) -> int:
+    r"""The largest batch size whose :func:`optimize_acqf_memory` fits ``budget``.
+
+    Args:
+        raw_samples: ``optimize_acqf``'s raw samples.
+        num_restarts: ``optimize_acqf``'s restarts.
+        budget: The memory budget in bytes.
+        element_size: Bytes per number (8 for float64, 4 for float32).
+
+    Returns:
+        The largest ``q`` (0 if not even one point fits).
+
+    Example:
+        >>> largest_optimize_acqf_batch(raw_samples=512, num_restarts=10)
+        418
+    """
+    limits = []
+    for batches, (square, linear) in (
+        (raw_samples, _NUMBERS_PER_RAW_SAMPLE),
+        (num_restarts, _NUMBERS_PER_RESTART),
+    ):
+        # The numbers one batch may hold: both terms must fit them.
+        numbers = budget // (element_size * batches)
+        limits.append(min(math.isqrt(numbers // square), numbers // linear))
+    return min(limits)
 
 
 def _in_box(candidates: Tensor, bounds: Tensor) -> Tensor:

@@ -129,6 +129,10 @@ class AcquisitionSpec:
         propose: ``propose(model, context, q) -> q x d`` proposals (problem units) for
             strategies without an acquisition function to maximise (batch Thompson
             sampling).
+        check_batch_size: For a ``propose`` strategy, ``check_batch_size(q, d,
+            options)`` raises a ``ValueError`` naming the limit if the strategy cannot
+            propose ``q`` points in ``d`` dimensions with the proposer's ``options``
+            (e.g. more points than candidates); ``None``: no limit.
     """
 
     name: str
@@ -137,6 +141,7 @@ class AcquisitionSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     requires_target: bool = False
     propose: Callable[[Model, AcquisitionContext, int], Tensor] | None = None
+    check_batch_size: Callable[[int, int, Mapping[str, Any]], None] | None = None
 
     @property
     def proposes_batches(self) -> bool:
@@ -304,6 +309,11 @@ for _name, _description, _class, _options in (
     )
 
 
+#: The candidates batch Thompson sampling (``"ts"``) scores unless the option
+#: ``num_candidates`` says otherwise.
+THOMPSON_NUM_CANDIDATES = 4096
+
+
 def _propose_thompson(model: Model, context: AcquisitionContext, q: int) -> Tensor:
     r"""Batch Thompson sampling (``botorch_nn_uq.generation``) around the five best
     observations, or inside the trust region; a model whose function bank can grow gets
@@ -324,19 +334,32 @@ def _propose_thompson(model: Model, context: AcquisitionContext, q: int) -> Tens
         q,
         X_baseline=context.train_X,
         centers=centers,
-        num_candidates=context.options.get("num_candidates", 4096),
+        num_candidates=context.options.get("num_candidates", THOMPSON_NUM_CANDIDATES),
         local_fraction=local.get("local_fraction", 0.5),
         perturbation_scale=local.get("scale", 0.2),
         seed=context.seed,
     )
 
 
+def _check_thompson_batch_size(q: int, dim: int, options: Mapping[str, Any]) -> None:
+    r"""Refuse more points than batch Thompson sampling has candidates (every point of
+    its batch is a distinct candidate)."""
+    num_candidates = options.get("num_candidates", THOMPSON_NUM_CANDIDATES)
+    if q > num_candidates:
+        raise ValueError(
+            f"ts cannot propose q = {q} points from its {num_candidates} candidates (each "
+            f"point is a distinct candidate); raise the option num_candidates to at least "
+            f"{q}, or ask for fewer points."
+        )
+
+
 register_acquisition(
     AcquisitionSpec(
         "ts",
         "batch Thompson sampling over the model's functions, distinct proposals for any q "
-        "(candidates = option 'num_candidates', default 4096)",
+        f"up to the candidates (option 'num_candidates', default {THOMPSON_NUM_CANDIDATES})",
         propose=_propose_thompson,
+        check_batch_size=_check_thompson_batch_size,
     )
 )
 

@@ -199,6 +199,23 @@ class TurboProposer(Proposer):
                 f"minimisation and maximisation, not {objective.describe()}."
             )
 
+    def check_batch_size(self, q: int, dim: int) -> None:
+        r"""Refuse a batch of another size than ``batch_size`` (which set the tolerances
+        and the restart design), or of more points than TuRBO has candidates (Thompson
+        sampling picks distinct ones)."""
+        if q != self.batch_size:
+            raise ValueError(
+                f"TuRBO was set up for batches of {self.batch_size} (its tolerances and "
+                f"restart design); got q = {q}."
+            )
+        num_candidates = self.num_candidates or turbo_num_candidates(dim)
+        if q > num_candidates:
+            raise ValueError(
+                f"TuRBO cannot propose q = {q} points from its {num_candidates} candidates "
+                f"(Thompson sampling picks distinct ones); give TurboProposer num_candidates "
+                f"of at least {q}, or use a smaller batch."
+            )
+
     @property
     def design_size(self) -> int:
         r"""A restart design's size: ``n_initial`` rounded up to whole batches."""
@@ -233,12 +250,8 @@ class TurboProposer(Proposer):
     def propose(
         self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
     ) -> Proposal:
-        if q != self.batch_size:
-            raise ValueError(
-                f"TuRBO was set up for batches of {self.batch_size} (its tolerances and "
-                f"restart design); got q = {q}."
-            )
         bounds = context.bounds
+        self.check_batch_size(q, bounds.shape[-1])
         region = self.region
         details = {"trust_region_length": region.length, "restarts": float(region.restarts)}
         if self.design_untold > 0:

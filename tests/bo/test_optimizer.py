@@ -24,6 +24,7 @@ from botorch_nn_uq.bo import (
     TurboProposer,
     registered_problem,
 )
+from botorch_nn_uq.bo.optimizer import EvaluationsNotToldError
 from botorch_nn_uq.bo.surrogates import get_surrogate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -319,3 +320,63 @@ def test_records_count_the_cpu_seconds_of_each_ask(tmp_path) -> None:
     optimizer.save(tmp_path / "run.state")
     loaded = BayesianOptimizer.load(tmp_path / "run.state")
     assert [r.cpu_seconds for r in loaded.records] == [r.cpu_seconds for r in records]
+
+
+class _ChangingProblem:
+    r"""A problem that clamps the points it is given in place (as a user's code may) and
+    returns ``outputs(X)`` (default: the sphere around 0.3 of the clamped points)."""
+
+    def __init__(self, outputs=None) -> None:
+        self.name, self.objective = "changing", FunctionProblem(abs, [[0.0], [1.0]]).objective
+        self.bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+        self.outputs = outputs
+        self.given: list[torch.Tensor] = []
+
+    def evaluate(self, X: torch.Tensor) -> torch.Tensor:
+        self.given.append(X)
+        X.clamp_(0.0, 0.5)
+        if self.outputs is not None:
+            return self.outputs(X)
+        return (X - 0.3).square().sum(-1)
+
+
+def test_run_tells_the_asked_points_whatever_the_problem_does_to_its_input() -> None:
+    problem = _ChangingProblem()
+    optimizer = BayesianOptimizer.for_problem(problem, proposer="random", n_initial=4)
+    told = []
+    records = optimizer.run(problem, steps=2, q=3, callback=lambda r, X, Y: told.append(X))
+    assert len(records) == 3 and optimizer.X.shape == (10, 2)
+    assert torch.equal(torch.cat(told), optimizer.X)
+    # The stored points are the asked ones, not the clamped copies the problem changed.
+    assert (optimizer.X > 0.5).any()
+    assert all(not torch.equal(given, X) for given, X in zip(problem.given, told, strict=True))
+
+
+def test_outputs_that_tell_refuses_after_the_evaluation_are_not_lost() -> None:
+    problem = _ChangingProblem(lambda X: torch.ones(X.shape[0], 2, dtype=X.dtype))
+    optimizer = BayesianOptimizer.for_problem(problem, proposer="random", n_initial=4)
+    with pytest.raises(EvaluationsNotToldError, match="were evaluated but not told") as error:
+        optimizer.run(problem, steps=1)
+    assert "expects 1 output(s) per evaluation; got 2" in str(error.value)
+    assert isinstance(error.value, ValueError)
+    # The batch is still pending, and the error holds the points and their outputs.
+    assert optimizer.step == 0 and torch.equal(optimizer.pending, error.value.X)
+    assert torch.equal(error.value.Y, torch.ones(4, 2, dtype=torch.float64))
+    optimizer.tell(error.value.X, error.value.Y[:, 0])
+    assert optimizer.X.shape == (4, 2)
+
+
+def test_tell_refuses_complex_values_and_detaches_the_outputs() -> None:
+    optimizer = _optimizer("random")
+    X = optimizer.ask()
+    for inputs, outputs, message in (
+        (X, torch.ones(4, dtype=torch.complex128), r"outputs must be real .*\(torch.complex128"),
+        (X, [1.0, 2.0, 3.0 + 1j, 4.0], "Told outputs must be real numbers; got complex"),
+        (X.to(torch.complex128), torch.ones(4), "Told inputs must be real numbers; got complex"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            optimizer.tell(inputs, outputs)
+        assert optimizer.step == 0 and optimizer.X.shape[0] == 0
+    outputs = torch.ones(4, dtype=torch.float64, requires_grad=True)
+    optimizer.tell(X, outputs * 2)
+    assert not optimizer.Y.requires_grad and not optimizer.values.requires_grad
