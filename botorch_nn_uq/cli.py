@@ -39,11 +39,8 @@ from botorch_nn_uq.bo import (
     ACQUISITIONS,
     RANDOM_SEARCH,
     SURROGATES,
-    AcquisitionProposer,
     BayesianOptimizer,
     BOIterationRecord,
-    ColdFit,
-    ContinualFit,
     ContinualTraining,
     EvaluationsNotToldError,
     FunctionProblem,
@@ -52,16 +49,18 @@ from botorch_nn_uq.bo import (
     Minimize,
     Objective,
     Problem,
-    Proposer,
-    RandomProposer,
     StateFileError,
     StepRecord,
-    TrustRegionProposer,
-    TurboProposer,
 )
+from botorch_nn_uq.bo.loop import strategy_label
 from botorch_nn_uq.bo.problems import RegisteredProblem
 from botorch_nn_uq.bo.state import MAX_RUN_SEED, STATE_MAGIC
 from botorch_nn_uq.bo.state_file import locked_state_file
+from botorch_nn_uq.bo.strategy import (
+    RECOMMENDED_STRATEGIES,
+    Strategy,
+    acquisition_arguments,
+)
 from botorch_nn_uq.checks import NON_NEGATIVE, OPEN_UNIT_INTERVAL, REALS, Interval, check_device
 from botorch_nn_uq.problems import BO_PROBLEM_NAMES, get_bo_problem
 from botorch_nn_uq.problems.suite import FIXED_DIMENSIONS
@@ -258,6 +257,16 @@ def _add_strategy_options(parser: argparse.ArgumentParser, new_run_only: bool) -
                 options["help"] += f" (default: {default})"
         group.add_argument(*flags, dest=name, **options)
 
+    group.add_argument(
+        "--strategy",
+        type=_strategy_argument,
+        metavar="SPELLING",
+        help="the whole strategy in one spelling, MODEL[(OPTIONS)]:ACQUISITION[(OPTIONS)]"
+        "[+OPTION...] with the options tr, turbo, bts, local(FACTOR), continual and seq, "
+        "e.g. deep-ensemble(max_steps=200):ts+turbo+bts+local(4) (botorch-nn-uq list shows "
+        "the recommended ones); the options --model to --local-fit below are shorthands "
+        "for parts of it, not to be given with it",
+    )
     models = [*SURROGATES, RANDOM_SEARCH]
     add(
         "model",
@@ -556,7 +565,11 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
     tell.add_argument("results", type=Path, help="the asked batch with a column y of results")
     _add_device_option(tell, "the run's tensors while the results are added")
 
-    commands.add_parser("list", help="list the registered problems, models and acquisitions")
+    commands.add_parser(
+        "list",
+        help="list the registered problems, models and acquisitions, and the recommended "
+        "strategies",
+    )
     return parser, {"optimize": optimize, "ask": ask, "tell": tell}
 
 
@@ -574,56 +587,81 @@ def _objective(args: argparse.Namespace) -> Objective:
     return Maximize() if args.maximize else Minimize()
 
 
-def _components(args: argparse.Namespace, batch_size: int) -> dict[str, Any]:
-    r"""The surrogate, proposer and fit policy the strategy options describe."""
-    proposer: Proposer
+#: The options that are parts of a strategy (the others configure the run).
+STRATEGY_FLAGS = tuple(
+    name for name in STRATEGY_DEFAULTS if name not in ("seed", "n_initial", "target", "maximize")
+)
+
+
+def _strategy_argument(text: str) -> Strategy:
+    r"""An argparse type: a strategy's spelling (:class:`Strategy`)."""
+    try:
+        return Strategy.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _flags_strategy(args: argparse.Namespace) -> Strategy:
+    r"""The strategy that the shorthand options spell (``--model``, ``--acquisition``,
+    ``--trust-region``, ...): each is a part of :class:`Strategy`'s spelling."""
     if args.model == RANDOM_SEARCH:
-        return {"surrogate": None, "proposer": RandomProposer(), "fit_policy": ColdFit()}
-    proposer = AcquisitionProposer(
-        args.acquisition,
-        num_restarts=args.num_restarts,
-        raw_samples=args.raw_samples,
-        sequential=args.sequential,
-        options={
-            "beta": args.beta,
-            "negative_slope": args.negative_slope,
-            "aleatoric_variance": args.aleatoric_variance,
-            "quantile": args.quantile,
-            "num_candidates": args.num_candidates,
-        },
-    )
-    if args.trust_region:
-        proposer = TrustRegionProposer(proposer, batch_size, local_fit=args.local_fit)
-    if args.turbo:
-        proposer = TurboProposer(
-            batch_size,
-            args.n_initial,
-            batch_thompson=args.batch_thompson,
-            local_fit=args.local_fit,
-        )
+        return Strategy(RANDOM_SEARCH, acquisition="")
+    acquisition = "ts" if args.turbo else args.acquisition
+    accepted = () if args.turbo else acquisition_arguments(acquisition)
+    options = {
+        name: getattr(args, name)
+        for name in accepted
+        if getattr(args, name) != STRATEGY_DEFAULTS[name]
+    }
     continual = ContinualTraining(
         warm_start_steps=args.warm_start_steps, cold_refit_every=args.cold_refit_every
     )
-    return {
-        "surrogate": args.model,
-        "proposer": proposer,
-        "fit_policy": ContinualFit(continual) if args.continual else ColdFit(),
-    }
-
-
-def _acquisition_label(args: argparse.Namespace) -> str:
-    r"""What proposes the run's points, for output: the acquisition's name, ``"turbo"``,
-    or ``""`` for random search."""
-    if args.model == RANDOM_SEARCH:
-        return ""
-    return "turbo" if args.turbo else args.acquisition
+    return Strategy(
+        args.model,
+        acquisition=acquisition,
+        acquisition_options=tuple(sorted(options.items())),
+        trust_region=args.trust_region,
+        turbo=args.turbo,
+        batch_thompson=args.batch_thompson,
+        local_fit=args.local_fit,
+        continual=continual if args.continual else None,
+        sequential=args.sequential,
+    )
 
 
 def _check_strategy(args: argparse.Namespace, parser: argparse.ArgumentParser, q: int) -> None:
     r"""Reject combinations of strategy options that make no sense, before any work (each
-    option alone was checked by its argparse type)."""
+    option alone was checked by its argparse type), and set ``args.run_strategy``: the
+    :class:`Strategy` of ``--strategy``, or the one its shorthand options spell."""
     if args.target is not None and args.maximize:
         parser.error("argument --maximize: not with --target (a target has no direction)")
+    if args.strategy is not None:
+        shorthands = [
+            "--" + name.replace("_", "-")
+            for name in STRATEGY_FLAGS
+            if getattr(args, name) not in (None, STRATEGY_DEFAULTS[name])
+        ]
+        if shorthands:
+            parser.error(
+                f"argument {shorthands[0]}: a part of the strategy; not with --strategy "
+                "(spell it in the strategy)"
+            )
+        args.run_strategy = args.strategy
+        try:
+            args.strategy.check(_objective(args))
+        except ValueError as error:
+            parser.error(f"argument --strategy: {error}")
+    else:
+        _check_shorthands(args, parser, q)
+        try:
+            args.run_strategy = _flags_strategy(args)
+        except ValueError as error:
+            parser.error(f"argument --model: {error}")
+    _check_batch_size(args, parser, q)
+
+
+def _check_shorthands(args: argparse.Namespace, parser: argparse.ArgumentParser, q: int) -> None:
+    r"""The checks of the shorthand strategy options, each error naming its option."""
     if args.model == RANDOM_SEARCH:
         if args.trust_region or args.turbo:
             option = "--trust-region" if args.trust_region else "--turbo"
@@ -642,7 +680,6 @@ def _check_strategy(args: argparse.Namespace, parser: argparse.ArgumentParser, q
         parser.error(f"argument --continual: needs a warm-startable model ({warm})")
     spec = ACQUISITIONS[args.acquisition]
     if args.turbo:
-        _check_batch_size(args, parser, q)
         return
     if q > 1 and not spec.proposes_batches:
         batched = [name for name, other in ACQUISITIONS.items() if other.proposes_batches]
@@ -661,7 +698,6 @@ def _check_strategy(args: argparse.Namespace, parser: argparse.ArgumentParser, q
             f"argument --raw-samples: must be at least --num-restarts ({args.num_restarts}); "
             f"got {args.raw_samples}"
         )
-    _check_batch_size(args, parser, q)
 
 
 def _check_batch_size(args: argparse.Namespace, parser: argparse.ArgumentParser, q: int) -> None:
@@ -670,7 +706,13 @@ def _check_batch_size(args: argparse.Namespace, parser: argparse.ArgumentParser,
     which would otherwise fail after the initial design was evaluated."""
     # The input dimension: --dim, or one input per pair of --bounds.
     dim = args.dim if args.dim is not None else max(len(args.bounds or ()) // 2, 1)
-    proposer = _components(args, q)["proposer"]
+    proposer = args.run_strategy.proposer()
+    if q > 1 and not proposer.proposes_batches:
+        batched = [name for name, other in ACQUISITIONS.items() if other.proposes_batches]
+        parser.error(
+            f"argument --batch-size: {proposer.describe()} proposes one point per step; for "
+            f"batches use one of {', '.join(batched)}"
+        )
     try:
         proposer.check_batch_size(q, dim)
     except ValueError as error:
@@ -827,8 +869,8 @@ def _csv_writer(
     written (a full disk, ``/dev/full``) fails before any work."""
     identity = {
         "problem": name,
-        "model": args.model,
-        "acquisition": _acquisition_label(args),
+        "model": args.run_strategy.model,
+        "acquisition": strategy_label(args.run_strategy),
         "seed": args.seed,
     }
     try:
@@ -872,16 +914,14 @@ def _optimize(
     # L-BFGS-B often stops "abnormally" on the piecewise-linear acquisition surfaces of
     # ReLU networks; optimize_acqf then retries by itself, so the warning is only noise here.
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
+    strategy = args.run_strategy
     optimizer = BayesianOptimizer.for_problem(
-        problem,
-        **_components(args, args.batch_size),
-        seed=args.seed,
-        n_initial=args.n_initial,
+        problem, strategy=strategy, seed=args.seed, n_initial=args.n_initial
     )
     regret = getattr(problem, "regret", None)
     print(
-        f"{problem.name} ({problem.objective.describe()}) | model {args.model} | acquisition "
-        f"{_acquisition_label(args) or '-'} | {args.n_initial} initial "
+        f"{problem.name} ({problem.objective.describe()}) | strategy {strategy} | "
+        f"{args.n_initial} initial "
         f"points + {args.iterations} iterations | seed {args.seed}",
         flush=True,
     )
@@ -942,7 +982,7 @@ def _optimize(
     hint = slow_run_hint(total, threads, cores, max(loads) if loads else None)
     if hint is not None:
         print(f"hint | {hint}", flush=True)
-    note = no_improvement_note(records, args.model, problem.bounds.shape[-1])
+    note = no_improvement_note(records, args.run_strategy.model, problem.bounds.shape[-1])
     if note is not None:
         print(f"note | {note}", flush=True)
     if args.csv is not None:
@@ -1226,7 +1266,7 @@ def _ask(args: argparse.Namespace, ask: argparse.ArgumentParser) -> int:
         stream = _check_output(args.csv, "--csv", ask, args.overwrite)
     given = [
         "--" + name.replace("_", "-")
-        for name in [*STRATEGY_DEFAULTS, "bounds", "dim"]
+        for name in ["strategy", *STRATEGY_DEFAULTS, "bounds", "dim"]
         if getattr(args, name) is not None
     ]
     if not new_run:
@@ -1248,7 +1288,7 @@ def _ask(args: argparse.Namespace, ask: argparse.ArgumentParser) -> int:
         optimizer = BayesianOptimizer(
             _bounds(args, ask).to(args.device),
             objective=_objective(args),
-            **_components(args, batch_size),
+            strategy=args.run_strategy,
             seed=args.seed,
             n_initial=args.n_initial,
         )
@@ -1543,6 +1583,10 @@ def _list() -> int:
         print(title)
         for name, description in rows.items():
             print(f"  {name:<{width}}  {description}")
+    print("recommended strategies (--strategy SPELLING; evidence in benchmarks/README.md):")
+    spelling_width = max(len(spelling) for spelling, _ in RECOMMENDED_STRATEGIES)
+    for spelling, regime in RECOMMENDED_STRATEGIES:
+        print(f"  {spelling:<{spelling_width}}  {regime}")
     return 0
 
 

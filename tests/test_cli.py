@@ -10,7 +10,14 @@ import pytest
 import torch
 
 from botorch_nn_uq import cli
-from botorch_nn_uq.bo import initial_design, loop, registry, surrogates
+from botorch_nn_uq.bo import (
+    RECOMMENDED_STRATEGIES,
+    Strategy,
+    initial_design,
+    loop,
+    registry,
+    surrogates,
+)
 from botorch_nn_uq.cli import main
 from botorch_nn_uq.problems import get_bo_problem
 
@@ -87,9 +94,14 @@ def test_version_prints_the_package_version(capsys) -> None:
 
 def test_list_columns_fit_the_longest_name(capsys) -> None:
     assert main(["list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    rows = [line for line in lines if line.startswith("  ")]
+    output = capsys.readouterr().out
+    registered, strategies = output.split("recommended strategies")
+    rows = [line for line in registered.splitlines() if line.startswith("  ")]
     names = [line.split()[0] for line in rows]
+    recommended = [line.split()[0] for line in strategies.splitlines()[1:]]
+    assert recommended == [spelling for spelling, _ in RECOMMENDED_STRATEGIES]
+    for spelling in recommended:
+        assert str(Strategy.parse(spelling)) == spelling
     assert names == [*surrogates.SURROGATES, surrogates.RANDOM_SEARCH, *registry.ACQUISITIONS]
     # Every description starts in one column, at least two spaces after the longest name.
     longest = max(map(len, names))
@@ -171,7 +183,7 @@ def test_turbo_from_the_command_line(tmp_path, capsys) -> None:
     )  # fmt: skip
     assert code == 0
     output = capsys.readouterr().out
-    assert "acquisition turbo" in output and "| 13 evaluations |" in output
+    assert "strategy gp:ts+turbo |" in output and "| 13 evaluations |" in output
     with csv_path.open() as handle:
         assert {row["acquisition"] for row in csv.DictReader(handle)} == {"turbo"}
     state = tmp_path / "run.state"

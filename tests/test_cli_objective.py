@@ -65,7 +65,7 @@ def test_a_users_function_is_optimised_from_the_command_line(objectives, capsys)
         == 0
     )
     out = capsys.readouterr().out
-    assert out.startswith("sphere (minimise) | model gp")
+    assert out.startswith("sphere (minimise) | strategy gp:logei(num_restarts=2,raw_samples=16)")
     assert "regret" not in out and "summary | best value" in out and "at x = [" in out
     with csv_path.open() as handle:
         rows = list(csv.DictReader(handle))
@@ -341,8 +341,8 @@ def test_results_saved_with_a_byte_order_mark_are_read(asked, tmp_path, capsys) 
     [
         (lambda content: content[:-10], "is corrupted"),
         (
-            lambda content: content.replace(b"state 1\n", b"state 2\n", 1),
-            "is a run state of format '2'",
+            lambda content: content.replace(b"state 2\n", b"state 9\n", 1),
+            "is a run state of format '9'",
         ),
         (lambda content: b"x,y\n1,2\n", "is not a botorch-nn-uq run state file"),
     ],

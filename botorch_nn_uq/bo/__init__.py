@@ -46,6 +46,7 @@ from botorch_nn_uq.bo.registry import (
     register_acquisition,
 )
 from botorch_nn_uq.bo.state import StateFileError, StepRecord, step_seed
+from botorch_nn_uq.bo.strategy import RECOMMENDED_STRATEGIES, Strategy
 from botorch_nn_uq.bo.surrogates import (
     RANDOM_SEARCH,
     SURROGATES,
@@ -88,6 +89,8 @@ __all__ = [
     "SURROGATES",
     "ScreenedProposer",
     "StateFileError",
+    "Strategy",
+    "RECOMMENDED_STRATEGIES",
     "StepRecord",
     "SurrogateSpec",
     "TrustRegion",

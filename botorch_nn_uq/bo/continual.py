@@ -44,8 +44,7 @@ class ContinualTraining:
             ``None`` never refits on degradation.
 
     Example:
-        >>> run_bo(problem, "deep-ensemble", "ts", batch_size=100,
-        ...        continual=ContinualTraining(warm_start_steps=100, cold_refit_every=10))
+        >>> run_bo(problem, "deep-ensemble:ts+continual(warm_start_steps=50)", batch_size=100)
     """
 
     warm_start_steps: int = 100

@@ -1,13 +1,12 @@
 """``run_bo``: the BO core (:class:`~botorch_nn_uq.bo.optimizer.BayesianOptimizer`) on a
-registered test problem, configured by keyword arguments, with records that report the
-problem's regret; the CLI's ``optimize`` on a built-in problem and the benchmarks'
-protocols use it."""
+registered test problem with a :class:`~botorch_nn_uq.bo.strategy.Strategy`, with
+records that report the problem's regret; the benchmarks' protocols use it."""
 
 from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,19 +14,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from botorch_nn_uq.bo.continual import ContinualTraining
-from botorch_nn_uq.bo.fitting import ColdFit, ContinualFit
 from botorch_nn_uq.bo.optimizer import BayesianOptimizer
 from botorch_nn_uq.bo.problems import RegisteredProblem
-from botorch_nn_uq.bo.proposers import (
-    AcquisitionProposer,
-    Proposer,
-    RandomProposer,
-    TrustRegionProposer,
-)
 from botorch_nn_uq.bo.state import StepRecord
-from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH
-from botorch_nn_uq.bo.turbo import TurboProposer
+from botorch_nn_uq.bo.strategy import Strategy, as_strategy
 from botorch_nn_uq.checks import check_device
 from botorch_nn_uq.problems import BOProblem
 
@@ -157,103 +147,63 @@ def write_rows_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
 
 def run_bo(
     problem: BOProblem,
-    model: str,
-    acquisition: str = "logei",
+    strategy: Strategy | str,
     *,
     iterations: int = 30,
+    batch_size: int = 1,
     n_initial: int = 8,
     seed: int = 0,
-    num_restarts: int = 10,
-    raw_samples: int = 512,
-    acquisition_options: Mapping[str, Any] | None = None,
     target: float | None = None,
-    callback: Callable[[BOIterationRecord], None] | None = None,
-    batch_size: int = 1,
-    sequential: bool = False,
-    continual: ContinualTraining | None = None,
     design: str = "uniform",
     time_budget: float | None = None,
     cpu_budget: float | None = None,
-    trust_region: bool = False,
-    turbo: bool = False,
-    turbo_options: Mapping[str, Any] | None = None,
-    local_fit: float | None = None,
+    callback: Callable[[BOIterationRecord], None] | None = None,
     on_evaluations: Callable[[Tensor, Tensor, BOIterationRecord], None] | None = None,
     device: str | torch.device = "cpu",
 ) -> BOResult:
     r"""Minimise ``problem`` (or, with ``target``, hit a target value) with Bayesian
-    optimisation, ``batch_size`` evaluations per step: a
-    :class:`~botorch_nn_uq.bo.optimizer.BayesianOptimizer` configured by the arguments,
-    run with :meth:`~botorch_nn_uq.bo.optimizer.BayesianOptimizer.run`.
+    optimisation by ``strategy``, ``batch_size`` evaluations per step: a
+    :class:`~botorch_nn_uq.bo.optimizer.BayesianOptimizer` run with
+    :meth:`~botorch_nn_uq.bo.optimizer.BayesianOptimizer.run`.
 
     The surrogate is fitted to ``Y = -f(X)`` (BoTorch maximises) with inputs
     normalised to the problem's bounds and standardised outcomes, refitted every step
-    with the step's seed (from scratch, or warm-started with ``continual``); the
-    acquisition is maximised with ``optimize_acqf`` under the same seed, so a run is
-    reproducible from ``seed`` whatever the caller's random state
-    (:func:`~botorch_nn_uq.bo.state.step_seed`). A proposing strategy (batch Thompson
-    sampling, ``"ts"``) proposes the batch itself under the same seed. ``model="random"``
-    evaluates uniformly random points instead. The initial design depends on ``seed``
-    only, so all surrogates with the same seed start from the same points.
+    with the step's seed; the acquisition is maximised with ``optimize_acqf`` under the
+    same seed, so a run is reproducible from ``seed`` whatever the caller's random state
+    (:func:`~botorch_nn_uq.bo.state.step_seed`). The initial design depends on ``seed``
+    only, so all strategies with the same seed start from the same points.
 
     Target-value mode (``target`` given): the best point is the one with the smallest
     squared error ``(f(x) - target)^2``, its regret is ``2 |f(x_best) - target| /
-    (f_max - f_min)``, and the acquisition receives ``options["target"] = -target``
-    (the target in the model's units, since the model sees ``-f``). The acquisition
-    must be a target-value one (``AcquisitionSpec.requires_target``).
+    (f_max - f_min)``, and the acquisition (a target-value one) receives the target in
+    the model's units.
 
     Args:
         problem: The benchmark problem.
-        model: A registered surrogate name or ``"random"``.
-        acquisition: A registered acquisition name (ignored for random search).
+        strategy: A :class:`~botorch_nn_uq.bo.strategy.Strategy` or its spelling, e.g.
+            ``"gp:logei"``, ``"deep-ensemble:ts+tr+continual"``,
+            ``"deep-ensemble(max_steps=200):ts+turbo+bts+local(4)"`` or ``"random"``.
         iterations: Number of BO steps after the initial design.
-        n_initial: Number of initial uniformly random points.
-        seed: Seed of the initial design, the fits and the acquisition samplers.
-        num_restarts: ``optimize_acqf`` restarts.
-        raw_samples: ``optimize_acqf`` raw samples for the initialisation heuristic.
-        acquisition_options: Extra options passed to the acquisition builder.
-        target: Optional target value of ``f`` (target-value optimisation).
-        callback: Called with each :class:`BOIterationRecord` as it is produced.
         batch_size: Evaluations per BO step (``q``).
-        sequential: Maximise a q-batch acquisition greedily, one point after the other
-            (``optimize_acqf(sequential=True)``) instead of jointly; joint optimisation
-            of large batches on a GP costs O(q^2) to O(q^3) per sample.
-        continual: Warm-start refits from the previous step's model on this schedule
-            (:class:`~botorch_nn_uq.bo.continual.ContinualTraining`); ``None`` fits
-            from scratch at every step. Needs a surrogate that supports warm starts.
+        n_initial: Number of initial points.
+        seed: Seed of the initial design, the fits and the acquisition samplers.
+        target: Optional target value of ``f`` (target-value optimisation).
         design: The initial design, ``"uniform"`` or ``"sobol"`` (see
             :func:`~botorch_nn_uq.bo.optimizer.initial_design`).
         time_budget: Stop after the step at which the BO steps' cumulative wall-clock
             seconds pass this budget (a cap for slow surrogates; the result then has
             fewer steps); ``None`` runs all ``iterations``.
         cpu_budget: The same cap in the BO steps' cumulative process CPU seconds, which
-            other jobs on a shared machine do not inflate; ``None`` runs all
-            ``iterations``.
-        trust_region: Propose inside a TuRBO-style trust region around the best point
-            (:class:`~botorch_nn_uq.bo.proposers.TrustRegionProposer`), resized after
-            every batch; the surrogate is still fitted on all data.
-        turbo: Propose with TuRBO-1 (:class:`~botorch_nn_uq.bo.turbo.TurboProposer`:
-            Thompson sampling on TuRBO's candidates in a region weighted by the model's
-            lengthscales, restarts from a fresh Sobol design of ``n_initial`` points
-            with the run's data set aside) instead of ``acquisition``; not with
-            ``trust_region`` or a ``target``.
-        turbo_options: Keyword arguments of
-            :class:`~botorch_nn_uq.bo.turbo.TurboProposer` with ``turbo``, e.g.
-            ``{"success_tolerance": 3}`` (the TuRBO paper's code) in place of the
-            tutorial's 10.
-        local_fit: With ``trust_region`` or ``turbo``: fit region-locally, the
-            surrogate's inputs normalised to the region grown ``local_fit`` (at least
-            1, e.g. 4) times around the incumbent instead of to the problem's box (see
-            :class:`~botorch_nn_uq.bo.proposers.TrustRegionProposer`); ``None``
-            normalises to the box.
+            other jobs on a shared machine do not inflate.
+        callback: Called with each :class:`BOIterationRecord` as it is produced.
         on_evaluations: Called after every evaluated batch, the initial design first,
             with the batch's ``q x d`` inputs, its ``q`` objective values and its
             record (before ``callback``), e.g. to write each evaluation to disk as it
-            happens, so an interrupted run keeps every evaluation made.
+            happens.
         device: The device of the run: the problem's bounds and evaluations, the
             initial design, the surrogate's fits and the acquisition optimisation. Every
-            random draw of the run is made on the CPU and moved, so a seed gives the
-            same run on any device up to floating-point rounding.
+            random draw is made on the CPU and moved, so a seed gives the same run on
+            any device up to floating-point rounding.
 
     Returns:
         A :class:`BOResult` with one record for the initial design and one per step
@@ -261,54 +211,23 @@ def run_bo(
         ``device``.
 
     Raises:
-        ValueError: If an argument is invalid, e.g. ``device`` names no device or one
-            that is not available (``"cuda"`` without CUDA).
+        ValueError: If an argument is invalid (a strategy that does not parse or does
+            not serve the problem's objective, a device that is not available, ...).
     """
     device = check_device("device", device)
+    strategy = as_strategy(strategy)
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
         raise ValueError(f"iterations must be >= 0; got {iterations!r}.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
-    random_search = model == RANDOM_SEARCH
-    proposer: Proposer
-    if turbo and (trust_region or random_search):
-        raise ValueError("TuRBO has its own trust region and needs a surrogate.")
-    if turbo_options and not turbo:
-        raise ValueError("turbo_options apply to turbo=True only.")
-    if local_fit is not None and not (trust_region or turbo):
-        raise ValueError("local_fit needs a trust region (trust_region=True or turbo=True).")
-    if random_search:
-        if trust_region:
-            raise ValueError("Random search proposes in the whole box; it takes no trust region.")
-        proposer = RandomProposer()
-    elif turbo:
-        proposer = TurboProposer(
-            batch_size, n_initial, local_fit=local_fit, **(turbo_options or {})
-        )
-    else:
-        proposer = AcquisitionProposer(
-            acquisition,
-            num_restarts=num_restarts,
-            raw_samples=raw_samples,
-            sequential=sequential,
-            options=acquisition_options,
-        )
-        if trust_region:
-            proposer = TrustRegionProposer(proposer, batch_size, local_fit=local_fit)
     bo_problem = RegisteredProblem(problem, target, device=device)
     optimizer = BayesianOptimizer.for_problem(
-        bo_problem,
-        surrogate=None if random_search else model,
-        proposer=proposer,
-        fit_policy=ColdFit() if continual is None or random_search else ContinualFit(continual),
-        seed=seed,
-        n_initial=n_initial,
-        design=design,
+        bo_problem, strategy=strategy, seed=seed, n_initial=n_initial, design=design
     )
     result = BOResult(
         problem=bo_problem.name,
-        model=model,
-        acquisition="" if random_search else "turbo" if turbo else acquisition,
+        model=strategy.model,
+        acquisition=strategy_label(strategy),
         seed=seed,
         X=optimizer.X,
         values=optimizer.values,
@@ -332,3 +251,11 @@ def run_bo(
         cpu_budget=cpu_budget,
     )
     return result
+
+
+def strategy_label(strategy: Strategy) -> str:
+    r"""What proposes a strategy's points, for output: the acquisition's name,
+    ``"turbo"`` for TuRBO-1, or ``""`` for random search."""
+    if not strategy.uses_model:
+        return ""
+    return "turbo" if strategy.turbo else strategy.acquisition

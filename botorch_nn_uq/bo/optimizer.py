@@ -59,7 +59,8 @@ from botorch_nn_uq.bo.state import (
     check_seed,
     step_seed,
 )
-from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SURROGATES, SurrogateSpec, get_surrogate
+from botorch_nn_uq.bo.strategy import Strategy, as_strategy
+from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SurrogateSpec, get_surrogate
 from botorch_nn_uq.checks import check_device
 from botorch_nn_uq.metrics import batch_diversity
 
@@ -147,9 +148,12 @@ class BayesianOptimizer:
         seed: The run's seed (see :func:`~botorch_nn_uq.bo.state.step_seed`).
         n_initial: Points of the initial design (the first ``ask``).
         design: The initial design, ``"uniform"`` or ``"sobol"``.
+        strategy: A :class:`~botorch_nn_uq.bo.strategy.Strategy` or its spelling (e.g.
+            ``"deep-ensemble:ts+turbo+bts+local(4)"``), which builds the surrogate, the
+            proposer and the fit policy; then leave those three at their defaults.
 
     Example:
-        >>> optimizer = BayesianOptimizer([[0.0] * 3, [1.0] * 3], surrogate="gp")
+        >>> optimizer = BayesianOptimizer([[0.0] * 3, [1.0] * 3], strategy="gp:logei")
         >>> problem = FunctionProblem(my_function, [[0.0] * 3, [1.0] * 3])
         >>> records = optimizer.run(problem, steps=20)
         >>> optimizer.best().value
@@ -166,10 +170,22 @@ class BayesianOptimizer:
         seed: int = 0,
         n_initial: int = 8,
         design: str = "uniform",
+        strategy: Strategy | str | None = None,
     ) -> None:
         bounds = bounds if isinstance(bounds, Tensor) else torch.tensor(bounds, dtype=torch.float64)
         self.bounds = check_bounds(bounds)
         self.objective = Minimize() if objective is None else objective
+        #: The strategy the components were built from (``None``: given as components).
+        self.strategy = None if strategy is None else as_strategy(strategy)
+        if self.strategy is not None:
+            if not (surrogate == "gp" and proposer == "logei" and fit_policy is None):
+                raise ValueError(
+                    "Give a strategy or the surrogate, proposer and fit policy, not both."
+                )
+            self.strategy.check(self.objective)
+            surrogate = self.strategy.surrogate()
+            proposer = self.strategy.proposer()
+            fit_policy = self.strategy.fit_policy()
         if isinstance(proposer, str):
             proposer = (
                 RandomProposer() if proposer == RANDOM_SEARCH else AcquisitionProposer(proposer)
@@ -576,16 +592,11 @@ class BayesianOptimizer:
     # Saving and loading -----------------------------------------------------------------
 
     def _config(self) -> dict[str, Any]:
-        if self.surrogate is None:
-            surrogate = None
-        elif SURROGATES.get(self.surrogate.name) is self.surrogate:
-            surrogate = self.surrogate.name
-        else:
-            surrogate = "<custom>"
         return {
+            "strategy": None if self.strategy is None else str(self.strategy),
             "bounds": self.bounds.tolist(),
             "objective": self.objective.to_config(),
-            "surrogate": surrogate,
+            "surrogate": None if self.surrogate is None else _describe(self.surrogate),
             "proposer": self.proposer.to_config(),
             "fit_policy": self.fit_policy.to_config(),
             "n_initial": self.n_initial,
@@ -706,21 +717,35 @@ class BayesianOptimizer:
         )
         chosen_objective = component("objective", objective, objective_from_config)
         chosen_fit_policy = component("fit_policy", fit_policy, fit_policy_from_config)
+        strategy = config.get("strategy")
+        given = (surrogate, proposer, fit_policy) != (None, None, None)
+        components = (
+            {"strategy": restored("config.strategy", lambda: Strategy.parse(strategy))}
+            if strategy is not None and not given
+            else {
+                "surrogate": chosen_surrogate,
+                "proposer": chosen_proposer,
+                "fit_policy": chosen_fit_policy,
+            }
+        )
         optimizer = restored(
             "config",
             lambda: cls(
                 torch.tensor(
                     config["bounds"], dtype=state.bounds.dtype, device=state.bounds.device
                 ),
-                surrogate=chosen_surrogate,
-                proposer=chosen_proposer,
                 objective=chosen_objective,
-                fit_policy=chosen_fit_policy,
                 seed=state.seed,
                 n_initial=config["n_initial"],
                 design=config["design"],
+                **components,
             ),
         )
+        if optimizer._config() != {**config, "strategy": optimizer._config()["strategy"]}:
+            raise StateFileError(
+                f"{str(path)!r} holds a strategy that does not match its components "
+                "(field config.strategy)."
+            )
         if not torch.equal(optimizer.bounds, state.bounds):
             raise StateFileError(f"{str(path)!r} holds inconsistent bounds (field config.bounds).")
         if state.X.shape[0]:
@@ -772,7 +797,12 @@ def _quiet_outside_fit_box(region_local: bool) -> Iterator[None]:
 
 
 def _describe(component: Any) -> Any:
-    r"""What the configuration says of ``component`` (its name or ``to_config()``)."""
+    r"""What the configuration says of ``component``: a surrogate's name (registered,
+    or with hyperparameter overrides), else ``"<custom>"``, or ``to_config()``."""
     if isinstance(component, SurrogateSpec):
-        return component.name if SURROGATES.get(component.name) is component else "<custom>"
+        try:
+            registered = get_surrogate(component.name) is component
+        except ValueError:
+            registered = False
+        return component.name if registered else "<custom>"
     return component.to_config()

@@ -532,22 +532,24 @@ class TrustRegionProposer(Proposer):
     model normalised to another neighbourhood carries its function over exactly (see
     :meth:`~botorch_nn_uq.models.base.NeuralSurrogateModel.fit`).
 
+    The region's failure tolerance (TuRBO's ``ceil(max(4 / q, d / q))`` unless given)
+    follows the size ``q`` of each told batch, so it is the one of the batch size that
+    the run's ``ask`` uses.
+
     Args:
         inner: The proposer that proposes inside the region.
-        batch_size: The batch size the run uses (it sets the failure tolerance).
         local_fit: ``None`` (normalise to the whole box) or the factor, at least 1, by
             which the region grows into the box a region-local fit normalises to.
         **region_options: Further :class:`TrustRegion` arguments (``length_init``,
             ``length_min``, ``success_tolerance``, ...).
 
     Example:
-        >>> TrustRegionProposer(AcquisitionProposer("ts"), batch_size=100, local_fit=4.0)
+        >>> TrustRegionProposer(AcquisitionProposer("ts"), local_fit=4.0)
     """
 
     def __init__(
         self,
         inner: Proposer,
-        batch_size: int = 1,
         local_fit: float | None = None,
         **region_options: Any,
     ) -> None:
@@ -555,10 +557,8 @@ class TrustRegionProposer(Proposer):
             raise ValueError(
                 f"{inner.describe()} proposes in the whole box; it takes no trust region."
             )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
+        TrustRegion(1, **region_options)  # checks the options
         self.inner = inner
-        self.batch_size = batch_size
         self.local_fit = check_local_fit(local_fit)
         self.region_options = region_options
         self.region: TrustRegion | None = None
@@ -584,7 +584,7 @@ class TrustRegionProposer(Proposer):
 
     def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
         if self.region is None:
-            self.region = TrustRegion(X.shape[-1], self.batch_size, **self.region_options)
+            self.region = TrustRegion(X.shape[-1], **self.region_options)
         self.region.update(-scores)
         self.inner.observe(X, values, scores)
 
@@ -613,7 +613,6 @@ class TrustRegionProposer(Proposer):
         return {
             "type": "trust-region",
             "inner": inner,
-            "batch_size": self.batch_size,
             "local_fit": self.local_fit,
             "region": self.region_options,
         }
@@ -719,19 +718,14 @@ def proposer_from_config(config: dict[str, Any]) -> Proposer:
         return AcquisitionProposer(options.pop("acquisition"), **options)
     if kind == "trust-region":
         inner = proposer_from_config(options["inner"])
-        return TrustRegionProposer(
-            inner,
-            options["batch_size"],
-            local_fit=options.get("local_fit"),
-            **options["region"],
-        )
+        return TrustRegionProposer(inner, local_fit=options["local_fit"], **options["region"])
     if kind == "random" and not options:
         return RandomProposer()
     if kind == "turbo":
         # TuRBO's module builds on this one's Proposer.
         from botorch_nn_uq.bo.turbo import TurboProposer
 
-        return TurboProposer(options.pop("batch_size"), options.pop("n_initial"), **options)
+        return TurboProposer(**options)
     if kind == "dynamic-c":
         return DynamicCalibrationProposer(
             options["horizon"],

@@ -45,7 +45,7 @@ except ImportError:  # Windows: no flock
 #: The first line of a state file starts with this.
 STATE_MAGIC = b"botorch-nn-uq run state"
 #: Version of the file layout; a file of another version is refused.
-STATE_FORMAT = 1
+STATE_FORMAT = 2
 #: The largest state file read: far above a run's data and its last model's weights,
 #: low enough that a wrong path (a disk image, a device) is refused before it is read.
 MAX_STATE_FILE_BYTES = 2**32

@@ -16,8 +16,9 @@ out). The options are
 
 - ``tr[(REGION OPTIONS)]``: a TuRBO-style trust region around the best point
   (:class:`~botorch_nn_uq.bo.proposers.TrustRegionProposer`);
-- ``turbo[(TURBO OPTIONS)]``: TuRBO-1 (:class:`~botorch_nn_uq.bo.turbo.TurboProposer`,
-  Thompson sampling on TuRBO's candidates; the acquisition is ``ts``);
+- ``turbo[(REGION OPTIONS)]``: TuRBO-1
+  (:class:`~botorch_nn_uq.bo.turbo.TurboProposer`, Thompson sampling on TuRBO's
+  candidates; the acquisition is ``ts``, whose ``num_candidates`` are TuRBO's);
 - ``bts``: with ``turbo``, the package's batch Thompson sampling chooses each batch;
 - ``local[(FACTOR)]``: with ``tr`` or ``turbo``, fit region-locally, the inputs
   normalised to the region grown ``FACTOR`` times (default 4);
@@ -75,9 +76,26 @@ OPTIMIZER_ARGUMENTS = {"num_restarts": 10, "raw_samples": 512}
 #: The keyword arguments of ``tr`` and ``turbo``.
 REGION_ARGUMENTS = ("success_tolerance", "failure_tolerance", "length_init", "length_min")
 REGION_ARGUMENTS += ("length_max",)
-TURBO_ARGUMENTS = (*REGION_ARGUMENTS, "num_candidates")
 
 Arguments = tuple[tuple[str, Value], ...]
+
+#: The strategies the README recommends, with the regime each was measured best in
+#: (``benchmarks/README.md`` has the evidence); ``botorch-nn-uq list`` prints them.
+RECOMMENDED_STRATEGIES: tuple[tuple[str, str], ...] = (
+    ("gp:logei", "few points (up to about 100), smooth, one point per step"),
+    ("neon:q-leaky-ei", "function-valued outputs of a composite objective g(h(x))"),
+    (
+        "deep-ensemble:ts+tr+local(4)+continual",
+        "thousands of points, batches of 100, on a CPU budget",
+    ),
+    (
+        "deep-ensemble(max_steps=200):ts+turbo+bts+local(4)",
+        "rugged, about 10-D, small batches",
+    ),
+    ("deep-ensemble:ts+turbo+bts+local(4)", "controller tuning, about 12-D, batches of 50"),
+    ("deep-ensemble:ts+turbo+bts+continual", "trajectories, about 60-D, batches of 100"),
+    ("gp:ts+turbo", "non-stationary, about 6-D, a few hundred evaluations (GP in TuRBO-1)"),
+)
 
 
 @dataclass(frozen=True)
@@ -97,7 +115,7 @@ class Strategy:
         acquisition_options: The acquisition's options and ``num_restarts`` /
             ``raw_samples``, as sorted pairs.
         trust_region: Propose in a trust region (``tr``), with ``region_options``.
-        turbo: TuRBO-1 (``turbo``), with ``region_options`` (and ``num_candidates``).
+        turbo: TuRBO-1 (``turbo``), with ``region_options``.
         region_options: The ``tr`` or ``turbo`` arguments, as sorted pairs.
         batch_thompson: With ``turbo``: batch Thompson sampling chooses the batch.
         local_fit: With ``tr`` or ``turbo``: the region-local fit's factor, or ``None``.
@@ -105,7 +123,7 @@ class Strategy:
         sequential: Optimise a q-acquisition point by point (``seq``).
 
     Example:
-        >>> Strategy.parse("gp:qlogei(raw_samples=256)+seq").proposer(batch_size=4, n_initial=8)
+        >>> Strategy.parse("gp:qlogei(raw_samples=256)+seq").proposer()
     """
 
     model: str
@@ -158,16 +176,17 @@ class Strategy:
             math.isfinite(self.local_fit) and self.local_fit >= 1
         ):
             raise ValueError(f"local's factor must be a finite number >= 1; got {self.local_fit}.")
-        allowed = TURBO_ARGUMENTS if self.turbo else REGION_ARGUMENTS
-        unknown = [name for name, _ in self.region_options if name not in allowed]
+        unknown = [name for name, _ in self.region_options if name not in REGION_ARGUMENTS]
         if unknown or (self.region_options and not (self.trust_region or self.turbo)):
             option = "turbo" if self.turbo else "tr"
-            raise ValueError(f"{option} takes {', '.join(allowed)}; got {unknown}.")
+            raise ValueError(f"{option} takes {', '.join(REGION_ARGUMENTS)}; got {unknown}.")
         if self.continual is not None and not SURROGATES[self.model].supports_warm_start:
             warm = ", ".join(name for name, spec in SURROGATES.items() if spec.supports_warm_start)
             raise ValueError(f"continual needs a warm-startable model ({warm}); got {self.model}.")
-        # Builds the surrogate once, so unknown hyperparameters fail here, not at a fit.
+        # Builds the components once, so unknown hyperparameters and inconsistent
+        # optimizer settings fail here, not at a fit.
         self.surrogate()
+        self.proposer()
 
     # Spelling ---------------------------------------------------------------------------
 
@@ -257,19 +276,19 @@ class Strategy:
             return None
         return get_surrogate(format_part(self.model, **dict(self.model_options)))
 
-    def proposer(self, batch_size: int, n_initial: int) -> Proposer:
-        r"""The proposer of a run with batches of ``batch_size`` points (a trust region's
-        tolerances and TuRBO's restart design depend on it) and ``n_initial`` initial
-        points (TuRBO's restart design)."""
+    def proposer(self) -> Proposer:
+        r"""The proposer (in its initial state). A trust region's tolerances and TuRBO's
+        restart design follow the run: the batch size its ``ask`` uses and the size of
+        its initial design."""
         if not self.uses_model:
             return RandomProposer()
         region = dict(self.region_options)
         if self.turbo:
+            # Thompson sampling's candidates are TuRBO's: ts(num_candidates=N)+turbo.
             return TurboProposer(
-                batch_size,
-                n_initial,
                 batch_thompson=self.batch_thompson,
                 local_fit=self.local_fit,
+                **dict(self.acquisition_options),
                 **region,
             )
         options = dict(self.acquisition_options)
@@ -280,7 +299,7 @@ class Strategy:
             self.acquisition, sequential=self.sequential, options=options, **optimizer
         )
         if self.trust_region:
-            proposer = TrustRegionProposer(proposer, batch_size, local_fit=self.local_fit, **region)
+            proposer = TrustRegionProposer(proposer, local_fit=self.local_fit, **region)
         return proposer
 
     def fit_policy(self) -> FitPolicy:

@@ -27,14 +27,15 @@ class TrustRegion:
 
     Args:
         dim: The input dimension ``d``.
-        batch_size: Evaluations per BO step ``q``.
+        batch_size: Evaluations per BO step ``q``, or ``None``: each told batch's size
+            (the failure tolerance then follows the batch size the run asks for).
         length: The current side length (fraction of the box).
         length_min: Below this side length the region starts over at ``length_init``.
         length_max: The largest side length.
         length_init: The side length at the start and after a restart.
         success_tolerance: Improving batches in a row that double the side length.
         failure_tolerance: Batches without improvement in a row that halve it;
-            ``None`` uses TuRBO's ``ceil(max(4 / q, d / q))``.
+            ``None`` uses TuRBO's ``ceil(max(4 / q, d / q))`` (:meth:`tolerance`).
         best_value: The best observation so far (to maximise).
         successes: Improving batches in a row.
         failures: Batches without improvement in a row.
@@ -47,7 +48,7 @@ class TrustRegion:
     """
 
     dim: int
-    batch_size: int
+    batch_size: int | None = None
     length: float = 0.8
     length_min: float = 0.5**7
     length_max: float = 1.6
@@ -60,7 +61,7 @@ class TrustRegion:
     restarts: int = 0
 
     def __post_init__(self) -> None:
-        if self.dim < 1 or self.batch_size < 1:
+        if self.dim < 1 or (self.batch_size is not None and self.batch_size < 1):
             raise ValueError(
                 f"dim and batch_size must be positive; got {self.dim} and {self.batch_size}."
             )
@@ -69,8 +70,8 @@ class TrustRegion:
                 "Need 0 < length_min <= length_init <= length_max; got "
                 f"{self.length_min}, {self.length_init}, {self.length_max}."
             )
-        if self.failure_tolerance is None:
-            self.failure_tolerance = math.ceil(max(4 / self.batch_size, self.dim / self.batch_size))
+        if self.failure_tolerance is None and self.batch_size is not None:
+            self.failure_tolerance = self.tolerance(self.batch_size)
         # A region restored from a saved run: its state must be one the updates reach.
         if not self.length_min <= self.length <= self.length_max:
             raise ValueError(
@@ -85,11 +86,20 @@ class TrustRegion:
             "restarts": self.restarts,
         }
         for name, count in counts.items():
+            if name == "failure_tolerance" and count is None:
+                continue
             least = 1 if name.endswith("tolerance") else 0
             if isinstance(count, bool) or not isinstance(count, int) or count < least:
                 raise ValueError(f"{name} must be an integer of at least {least}; got {count!r}.")
         if math.isnan(self.best_value) or self.best_value == math.inf:
             raise ValueError(f"best_value must be a number or -inf; got {self.best_value}.")
+
+    def tolerance(self, batch_size: int) -> int:
+        r"""The failure tolerance for batches of ``batch_size``: the given one, or
+        TuRBO's ``ceil(max(4 / q, d / q))``."""
+        if self.failure_tolerance is not None:
+            return self.failure_tolerance
+        return math.ceil(max(4 / batch_size, self.dim / batch_size))
 
     def update(self, batch_Y: Tensor) -> None:
         r"""Record a batch's observations (to maximise) and resize the region.
@@ -110,7 +120,7 @@ class TrustRegion:
             self.successes, self.failures = 0, self.failures + 1
         if self.successes >= self.success_tolerance:
             self.length, self.successes = min(2 * self.length, self.length_max), 0
-        elif self.failures >= self.failure_tolerance:
+        elif self.failures >= self.tolerance(batch_Y.shape[0]):
             self.length, self.failures = self.length / 2, 0
         self.best_value = max(self.best_value, batch_best)
         if self.length < self.length_min:

@@ -111,10 +111,13 @@ class TurboProposer(Proposer):
     r"""TuRBO-1: Thompson sampling in a trust region, with restarts that set the run's
     data aside (see the module's description).
 
+    The batch size and a restart design's size come from the run, not from the
+    proposer's arguments: the batch size ``q`` is that of the first BO step's ``ask``
+    (it sets the failure tolerance and the restart design's batches; later steps must
+    ask for the same ``q``), and a restart design has as many points as the run's
+    initial design (TuRBO's rule), rounded up to whole batches.
+
     Args:
-        batch_size: The run's batch size ``q`` (it sets the failure tolerance and the
-            restart design's batches).
-        n_initial: The size of a restart's design (TuRBO: the initial design's size).
         success_tolerance: Improving batches in a row that double the side.
         failure_tolerance: Batches without improvement in a row that halve it; ``None``:
             ``ceil(max(4 / q, d / q))``.
@@ -137,15 +140,15 @@ class TurboProposer(Proposer):
 
     Example:
         >>> optimizer = BayesianOptimizer(
-        ...     bounds, surrogate="gp", proposer=TurboProposer(batch_size=10, n_initial=20),
-        ...     n_initial=20,
+        ...     bounds, surrogate="gp", proposer=TurboProposer(), n_initial=20
         ... )
+        >>> X = optimizer.ask()  # the initial design (20 points): the restart design's size
+        >>> optimizer.tell(X, f(X))
+        >>> X = optimizer.ask(10)  # the batch size of every step of the run
     """
 
     def __init__(
         self,
-        batch_size: int,
-        n_initial: int,
         *,
         success_tolerance: int = 10,
         failure_tolerance: int | None = None,
@@ -156,20 +159,12 @@ class TurboProposer(Proposer):
         batch_thompson: bool = False,
         local_fit: float | None = None,
     ) -> None:
-        for name, value in (("batch_size", batch_size), ("n_initial", n_initial)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
         if num_candidates is not None and (
             isinstance(num_candidates, bool)
             or not isinstance(num_candidates, int)
-            or num_candidates < batch_size
+            or num_candidates < 1
         ):
-            raise ValueError(
-                f"num_candidates must be an integer of at least batch_size = {batch_size}; "
-                f"got {num_candidates!r}."
-            )
-        self.batch_size = batch_size
-        self.n_initial = n_initial
+            raise ValueError(f"num_candidates must be a positive integer; got {num_candidates!r}.")
         self.region_options = {
             "success_tolerance": success_tolerance,
             "failure_tolerance": failure_tolerance,
@@ -178,11 +173,15 @@ class TurboProposer(Proposer):
             "length_min": length_min,
             "length_max": length_max,
         }
-        TrustRegion(1, batch_size, **self.region_options)  # checks the options
+        TrustRegion(1, 1, **self.region_options)  # checks the options
         self.num_candidates = num_candidates
         self.batch_thompson = bool(batch_thompson)
         self.local_fit = check_local_fit(local_fit)
         self.region: TrustRegion | None = None
+        #: The batch size of the run's BO steps (``None`` before the first one).
+        self.batch_size: int | None = None
+        #: The size of the run's initial design (``None`` before it was told).
+        self.n_initial: int | None = None
         #: The first row of the current run (rows before it were set aside by restarts).
         self.segment_start = 0
         #: Rows told so far.
@@ -200,13 +199,13 @@ class TurboProposer(Proposer):
             )
 
     def check_batch_size(self, q: int, dim: int) -> None:
-        r"""Refuse a batch of another size than ``batch_size`` (which set the tolerances
-        and the restart design), or of more points than TuRBO has candidates (Thompson
-        sampling picks distinct ones)."""
-        if q != self.batch_size:
+        r"""Refuse a batch of another size than the run's first BO step (which set the
+        tolerances and the restart design), or of more points than TuRBO has candidates
+        (Thompson sampling picks distinct ones)."""
+        if self.batch_size is not None and q != self.batch_size:
             raise ValueError(
-                f"TuRBO was set up for batches of {self.batch_size} (its tolerances and "
-                f"restart design); got q = {q}."
+                f"TuRBO's run has batches of {self.batch_size} (its first step set its "
+                f"tolerances and restart design); got q = {q}."
             )
         num_candidates = self.num_candidates or turbo_num_candidates(dim)
         if q > num_candidates:
@@ -218,7 +217,10 @@ class TurboProposer(Proposer):
 
     @property
     def design_size(self) -> int:
-        r"""A restart design's size: ``n_initial`` rounded up to whole batches."""
+        r"""A restart design's size: the initial design's rounded up to whole batches
+        (0 before the first BO step)."""
+        if self.batch_size is None or self.n_initial is None:
+            return 0
         return math.ceil(self.n_initial / self.batch_size) * self.batch_size
 
     def fit_rows(self, num_rows: int) -> slice:
@@ -232,7 +234,10 @@ class TurboProposer(Proposer):
 
     def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
         if self.region is None:
-            self.region = TrustRegion(X.shape[-1], self.batch_size, **self.region_options)
+            # The initial design: its size is a restart design's; the batch size of the
+            # BO steps sets the region's failure tolerance batch by batch.
+            self.n_initial = X.shape[0]
+            self.region = TrustRegion(X.shape[-1], **self.region_options)
         self.num_told += X.shape[0]
         region = self.region
         if self.design_untold > 0:
@@ -252,6 +257,7 @@ class TurboProposer(Proposer):
     ) -> Proposal:
         bounds = context.bounds
         self.check_batch_size(q, bounds.shape[-1])
+        self.batch_size = q
         region = self.region
         details = {"trust_region_length": region.length, "restarts": float(region.restarts)}
         if self.design_untold > 0:
@@ -298,15 +304,21 @@ class TurboProposer(Proposer):
             "num_told": self.num_told,
             "design_untold": self.design_untold,
             "design": None if self.design is None else self.design.tolist(),
+            "batch_size": self.batch_size,
+            "n_initial": self.n_initial,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         expected = {"region", "segment_start", "num_told", "design_untold", "design"}
-        if set(state) != expected:
+        if set(state) != expected | {"batch_size", "n_initial"}:
             raise ValueError(f"Unexpected TuRBO state {sorted(state)}.")
         counts = [state[name] for name in ("segment_start", "num_told", "design_untold")]
-        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        if not all(_is_count(count) for count in counts):
             raise ValueError(f"TuRBO's counts must be non-negative integers; got {counts}.")
+        sizes = [state["batch_size"], state["n_initial"]]
+        if not all(size is None or (_is_count(size) and size > 0) for size in sizes):
+            raise ValueError(f"TuRBO's batch and design sizes must be positive; got {sizes}.")
+        self.batch_size, self.n_initial = sizes
         segment_start, num_told, design_untold = counts
         if segment_start > num_told or design_untold > self.design_size:
             raise ValueError(
@@ -330,8 +342,6 @@ class TurboProposer(Proposer):
         options = {key: value for key, value in self.region_options.items() if key != "length"}
         return {
             "type": "turbo",
-            "batch_size": self.batch_size,
-            "n_initial": self.n_initial,
             "num_candidates": self.num_candidates,
             "batch_thompson": self.batch_thompson,
             "local_fit": self.local_fit,
@@ -340,3 +350,7 @@ class TurboProposer(Proposer):
 
     def describe(self) -> str:
         return "TuRBO-1 (Thompson sampling in a trust region with restarts)"
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -82,11 +82,11 @@ def test_thompson_sampling_refuses_more_points_than_candidates() -> None:
 
 
 def test_turbo_refuses_other_batches_and_more_points_than_candidates() -> None:
-    with pytest.raises(ValueError, match="set up for batches of 3"):
-        TurboProposer(batch_size=3, n_initial=4).check_batch_size(4, 2)
+    with pytest.raises(ValueError, match="q = 4 points from its 3 candidates"):
+        TurboProposer(num_candidates=3).check_batch_size(4, 2)
     with pytest.raises(ValueError, match=r"q = 6000 points from its 5000 candidates"):
-        TurboProposer(batch_size=6000, n_initial=4).check_batch_size(6000, 50)
-    TurboProposer(batch_size=6000, n_initial=4, num_candidates=6000).check_batch_size(6000, 50)
+        TurboProposer().check_batch_size(6000, 50)
+    TurboProposer(num_candidates=6000).check_batch_size(6000, 50)
 
 
 def test_proposers_without_a_limit_and_a_moderate_batch_still_run() -> None:

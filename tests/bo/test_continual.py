@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from botorch_nn_uq.bo import optimizer as bo_optimizer
+from botorch_nn_uq.bo import strategy as bo_strategy
 from botorch_nn_uq.bo.continual import (
     ContinualTraining,
     ContinualTrainingState,
@@ -19,23 +19,16 @@ def problem():
     return get_bo_problem("levy", 2)
 
 
-def _run(problem, **options):
-    return run_bo(
-        problem,
-        "deep-ensemble",
-        "ts",
-        iterations=5,
-        n_initial=10,
-        seed=4,
-        batch_size=3,
-        acquisition_options={"num_candidates": 256},
-        **options,
-    )
+def _run(problem, continual: str = ""):
+    r"""Five steps of a deep ensemble with Thompson sampling; ``continual`` is the
+    strategy's ``+continual(...)`` option, if any."""
+    strategy = f"deep-ensemble:ts(num_candidates=256){continual}"
+    return run_bo(problem, strategy, iterations=5, n_initial=10, seed=4, batch_size=3)
 
 
 def test_warm_started_runs_are_reproducible_from_the_seed(problem) -> None:
-    policy = ContinualTraining(warm_start_steps=20, cold_refit_every=3, degradation_factor=None)
-    first, again = _run(problem, continual=policy), _run(problem, continual=policy)
+    policy = "+continual(warm_start_steps=20,cold_refit_every=3,degradation_factor=none)"
+    first, again = _run(problem, policy), _run(problem, policy)
     torch.testing.assert_close(first.X, again.X, rtol=0, atol=0)
     cold = _run(problem)
     assert [record.warm_start for record in first.records[1:]] == [False, True, True, False, True]
@@ -49,7 +42,7 @@ def test_a_warm_start_continues_from_the_previous_weights_for_a_short_schedule(
     problem, monkeypatch
 ) -> None:
     fits = []
-    original = bo_optimizer.get_surrogate
+    original = bo_strategy.get_surrogate
 
     def recording(name):
         spec = original(name)
@@ -62,9 +55,8 @@ def test_a_warm_start_continues_from_the_previous_weights_for_a_short_schedule(
 
         return type(spec)(spec.name, spec.description, build_and_record, spec.supports_warm_start)
 
-    monkeypatch.setattr(bo_optimizer, "get_surrogate", recording)
-    policy = ContinualTraining(warm_start_steps=7, cold_refit_every=10, degradation_factor=None)
-    _run(problem, continual=policy)
+    monkeypatch.setattr(bo_strategy, "get_surrogate", recording)
+    _run(problem, "+continual(warm_start_steps=7,cold_refit_every=10,degradation_factor=none)")
     assert fits[0][0] is None and fits[0][1].training_result.steps_run == 500
     for (warm_start, model), (_, previous) in zip(fits[1:], fits[:-1], strict=True):
         assert warm_start is previous
@@ -89,8 +81,8 @@ def test_a_degraded_held_out_error_brings_back_a_cold_fit(problem) -> None:
 
 
 def test_continual_training_needs_a_warm_startable_surrogate(problem) -> None:
-    with pytest.raises(ValueError, match="does not support warm-started refits.*deep-ensemble"):
-        run_bo(problem, "gp", "qlogei", iterations=1, continual=ContinualTraining())
+    with pytest.raises(ValueError, match="continual needs a warm-startable model.*deep-ensemble"):
+        run_bo(problem, "gp:qlogei+continual", iterations=1)
     with pytest.raises(ValueError, match="warm_start_steps must be a positive integer"):
         ContinualTraining(warm_start_steps=0)
     with pytest.raises(ValueError, match="degradation_factor must be at least 1"):
@@ -117,7 +109,7 @@ def test_sobol_designs_and_time_budgets(problem) -> None:
     assert len({tuple(cell) for cell in cells.tolist()}) == 16
     with pytest.raises(ValueError, match="Unknown design 'grid'"):
         initial_design(problem.bounds, 4, seed=0, design="grid")
-    capped = run_bo(problem, "gp", "logei", iterations=50, n_initial=4, time_budget=1e-9)
+    capped = run_bo(problem, "gp:logei", iterations=50, n_initial=4, time_budget=1e-9)
     assert len(capped.records) == 2
-    cpu_capped = run_bo(problem, "gp", "logei", iterations=50, n_initial=4, cpu_budget=1e-9)
+    cpu_capped = run_bo(problem, "gp:logei", iterations=50, n_initial=4, cpu_budget=1e-9)
     assert len(cpu_capped.records) == 2

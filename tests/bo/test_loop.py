@@ -24,17 +24,8 @@ def test_initial_design_is_shared_across_models_and_inside_bounds(problem) -> No
 @pytest.mark.parametrize("model", ["gp", "mc-dropout", "random"])
 def test_run_bo_records_and_regret(problem, model: str) -> None:
     seen = []
-    result = run_bo(
-        problem,
-        model,
-        "qlogei",
-        iterations=2,
-        n_initial=4,
-        seed=0,
-        num_restarts=2,
-        raw_samples=16,
-        callback=seen.append,
-    )
+    strategy = "random" if model == "random" else f"{model}:qlogei(num_restarts=2,raw_samples=16)"
+    result = run_bo(problem, strategy, iterations=2, n_initial=4, seed=0, callback=seen.append)
     assert result.X.shape == (6, 2)
     torch.testing.assert_close(result.values, problem.evaluate(result.X))
     assert [r.iteration for r in result.records] == [0, 1, 2]
@@ -52,17 +43,18 @@ def test_run_bo_records_and_regret(problem, model: str) -> None:
 def test_run_bo_is_reproducible_whatever_the_global_random_state() -> None:
     # On Levy 5-D the restarts optimize_acqf picks decide the GP's second proposal.
     problem = get_bo_problem("levy", 5)
-    kwargs = dict(iterations=2, n_initial=6, seed=0, num_restarts=4, raw_samples=64)
+    kwargs = dict(iterations=2, n_initial=6, seed=0)
+    strategy = "gp:logei(num_restarts=4,raw_samples=64)"
     torch.manual_seed(0)
-    first = run_bo(problem, "gp", "logei", **kwargs)
+    first = run_bo(problem, strategy, **kwargs)
     torch.manual_seed(1)
-    second = run_bo(problem, "gp", "logei", **kwargs)
+    second = run_bo(problem, strategy, **kwargs)
     assert torch.equal(first.X, second.X)
 
 
 def test_run_bo_finds_better_points_than_its_initial_design() -> None:
     problem = get_bo_problem("g-function", 2)
-    result = run_bo(problem, "gp", "logei", iterations=8, n_initial=4, seed=0, raw_samples=64)
+    result = run_bo(problem, "gp:logei(raw_samples=64)", iterations=8, n_initial=4, seed=0)
     assert result.records[-1].best_value < result.records[0].best_value
 
 
@@ -70,31 +62,31 @@ def test_run_bo_rejects_bad_arguments(problem) -> None:
     with pytest.raises(ValueError, match="Unknown model 'nope'.*gp.*mc-dropout.*random"):
         run_bo(problem, "nope")
     with pytest.raises(ValueError, match="Unknown acquisition 'nope'.*logei"):
-        run_bo(problem, "gp", "nope")
+        run_bo(problem, "gp:nope")
     with pytest.raises(ValueError, match="n_initial"):
         run_bo(problem, "gp", n_initial=1)
 
 
 def test_run_bo_runs_turbo_and_refuses_it_with_another_region(problem) -> None:
-    result = run_bo(problem, "gp", turbo=True, iterations=2, n_initial=5, batch_size=3)
+    result = run_bo(problem, "gp:ts+turbo", iterations=2, n_initial=5, batch_size=3)
     assert result.acquisition == "turbo" and result.values.numel() == 11
     assert all(record.trust_region_length == 0.8 for record in result.records[1:])
-    with pytest.raises(ValueError, match="TuRBO has its own trust region"):
-        run_bo(problem, "gp", turbo=True, trust_region=True)
-    with pytest.raises(ValueError, match="needs a surrogate"):
-        run_bo(problem, "random", turbo=True)
-    options = {"length_init": 0.4, "success_tolerance": 3}
-    shorter = run_bo(problem, "gp", turbo=True, iterations=1, n_initial=5, turbo_options=options)
+    with pytest.raises(ValueError, match="turbo has its own trust region"):
+        run_bo(problem, "gp:ts+tr+turbo")
+    with pytest.raises(ValueError, match="random search takes no"):
+        run_bo(problem, "random:ts+turbo")
+    spelled = "gp:ts+turbo(length_init=0.4,success_tolerance=3)"
+    shorter = run_bo(problem, spelled, iterations=1, n_initial=5)
     assert shorter.records[-1].trust_region_length == 0.4
-    with pytest.raises(ValueError, match="turbo_options apply to turbo=True only"):
-        run_bo(problem, "gp", turbo_options=options)
+    with pytest.raises(ValueError, match="tr takes"):
+        run_bo(problem, "gp:ts(num_candidates=64)+local(2)+tr(num_candidates=3)")
 
 
 def test_target_value_mode_tracks_the_point_closest_to_the_target() -> None:
     problem = get_bo_problem("g-function", 2)
     target = 5.0
     result = run_bo(
-        problem, "gp", "robust-ei", iterations=4, n_initial=4, seed=0, raw_samples=64,
+        problem, "gp:robust-ei(raw_samples=64)", iterations=4, n_initial=4, seed=0,
         target=target,
     )  # fmt: skip
     errors = (result.values - target).abs()
@@ -108,17 +100,16 @@ def test_target_value_mode_tracks_the_point_closest_to_the_target() -> None:
 def test_target_and_acquisition_must_match() -> None:
     problem = get_bo_problem("levy", 2)
     with pytest.raises(ValueError, match="needs a target value"):
-        run_bo(problem, "gp", "robust-lcb", iterations=0)
-    with pytest.raises(ValueError, match="does not take a target value"):
-        run_bo(problem, "gp", "logei", iterations=0, target=1.0)
+        run_bo(problem, "gp:robust-lcb", iterations=0)
+    with pytest.raises(ValueError, match="needs a target-value acquisition"):
+        run_bo(problem, "gp:logei", iterations=0, target=1.0)
 
 
 def test_run_bo_keeps_every_tensor_on_its_device(problem) -> None:
-    result = run_bo(
-        problem, "gp", "qlogei", iterations=1, n_initial=4, raw_samples=16, device="cpu"
-    )
+    strategy = "gp:qlogei(raw_samples=16)"
+    result = run_bo(problem, strategy, iterations=1, n_initial=4, device="cpu")
     assert result.X.device.type == result.values.device.type == "cpu"
-    default = run_bo(problem, "gp", "qlogei", iterations=1, n_initial=4, raw_samples=16)
+    default = run_bo(problem, strategy, iterations=1, n_initial=4)
     assert torch.equal(result.X, default.X)
 
 

@@ -7,19 +7,16 @@ from botorch_nn_uq.bo import initial_design, run_bo
 from botorch_nn_uq.problems import get_bo_problem
 
 
-@pytest.mark.parametrize(("model", "acquisition"), [("random", ""), ("gp", "qlogei")])
-def test_on_evaluations_sees_every_batch_before_the_callback(model: str, acquisition: str):
+@pytest.mark.parametrize("strategy", ["random", "gp:qlogei(num_restarts=2,raw_samples=16)"])
+def test_on_evaluations_sees_every_batch_before_the_callback(strategy: str):
     problem = get_bo_problem("levy", 2)
     events = []
     result = run_bo(
         problem,
-        model,
-        acquisition,
+        strategy,
         iterations=2,
         n_initial=4,
         seed=1,
-        num_restarts=2,
-        raw_samples=16,
         batch_size=3,
         on_evaluations=lambda X, values, record: events.append(("batch", X, values, record)),
         callback=lambda record: events.append(("record", record)),

@@ -44,7 +44,7 @@ CONFIGURATIONS = {
         lambda: {
             "surrogate": "deep-ensemble",
             "proposer": TrustRegionProposer(
-                AcquisitionProposer("ts", options={"num_candidates": 256}), batch_size=3
+                AcquisitionProposer("ts", options={"num_candidates": 256})
             ),
             "fit_policy": ContinualFit(ContinualTraining(warm_start_steps=20, cold_refit_every=3)),
         },
@@ -57,9 +57,7 @@ CONFIGURATIONS = {
     "turbo-network": (
         lambda: {
             "surrogate": "deep-ensemble",
-            "proposer": TurboProposer(
-                batch_size=3, n_initial=4, failure_tolerance=1, length_min=0.3, num_candidates=128
-            ),
+            "proposer": TurboProposer(failure_tolerance=1, length_min=0.3, num_candidates=128),
             "fit_policy": ContinualFit(ContinualTraining(warm_start_steps=20, cold_refit_every=3)),
         },
         3,

@@ -87,14 +87,14 @@ def test_a_trust_region_restricts_the_inner_proposers_box() -> None:
             seen["box"] = context.proposal_bounds
             return super().propose(model, context, q, random)
 
-    proposer = TrustRegionProposer(Recording(), batch_size=1, length_init=0.2, length=0.2)
+    proposer = TrustRegionProposer(Recording(), length_init=0.2, length=0.2)
     proposer.observe(bounds[:1], torch.ones(1), torch.ones(1))
     center = torch.tensor([0.5, 0.5], dtype=torch.float64)
     context = AcquisitionContext(bounds, bounds[:, :1], bounds, seed=0, center=center)
     proposal = proposer.propose(None, context, 1, torch.Generator())
     torch.testing.assert_close(seen["box"], torch.tensor([[0.4, 0.4], [0.6, 0.6]]).double())
     assert proposal.details["trust_region_length"] == 0.2
-    copy = TrustRegionProposer(Recording(), batch_size=1)
+    copy = TrustRegionProposer(Recording())
     copy.load_state_dict(proposer.state_dict())
     assert copy.region == proposer.region
 
@@ -102,7 +102,7 @@ def test_a_trust_region_restricts_the_inner_proposers_box() -> None:
 def test_a_region_local_fit_normalises_to_the_region_grown_around_the_incumbent() -> None:
     bounds = torch.tensor([[0.0, -10.0], [1.0, 10.0]], dtype=torch.float64)
     proposer = TrustRegionProposer(
-        AcquisitionProposer("ts"), batch_size=1, local_fit=2, length_init=0.2, length=0.2
+        AcquisitionProposer("ts"), local_fit=2, length_init=0.2, length=0.2
     )
     center = torch.tensor([0.9, 0.0], dtype=torch.float64)
     # Before the first batch is told there is no region: the fit sees the whole box.
@@ -134,7 +134,6 @@ def test_a_region_local_fit_trains_the_step_model_in_the_regions_coordinates(
         AcquisitionProposer(
             acquisition, num_restarts=2, raw_samples=16, options={"num_candidates": 64}
         ),
-        batch_size=4,
         local_fit=3,
     )
     surrogate = SurrogateSpec.from_constructor(
@@ -184,8 +183,8 @@ def test_a_region_local_fit_trains_the_step_model_in_the_regions_coordinates(
     "proposer",
     [
         AcquisitionProposer("qucb", sequential=True, options={"beta": 2.0}, raw_samples=32),
-        TrustRegionProposer(AcquisitionProposer("ts"), batch_size=5, length_init=0.4),
-        TrustRegionProposer(AcquisitionProposer("ts"), batch_size=5, local_fit=4),
+        TrustRegionProposer(AcquisitionProposer("ts"), length_init=0.4),
+        TrustRegionProposer(AcquisitionProposer("ts"), local_fit=4),
         RandomProposer(),
         DynamicCalibrationProposer(horizon=10, mw_factor=0.5),
     ],

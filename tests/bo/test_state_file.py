@@ -137,9 +137,7 @@ def _trust_region_run(path: Path) -> BayesianOptimizer:
     optimizer = BayesianOptimizer.for_problem(
         LEVY,
         surrogate="gp",
-        proposer=TrustRegionProposer(
-            AcquisitionProposer("qlogei", num_restarts=2, raw_samples=16), batch_size=2
-        ),
+        proposer=TrustRegionProposer(AcquisitionProposer("qlogei", num_restarts=2, raw_samples=16)),
         n_initial=3,
         seed=1,
     )
@@ -236,7 +234,7 @@ def test_crafted_component_states_are_refused_with_the_field_named(
 def test_crafted_turbo_states_are_refused(tmp_path, change, message) -> None:
     path = tmp_path / "run.state"
     optimizer = BayesianOptimizer.for_problem(
-        LEVY, surrogate="gp", proposer=TurboProposer(batch_size=2, n_initial=3), n_initial=3
+        LEVY, surrogate="gp", proposer=TurboProposer(), n_initial=3
     )
     optimizer.run(LEVY, steps=1, q=2)
     optimizer.save(path)

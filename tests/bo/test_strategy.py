@@ -92,9 +92,9 @@ def test_values_read_back_as_they_are_written() -> None:
 
 def test_the_components_are_the_ones_the_spelling_names() -> None:
     strategy = Strategy.parse("deep-ensemble:ts(num_candidates=512)+tr+local(2)+continual")
-    proposer = strategy.proposer(batch_size=3, n_initial=8)
+    proposer = strategy.proposer()
     expected = TrustRegionProposer(
-        AcquisitionProposer("ts", options={"num_candidates": 512}), 3, local_fit=2.0
+        AcquisitionProposer("ts", options={"num_candidates": 512}), local_fit=2.0
     )
     assert proposer.to_config() == expected.to_config()
     assert isinstance(strategy.fit_policy(), ContinualFit)
@@ -102,18 +102,18 @@ def test_the_components_are_the_ones_the_spelling_names() -> None:
     assert strategy.surrogate() is get_surrogate("deep-ensemble")
 
     turbo = Strategy.parse("deep-ensemble:ts+turbo(success_tolerance=3)+bts+local")
-    expected_turbo = TurboProposer(5, 8, success_tolerance=3, batch_thompson=True, local_fit=4.0)
-    assert turbo.proposer(batch_size=5, n_initial=8).to_config() == expected_turbo.to_config()
+    expected_turbo = TurboProposer(success_tolerance=3, batch_thompson=True, local_fit=4.0)
+    assert turbo.proposer().to_config() == expected_turbo.to_config()
     assert isinstance(turbo.fit_policy(), ColdFit)
 
-    gp = Strategy.parse("gp:qlogei(num_restarts=2,raw_samples=16)+seq").proposer(2, 4)
+    gp = Strategy.parse("gp:qlogei(num_restarts=2,raw_samples=16)+seq").proposer()
     assert (
         gp.to_config()
         == AcquisitionProposer(
             "qlogei", num_restarts=2, raw_samples=16, sequential=True
         ).to_config()
     )
-    assert isinstance(Strategy.parse("random").proposer(2, 4), RandomProposer)
+    assert isinstance(Strategy.parse("random").proposer(), RandomProposer)
     assert Strategy.parse("random").surrogate() is None
 
 

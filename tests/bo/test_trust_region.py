@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from botorch_nn_uq.bo.loop import run_bo
+from botorch_nn_uq.bo.strategy import Strategy
 from botorch_nn_uq.bo.trust_region import TrustRegion
 from botorch_nn_uq.problems import get_bo_problem
 
@@ -39,23 +40,13 @@ def test_the_box_is_centred_and_clipped_to_the_problem(tkwargs):
         TrustRegion(dim=2, batch_size=1, length_init=2.0)
 
 
-@pytest.mark.parametrize(("model", "acquisition"), [("deep-ensemble", "ts"), ("gp", "qlogei")])
-def test_proposals_stay_inside_the_region_around_the_best_point(model, acquisition):
+@pytest.mark.parametrize(
+    "strategy",
+    ["deep-ensemble:ts(num_candidates=256)+tr", "gp:qlogei(num_restarts=2,raw_samples=32)+tr+seq"],
+)
+def test_proposals_stay_inside_the_region_around_the_best_point(strategy):
     problem = get_bo_problem("levy", 3)
-    result = run_bo(
-        problem,
-        model,
-        acquisition,
-        iterations=3,
-        n_initial=8,
-        seed=1,
-        batch_size=4,
-        sequential=True,
-        trust_region=True,
-        num_restarts=2,
-        raw_samples=32,
-        acquisition_options={"num_candidates": 256},
-    )
+    result = run_bo(problem, strategy, iterations=3, n_initial=8, seed=1, batch_size=4)
     side = problem.bounds[1] - problem.bounds[0]
     for step, record in enumerate(result.records[1:]):
         start = 8 + 4 * step
@@ -64,7 +55,7 @@ def test_proposals_stay_inside_the_region_around_the_best_point(model, acquisiti
         batch = result.X[start : start + 4]
         assert ((batch - center).abs() <= 0.5 * record.trust_region_length * side + 1e-9).all()
     assert math.isnan(result.records[0].trust_region_length)
-    with pytest.raises(ValueError, match="takes no trust region"):
-        run_bo(problem, "random", iterations=1, trust_region=True)
-    with pytest.raises(ValueError, match="local_fit needs a trust region"):
-        run_bo(problem, model, acquisition, iterations=1, local_fit=4.0)
+    with pytest.raises(ValueError, match="random search takes no options"):
+        run_bo(problem, Strategy("random", acquisition="", trust_region=True), iterations=1)
+    with pytest.raises(ValueError, match="local needs a trust region"):
+        run_bo(problem, strategy.replace("+tr", "+local(4)"), iterations=1)

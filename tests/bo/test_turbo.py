@@ -55,7 +55,7 @@ def test_candidates_perturb_each_coordinate_with_probability_min_20_over_d(dim, 
 
 def test_tolerances_follow_turbo_and_a_collapse_restarts_with_the_data_set_aside() -> None:
     problem = FunctionProblem(_bowl, [[0.0] * 4, [1.0] * 4], vectorized=True)
-    proposer = TurboProposer(batch_size=3, n_initial=5, length_min=0.3, num_candidates=200)
+    proposer = TurboProposer(length_min=0.3, num_candidates=200)
     optimizer = BayesianOptimizer.for_problem(
         problem, surrogate="gp", proposer=proposer, n_initial=5, seed=0
     )
@@ -63,7 +63,7 @@ def test_tolerances_follow_turbo_and_a_collapse_restarts_with_the_data_set_aside
     assert (design.fit_points, first.fit_points) == (0, 5)
     region = proposer.region
     # The tutorial's success tolerance; failures: ceil(max(4 / q, d / q)) = 2.
-    assert (region.success_tolerance, region.failure_tolerance) == (10, 2)
+    assert (region.success_tolerance, region.tolerance(3)) == (10, 2)
     steps = 0
     while proposer.segment_start == 0:
         optimizer.run(problem, steps=1, q=3)
@@ -86,38 +86,33 @@ def test_tolerances_follow_turbo_and_a_collapse_restarts_with_the_data_set_aside
 
 
 def test_turbo_round_trips_through_its_config_and_refuses_bad_settings() -> None:
-    proposer = TurboProposer(batch_size=4, n_initial=10, success_tolerance=3, local_fit=4)
+    proposer = TurboProposer(success_tolerance=3, local_fit=4)
     rebuilt = proposer_from_config(proposer.to_config())
     assert isinstance(rebuilt, TurboProposer) and rebuilt.to_config() == proposer.to_config()
     assert rebuilt.local_fit == 4.0
     with pytest.raises(ValueError, match="local_fit must be a finite real number of at least 1"):
-        TurboProposer(batch_size=4, n_initial=10, local_fit=0.5)
-    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
-        TurboProposer(batch_size=0, n_initial=10)
-    with pytest.raises(ValueError, match="num_candidates must be an integer of at least"):
-        TurboProposer(batch_size=4, n_initial=10, num_candidates=2)
+        TurboProposer(local_fit=0.5)
+    with pytest.raises(ValueError, match="num_candidates must be a positive integer"):
+        TurboProposer(num_candidates=0)
     with pytest.raises(ValueError, match="length_min <= length_init"):
-        TurboProposer(batch_size=4, n_initial=10, length_min=0.9)
+        TurboProposer(length_min=0.9)
     problem = FunctionProblem(_bowl, [[0.0] * 2, [1.0] * 2], vectorized=True)
     optimizer = BayesianOptimizer.for_problem(
-        problem, surrogate="gp", proposer=TurboProposer(batch_size=2, n_initial=4), n_initial=4
+        problem, surrogate="gp", proposer=TurboProposer(), n_initial=4
     )
-    optimizer.run(problem, steps=0)
-    with pytest.raises(ValueError, match="set up for batches of 2"):
+    optimizer.run(problem, steps=1, q=2)
+    # The first BO step's batch size set the tolerances and the restart design.
+    with pytest.raises(ValueError, match="run has batches of 2"):
         optimizer.ask(3)
 
 
 def test_turbo_serves_minimisation_and_maximisation_only() -> None:
     bounds = [[0.0] * 2, [1.0] * 2]
     with pytest.raises(ValueError, match="not target 1"):
-        BayesianOptimizer(
-            bounds, proposer=TurboProposer(batch_size=2, n_initial=4), objective=HitTarget(1.0)
-        )
+        BayesianOptimizer(bounds, proposer=TurboProposer(), objective=HitTarget(1.0))
     composite = Composite(lambda Y: Y.sum(-1), num_outputs=2)
     with pytest.raises(ValueError, match="maximises the model's single output"):
-        BayesianOptimizer(
-            bounds, proposer=TurboProposer(batch_size=2, n_initial=4), objective=composite
-        )
+        BayesianOptimizer(bounds, proposer=TurboProposer(), objective=composite)
 
 
 def test_thompson_samples_factorise_the_candidates_exactly(monkeypatch) -> None:
@@ -131,7 +126,7 @@ def test_thompson_samples_factorise_the_candidates_exactly(monkeypatch) -> None:
 
     monkeypatch.setattr(turbo, "MaxPosteriorSampling", Recording)
     problem = FunctionProblem(_bowl, [[0.0] * 4, [1.0] * 4], vectorized=True)
-    proposer = TurboProposer(batch_size=2, n_initial=4, num_candidates=900)
+    proposer = TurboProposer(num_candidates=900)
     optimizer = BayesianOptimizer.for_problem(
         problem, surrogate="gp", proposer=proposer, n_initial=4, seed=0
     )
@@ -141,7 +136,7 @@ def test_thompson_samples_factorise_the_candidates_exactly(monkeypatch) -> None:
 
 def test_batch_thompson_spreads_an_ensembles_batch_over_turbos_candidates() -> None:
     problem = FunctionProblem(_bowl, [[0.0] * 4, [1.0] * 4], vectorized=True)
-    proposer = TurboProposer(batch_size=12, n_initial=8, num_candidates=500, batch_thompson=True)
+    proposer = TurboProposer(num_candidates=500, batch_thompson=True)
     optimizer = BayesianOptimizer.for_problem(
         problem, surrogate="deep-ensemble", proposer=proposer, n_initial=8, seed=0
     )
