@@ -21,6 +21,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 import warnings
@@ -49,7 +50,14 @@ from benchmarks.common import (
     use_threads,
     write_rows_csv,
 )
-from botorch_nn_uq.bo import ACQUISITIONS, RANDOM_SEARCH, SURROGATES, BOResult, run_bo
+from botorch_nn_uq.bo import (
+    ACQUISITIONS,
+    RANDOM_SEARCH,
+    SURROGATES,
+    BOResult,
+    Strategy,
+    run_bo,
+)
 from botorch_nn_uq.problems import get_bo_problem
 
 BASELINE = ("gp", "logei")
@@ -75,6 +83,18 @@ class RunSpec:
         return self.model if self.model == RANDOM_SEARCH else f"{self.model}+{self.acquisition}"
 
     @property
+    def strategy(self) -> Strategy:
+        r"""The run's strategy: the model and the acquisition, maximised with the
+        protocol's ``optimize_acqf`` restarts and raw samples."""
+        if self.model == RANDOM_SEARCH:
+            return Strategy(RANDOM_SEARCH, acquisition="")
+        strategy = Strategy(self.model, acquisition=self.acquisition)
+        if not strategy.uses_optimize_acqf:
+            return strategy
+        options = (("num_restarts", self.num_restarts), ("raw_samples", self.raw_samples))
+        return dataclasses.replace(strategy, acquisition_options=options)
+
+    @property
     def key(self) -> str:
         r"""A file-name-safe identifier of the run and its budget; a run on another
         device than the CPU ends in the device's name (``_cuda``)."""
@@ -92,13 +112,10 @@ def run(spec: RunSpec) -> BOResult:
     warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
     result = run_bo(
         get_bo_problem(spec.problem, spec.dim),
-        spec.model,
-        spec.acquisition,
+        spec.strategy,
         iterations=spec.iterations,
         n_initial=spec.n_initial,
         seed=spec.seed,
-        num_restarts=spec.num_restarts,
-        raw_samples=spec.raw_samples,
         device=spec.device,
     )
     result.X, result.values = result.X.cpu(), result.values.cpu()

@@ -28,13 +28,16 @@ points is O(q^2) to O(q^3) per sample), the package's networks with batch Thomps
 sampling (``MODEL:ts``), with warm-started refits when a method has ``+continual`` and
 proposals inside a TuRBO-style trust region when it has ``+tr``, BoTorch's community
 ``VBLLModel`` with its own Thompson sampling (``vbll:vbll-ts``, see ``vbll_peer.py``)
-and random search. A method is ``MODEL:ACQUISITION`` with optional ``+continual`` and
-``+tr``, or ``+turbo`` for TuRBO-1 itself (``TurboProposer``: its region weighted by a
-GP's lengthscales, TuRBO's candidates and restarts that set the run's data aside; the
-acquisition is not used), with ``+bts`` choosing the batch among TuRBO's candidates by
-the package's batch Thompson sampling instead of ``MaxPosteriorSampling``, and ``+local``
+and random search. A method is a strategy's spelling
+(:class:`~botorch_nn_uq.bo.Strategy`): ``MODEL:ACQUISITION`` with optional
+``+continual`` and ``+tr``, or ``+turbo`` for TuRBO-1 itself (``TurboProposer``: its
+region weighted by a GP's lengthscales, TuRBO's candidates and restarts that set the
+run's data aside), with ``+bts`` choosing the batch among TuRBO's candidates by the
+package's batch Thompson sampling instead of ``MaxPosteriorSampling``, and ``+local``
 (with ``+tr`` or ``+turbo``) fitting region-locally: the surrogate's inputs normalised to
-the region grown ``LOCAL_FIT_FACTOR`` times around the incumbent. Protocol 7's
+the region grown 4 times around the incumbent. The protocol adds to every strategy
+``--num-restarts`` and ``--raw-samples``, ``+seq`` for the GPs' q-acquisitions and TuRBO's
+success tolerance (:attr:`RunSpec.strategy`). Protocol 7's
 GP peers are registered by ``gp_peers.py``: ``gp-turbo:ts+turbo`` is GP-TuRBO-1 with the
 tutorial's kernel and constraints, and ``gp-warp:qlogei`` the GP with BoTorch's ``Warp``
 input transform; ``ensemble_variants.py`` registers the deep ensemble with 10 and 20
@@ -71,6 +74,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 import warnings
@@ -105,12 +109,10 @@ from benchmarks.common import (
     write_rows_csv,
 )
 from botorch_nn_uq.bo import (
-    ACQUISITIONS,
     RANDOM_SEARCH,
-    SURROGATES,
     BOIterationRecord,
     BOResult,
-    ContinualTraining,
+    Strategy,
     run_bo,
 )
 from botorch_nn_uq.problems import get_bo_problem
@@ -169,10 +171,6 @@ DEFAULT_METHODS = (
     RANDOM_SEARCH,
 )
 SMOKE_METHODS = ("gp:qlogei", "deep-ensemble:ts+continual+tr", "vbll:vbll-ts", RANDOM_SEARCH)
-CONTINUAL = ContinualTraining(warm_start_steps=100, cold_refit_every=10)
-#: How many times the trust region grows into the box a ``+local`` method's surrogate
-#: normalises its inputs to.
-LOCAL_FIT_FACTOR = 4.0
 #: TuRBO-1's success tolerance in BoTorch's tutorial (``--turbo-success-tolerance``).
 TURBO_SUCCESS_TOLERANCE = 10
 
@@ -193,39 +191,24 @@ class RunSpec:
     device: str = "cpu"
 
     @property
-    def model(self) -> str:
-        return self.method.partition(":")[0]
-
-    @property
-    def acquisition(self) -> str:
-        return self.method.partition(":")[2].split("+")[0] or "ts"
-
-    @property
-    def continual(self) -> bool:
-        return "continual" in method_options(self.method)
-
-    @property
-    def trust_region(self) -> bool:
-        return "tr" in method_options(self.method)
-
-    @property
-    def turbo(self) -> bool:
-        return "turbo" in method_options(self.method)
-
-    @property
-    def local_fit(self) -> float | None:
-        r"""The region-local fit's factor for a ``+local`` method (``None`` otherwise)."""
-        return LOCAL_FIT_FACTOR if "local" in method_options(self.method) else None
-
-    @property
-    def turbo_options(self) -> dict[str, Any] | None:
-        r"""``TurboProposer``'s settings for a ``+turbo`` method (``None`` otherwise)."""
-        if not self.turbo:
-            return None
-        return {
-            "success_tolerance": self.turbo_success_tolerance,
-            "batch_thompson": "bts" in method_options(self.method),
-        }
+    def strategy(self) -> Strategy:
+        r"""The run's strategy: the method's spelling with the protocol's settings:
+        ``optimize_acqf``'s restarts and raw samples, a GP's q-acquisition optimised
+        point by point, and TuRBO's success tolerance."""
+        strategy = Strategy.parse(self.method)
+        if not strategy.uses_model:
+            return strategy
+        changes: dict[str, Any] = {}
+        if strategy.uses_optimize_acqf:
+            options = {"num_restarts": self.num_restarts, "raw_samples": self.raw_samples}
+            options.update(strategy.acquisition_options)
+            changes["acquisition_options"] = tuple(sorted(options.items()))
+            changes["sequential"] = strategy.sequential or strategy.model.startswith("gp")
+        if strategy.turbo:
+            region = {"success_tolerance": self.turbo_success_tolerance}
+            region.update(strategy.region_options)
+            changes["region_options"] = tuple(sorted(region.items()))
+        return dataclasses.replace(strategy, **changes)
 
     @property
     def key(self) -> str:
@@ -236,7 +219,7 @@ class RunSpec:
         cap = "" if self.time_budget is None else f"_cap{self.time_budget:g}"
         if self.cpu_budget is not None:
             cap += f"_cpucap{self.cpu_budget:g}"
-        if self.turbo and self.turbo_success_tolerance != TURBO_SUCCESS_TOLERANCE:
+        if self.strategy.turbo and self.turbo_success_tolerance != TURBO_SUCCESS_TOLERANCE:
             cap += f"_success{self.turbo_success_tolerance}"
         cap += device_suffix(self.device)
         return (
@@ -246,12 +229,6 @@ class RunSpec:
         )
 
 
-def method_options(method: str) -> set[str]:
-    r"""The ``+option`` suffixes of a method (``continual``, ``tr``, ``turbo``, ``bts``,
-    ``local``)."""
-    return set(method.split("+")[1:])
-
-
 def run(spec: RunSpec) -> BOResult:
     r"""One BO run on ``spec.device`` and this process's torch threads (``--threads``);
     the result's tensors are moved to the CPU for storing."""
@@ -259,23 +236,14 @@ def run(spec: RunSpec) -> BOResult:
     budget = spec.budget
     result = run_bo(
         get_bo_problem(budget.problem or spec.problem, budget.dim),
-        spec.model,
-        spec.acquisition,
+        spec.strategy,
         iterations=budget.iterations,
+        batch_size=budget.batch_size,
         n_initial=budget.n_initial,
         seed=spec.seed,
-        num_restarts=spec.num_restarts,
-        raw_samples=spec.raw_samples,
-        batch_size=budget.batch_size,
-        sequential=spec.model.startswith("gp"),
-        continual=CONTINUAL if spec.continual else None,
         design="sobol",
         time_budget=spec.time_budget,
         cpu_budget=spec.cpu_budget,
-        trust_region=spec.trust_region,
-        turbo=spec.turbo,
-        turbo_options=spec.turbo_options,
-        local_fit=spec.local_fit,
         device=spec.device,
     )
     result.X, result.values = result.X.cpu(), result.values.cpu()
@@ -652,23 +620,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         if budget is not None and not budget > 0:
             parser.error(f"--{name.replace('_', '-')} must be positive; got {budget}")
     for method in args.methods:
-        model, _, acquisition = method.partition(":")
-        acquisition = acquisition.split("+")[0]
-        known = model in SURROGATES and acquisition in ACQUISITIONS
-        options = method_options(method)
-        if model != RANDOM_SEARCH and (
-            not known
-            or options - {"continual", "tr", "turbo", "bts", "local"}
-            or {"tr", "turbo"} <= options
-            or ("bts" in options and "turbo" not in options)
-            or ("local" in options and not options & {"tr", "turbo"})
-        ):
-            parser.error(
-                "unknown method "
-                f"{method!r}: MODEL:ACQUISITION[+continual][+tr|+turbo[+bts]][+local] "
-                f"with a model of {', '.join(SURROGATES)} and an acquisition of "
-                f"{', '.join(ACQUISITIONS)}"
-            )
+        try:
+            Strategy.parse(method)
+        except ValueError as error:
+            parser.error(f"unknown method {method!r}: {error}")
     return args
 
 

@@ -154,41 +154,41 @@ def test_protocol_7_control_problems_run_with_their_smoke_budgets(tmp_path) -> N
     assert (tmp_path / "best_value_rover.png").stat().st_size > 1000
 
 
-def _record_run_bo_argument(monkeypatch, name: str) -> list:
-    r"""The values of ``run_bo``'s keyword ``name`` in the runs the benchmark makes, in
-    order (the runs still happen)."""
+def _record_strategies(monkeypatch) -> list:
+    r"""The strategies of the runs the benchmark makes, in order (the runs still
+    happen)."""
     seen = []
     run_bo = scale_suite.run_bo
 
-    def recording(*args, **kwargs):
-        seen.append(kwargs[name])
-        return run_bo(*args, **kwargs)
+    def recording(problem, strategy, **kwargs):
+        seen.append(strategy)
+        return run_bo(problem, strategy, **kwargs)
 
     monkeypatch.setattr(scale_suite, "run_bo", recording)
     return seen
 
 
 def test_turbo_settings_reach_the_proposer_and_mark_the_runs(tmp_path, monkeypatch) -> None:
-    seen = _record_run_bo_argument(monkeypatch, "turbo_options")
+    seen = _record_strategies(monkeypatch)
     methods = ["gp-turbo:ts+turbo", "deep-ensemble:ts+turbo+bts", "random"]
     argv = ["--smoke", "--problems", "rastrigin", "--methods", *methods]
     text = scale_suite.main([*argv, "--turbo-success-tolerance", "3", "--out", str(tmp_path)])
     assert "success tolerance (`+turbo` methods): 3." in text.read_text()
-    assert seen == [
-        {"success_tolerance": 3, "batch_thompson": False},
-        {"success_tolerance": 3, "batch_thompson": True},
-        None,
+    assert [str(strategy) for strategy in seen] == [
+        "gp-turbo:ts+turbo(success_tolerance=3)",
+        "deep-ensemble:ts+turbo(success_tolerance=3)+bts",
+        "random",
     ]
     stored = sorted(path.name for path in (tmp_path / "runs").glob("*.pt"))
     assert ["_success3" in name for name in stored] == [True, True, False]
 
 
 def test_local_fits_reach_run_bo_with_a_region_only(tmp_path, monkeypatch) -> None:
-    seen = _record_run_bo_argument(monkeypatch, "local_fit")
+    seen = _record_strategies(monkeypatch)
     methods = ["deep-ensemble:ts+tr+local", "deep-ensemble:ts+turbo+bts+local", "random"]
     argv = ["--smoke", "--problems", "rastrigin", "--methods", *methods]
     text = scale_suite.main([*argv, "--out", str(tmp_path)]).read_text()
-    assert seen == [scale_suite.LOCAL_FIT_FACTOR, scale_suite.LOCAL_FIT_FACTOR, None]
+    assert [strategy.local_fit for strategy in seen] == [4.0, 4.0, None]
     assert "| deep-ensemble:ts+tr+local |" in text
     with pytest.raises(SystemExit):
         scale_suite.parse_args(["--smoke", "--methods", "deep-ensemble:ts+local"])
