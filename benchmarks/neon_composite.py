@@ -85,8 +85,8 @@ from botorch_nn_uq.bo import (
     ContinualTraining,
     Minimize,
     Proposer,
-    RandomProposer,
     ScreenedProposer,
+    Strategy,
     SurrogateSpec,
     composite_problem,
 )
@@ -272,12 +272,11 @@ def leaky_ei(neon: NEON, context: AcquisitionContext) -> qLeakyExpectedImproveme
 def components(spec: RunSpec, problem: CompositeProblem) -> dict[str, Any]:
     r"""The BO core's surrogate, proposer and fit policy of the run's method."""
     if spec.method == "random":
-        return {"proposer": RandomProposer()}
+        return {"strategy": Strategy("random", acquisition="")}
     if spec.method == "gp+logei":
-        proposer = AcquisitionProposer(
-            "logei", num_restarts=spec.num_restarts, raw_samples=spec.raw_samples
-        )
-        return {"surrogate": "gp", "proposer": proposer}
+        options = (("num_restarts", spec.num_restarts), ("raw_samples", spec.raw_samples))
+        return {"strategy": Strategy("gp", acquisition="logei", acquisition_options=options)}
+    # NEON's surrogate and q-leaky EI over its bank of indices are given as code.
     dtype = getattr(torch, spec.dtype)
     proposer: Proposer
     if spec.screening_indices is None:
@@ -346,7 +345,7 @@ def run(spec: RunSpec, checkpoint: Path, device: str) -> RunResult:
             checkpoint,
             device=device,
             surrogate=parts.get("surrogate"),
-            proposer=None if spec.method == "random" else parts["proposer"],
+            proposer=parts.get("proposer"),
             objective=problem.objective,
         )
     else:

@@ -204,10 +204,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.smoke:
         args.problems, args.dims, args.seeds = ["levy", "g-function"], [2], 1
         args.iterations, args.n_initial, args.num_restarts, args.raw_samples = 2, 4, 2, 32
-    args.methods = [_method(entry, args.acquisition) for entry in args.models]
-    unknown = [model for model, _ in args.methods if model not in SURROGATES]
-    if unknown:
-        parser.error(f"unknown model(s) {unknown}; valid: {', '.join(SURROGATES)}")
+    args.methods = []
+    for entry in args.models:
+        try:
+            args.methods.append(_method(entry, args.acquisition))
+        except ValueError as error:
+            parser.error(
+                f"unknown model, or unknown or target-value acquisition, in {entry!r}: {error}"
+            )
     unusable = [a for _, a in args.methods if a not in _usable_acquisitions()]
     if unusable:
         parser.error(
@@ -223,9 +227,10 @@ def _usable_acquisitions() -> list[str]:
 
 
 def _method(entry: str, default_acquisition: str) -> tuple[str, str]:
-    r"""``(model, acquisition)`` of a ``MODEL`` or ``MODEL:ACQUISITION`` entry."""
-    model, _, acquisition = entry.partition(":")
-    return model, acquisition or default_acquisition
+    r"""``(model, acquisition)`` of an entry: a strategy's spelling, whose acquisition
+    is ``default_acquisition`` when the entry names a model only."""
+    strategy = Strategy.parse(entry if ":" in entry else f"{entry}:{default_acquisition}")
+    return strategy.model, strategy.acquisition
 
 
 def main(argv: Sequence[str] | None = None) -> Path:

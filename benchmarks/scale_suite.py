@@ -328,7 +328,7 @@ def summary_table(results: Sequence[tuple[RunSpec, BOResult]], methods: Sequence
 
 def _reference(methods: Sequence[str], model: str) -> str | None:
     r"""The first method of ``model`` (the GP or VBLL column's reference)."""
-    return next((method for method in methods if method.partition(":")[0] == model), None)
+    return next((method for method in methods if Strategy.parse(method).model == model), None)
 
 
 def _against(
@@ -640,10 +640,12 @@ def main(argv: Sequence[str] | None = None) -> Path:
             num_restarts=args.num_restarts,
             raw_samples=args.raw_samples,
             time_budget=args.time_budget
-            if method.partition(":")[0] in args.capped_models and args.cpu_budget is None
+            if Strategy.parse(method).model in args.capped_models and args.cpu_budget is None
             else None,
             turbo_success_tolerance=args.turbo_success_tolerance,
-            cpu_budget=args.cpu_budget if method.partition(":")[0] in args.capped_models else None,
+            cpu_budget=args.cpu_budget
+            if Strategy.parse(method).model in args.capped_models
+            else None,
             device=args.device,
         )
         for seed in seed_range(args)
