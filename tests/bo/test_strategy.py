@@ -138,3 +138,53 @@ def test_a_strategy_checks_itself_against_an_objective() -> None:
         Strategy.parse("gp:logei").check(HitTarget(1.0))
     with pytest.raises(ValueError, match="turbo minimises or maximises"):
         Strategy.parse("gp:ts+turbo").check(HitTarget(1.0))
+
+
+#: The modules that may build proposers and fit policies: the strategy (the one
+#: translation of names), the components' own modules (their configurations round-trip),
+#: the optimizer (a bare acquisition name as ``proposer=``, the default cold fit), and the
+#: NEON runner, whose surrogate and acquisition are code, not names.
+COMPONENT_BUILDERS = {
+    "botorch_nn_uq/bo/strategy.py",
+    "botorch_nn_uq/bo/proposers.py",
+    "botorch_nn_uq/bo/turbo.py",
+    "botorch_nn_uq/bo/fitting.py",
+    "botorch_nn_uq/bo/optimizer.py",
+    "benchmarks/neon_composite.py",
+}
+COMPONENTS = {
+    "AcquisitionProposer",
+    "TrustRegionProposer",
+    "TurboProposer",
+    "RandomProposer",
+    "ColdFit",
+    "ContinualFit",
+}
+
+
+def test_no_second_translation_of_strategy_names_appears() -> None:
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    offences = []
+    for path in [*root.glob("botorch_nn_uq/**/*.py"), *root.glob("benchmarks/**/*.py")]:
+        relative = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            function = node.func
+            name = getattr(function, "id", None) or getattr(function, "attr", None)
+            if name in COMPONENTS and relative not in COMPONENT_BUILDERS:
+                offences.append(f"{relative}:{node.lineno} builds {name}")
+            # Splitting a spelling at its options is the spelling module's job.
+            if (
+                name == "split"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value == "+"
+                and relative != "botorch_nn_uq/bo/spelling.py"
+            ):
+                offences.append(f"{relative}:{node.lineno} splits a spelling at '+'")
+    assert not offences, "build strategies through Strategy: " + "; ".join(offences)
