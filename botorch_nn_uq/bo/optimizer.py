@@ -44,11 +44,11 @@ from botorch_nn_uq.bo.problems import (
     check_bounds,
     objective_from_config,
 )
+from botorch_nn_uq.bo.proposer_configs import proposer_from_config
 from botorch_nn_uq.bo.proposers import (
     AcquisitionProposer,
     Proposer,
     RandomProposer,
-    proposer_from_config,
 )
 from botorch_nn_uq.bo.registry import AcquisitionContext
 from botorch_nn_uq.bo.state import (

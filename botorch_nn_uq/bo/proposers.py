@@ -174,7 +174,8 @@ class Proposer(ABC):
             raise ValueError(f"{type(self).__name__} has no state; got {sorted(state)}.")
 
     def to_config(self) -> dict[str, Any] | None:
-        r"""A JSON description that :func:`proposer_from_config` turns back into the
+        r"""A JSON description that
+        :func:`~botorch_nn_uq.bo.proposer_configs.proposer_from_config` turns back into the
         proposer (in its initial state), or ``None`` for one that holds code."""
         return None
 
@@ -708,32 +709,6 @@ class CandidateSetProposer(Proposer):
         candidates = self.candidates
         self.used = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
         self.used[torch.as_tensor(state["used"], dtype=torch.long, device=candidates.device)] = True
-
-
-def proposer_from_config(config: dict[str, Any]) -> Proposer:
-    r"""The proposer a :meth:`Proposer.to_config` describes (in its initial state)."""
-    options = dict(config)
-    kind = options.pop("type", None)
-    if kind == "acquisition":
-        return AcquisitionProposer(options.pop("acquisition"), **options)
-    if kind == "trust-region":
-        inner = proposer_from_config(options["inner"])
-        return TrustRegionProposer(inner, local_fit=options["local_fit"], **options["region"])
-    if kind == "random" and not options:
-        return RandomProposer()
-    if kind == "turbo":
-        # TuRBO's module builds on this one's Proposer.
-        from botorch_nn_uq.bo.turbo import TurboProposer
-
-        return TurboProposer(**options)
-    if kind == "dynamic-c":
-        return DynamicCalibrationProposer(
-            options["horizon"],
-            options["mw_factor"],
-            num_restarts=options["num_restarts"],
-            raw_samples=options["raw_samples"],
-        )
-    raise ValueError(f"Unknown proposer {config!r}.")
 
 
 def optimize_acqf_memory(q: int, raw_samples: int, num_restarts: int, element_size: int = 8) -> int:

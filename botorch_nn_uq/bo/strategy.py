@@ -269,6 +269,16 @@ class Strategy:
         r"""Whether the strategy fits a surrogate (not random search)."""
         return self.model != RANDOM_SEARCH
 
+    @property
+    def uses_optimize_acqf(self) -> bool:
+        r"""Whether the acquisition is maximised with ``optimize_acqf`` (it then takes
+        ``num_restarts`` and ``raw_samples``), not Thompson sampling or random search."""
+        return (
+            self.uses_model
+            and not self.turbo
+            and "num_restarts" in acquisition_arguments(self.acquisition)
+        )
+
     def surrogate(self) -> SurrogateSpec | None:
         r"""The surrogate to fit (``None`` for random search): the registered one, or
         with ``model_options`` one that passes them to every fit."""

@@ -17,7 +17,7 @@ from botorch_nn_uq.bo import (
 )
 from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.fitting import ColdFit, ContinualFit
-from botorch_nn_uq.bo.proposers import proposer_from_config
+from botorch_nn_uq.bo.proposer_configs import proposer_from_config
 from botorch_nn_uq.bo.surrogates import SurrogateSpec
 from botorch_nn_uq.models import NOMU, DeepEnsemble
 

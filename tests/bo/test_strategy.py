@@ -147,6 +147,7 @@ def test_a_strategy_checks_itself_against_an_objective() -> None:
 COMPONENT_BUILDERS = {
     "botorch_nn_uq/bo/strategy.py",
     "botorch_nn_uq/bo/proposers.py",
+    "botorch_nn_uq/bo/proposer_configs.py",
     "botorch_nn_uq/bo/turbo.py",
     "botorch_nn_uq/bo/fitting.py",
     "botorch_nn_uq/bo/optimizer.py",

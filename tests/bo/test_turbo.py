@@ -18,7 +18,7 @@ from botorch_nn_uq.bo import (
     TurboProposer,
     turbo,
 )
-from botorch_nn_uq.bo.proposers import proposer_from_config
+from botorch_nn_uq.bo.proposer_configs import proposer_from_config
 from botorch_nn_uq.bo.turbo import lengthscale_weights, turbo_candidates, turbo_num_candidates
 from botorch_nn_uq.models import DeepEnsemble
 
