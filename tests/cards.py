@@ -16,6 +16,9 @@ NEURAL_CARDS: tuple[ModelCard, ...] = tuple(
     card for card in MODEL_CARDS if issubclass(card.model_class, NeuralSurrogateModel)
 )
 
+#: Every card by its name (the registry key).
+CARDS: dict[str, ModelCard] = {card.name: card for card in MODEL_CARDS}
+
 #: The searched ensembles' smallest searches (checks of plumbing, not of fits).
 SMALLEST_SEARCHES = {"pool_size": 3, "ensemble_size": 2, "num_candidates": 3, "num_folds": 2}
 
@@ -49,3 +52,15 @@ def smallest(hyperparameters: Mapping[str, Any], epochs: int) -> dict[str, Any]:
     (:data:`SMALLEST_SEARCHES`, for the settings it has)."""
     shrunk = {key: value for key, value in SMALLEST_SEARCHES.items() if key in hyperparameters}
     return {**hyperparameters, "epochs": epochs, **shrunk}
+
+
+def fast_settings(name: str, *, without: Iterable[str] = (), **overrides: Any) -> dict[str, Any]:
+    r"""The fast hyperparameters of the card ``name`` (:attr:`ModelCard.fast`), which a
+    test's own settings start from: ``overrides`` replace or add hyperparameters, and the
+    ones named in ``without`` are left to the test's calls (or the class defaults)."""
+    hyperparameters = CARDS[name].fast.hyperparameters
+    dropped = set(without)
+    return {
+        **{key: value for key, value in hyperparameters.items() if key not in dropped},
+        **overrides,
+    }

@@ -8,9 +8,11 @@ from botorch.models.transforms.outcome import Log
 
 from botorch_nn_uq.models import MCDropout
 from botorch_nn_uq.training import NonFiniteLossError
+from tests.cards import fast_settings
 from tests.testing import tolerances
 
-FAST = {"hidden_widths": (16, 16), "epochs": 60, "num_masks": 8}
+#: MC dropout's card's fast settings, with the widths and bank that the checks below name.
+FAST = fast_settings("mc-dropout", hidden_widths=(16, 16), epochs=60, num_masks=8)
 
 
 def _data(n: int = 16):

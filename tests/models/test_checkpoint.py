@@ -11,10 +11,13 @@ from botorch.models.transforms.outcome import ChainedOutcomeTransform, Log
 from torch import nn
 
 from botorch_nn_uq.models import DeepEnsemble, HyperDeepEnsemble, MCDropout
+from tests.cards import fast_settings
 
 DTYPE = torch.float64
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
-SMALL = {"hidden_widths": (8,), "epochs": 30, "ensemble_size": 3}
+#: The deep ensemble's card's fast settings, with the widths and size that the messages
+#: below name.
+SMALL = fast_settings("deep-ensemble", hidden_widths=(8,), epochs=30, ensemble_size=3)
 
 
 def _data(n: int = 12, seed: int = 0, num_outputs: int = 1) -> tuple[torch.Tensor, torch.Tensor]:

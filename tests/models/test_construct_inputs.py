@@ -9,11 +9,12 @@ from botorch.models.transforms import Normalize, Standardize
 from botorch.utils.datasets import SupervisedDataset
 
 from botorch_nn_uq.models import DeepEnsemble, MCDropout
-from tests.cards import NEURAL_CARDS
+from tests.cards import NEURAL_CARDS, fast_settings
 
 DTYPE = torch.float64
 MODEL_CLASSES = list(dict.fromkeys(card.model_class for card in NEURAL_CARDS))
-SMALL = {"hidden_widths": (8,), "epochs": 30, "ensemble_size": 2}
+#: The deep ensemble's card's fast settings, smaller.
+SMALL = fast_settings("deep-ensemble", hidden_widths=(8,), epochs=30, ensemble_size=2)
 
 
 def _data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

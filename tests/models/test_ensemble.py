@@ -20,9 +20,12 @@ from botorch_nn_uq.nn.batched_mlp import BatchedMLP
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
 from botorch_nn_uq.training import NonFiniteLossError
 from botorch_nn_uq.training.members import fit_members
+from tests.cards import fast_settings
 
 DTYPE = torch.float64
-FAST = {"hidden_widths": (16, 16), "epochs": 100}
+#: The deep ensemble's card's fast settings, with the widths that the warm-start checks
+#: tell apart from (32, 32).
+FAST = fast_settings("deep-ensemble", hidden_widths=(16, 16), epochs=100)
 
 
 def _one_dimensional_data(n=30, seed=0, scale=1.0, offset=0.0, noise=0.05, upper=0.5):

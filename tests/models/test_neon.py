@@ -13,6 +13,7 @@ from botorch.models.transforms import Standardize
 
 from botorch_nn_uq.models import NEON, NEONHyperparameters
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
+from tests.cards import fast_settings
 from tests.testing import tolerances
 
 # The models here are fitted (most once per module) in float64 only: the fits are the
@@ -24,15 +25,8 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore:Data \\(outcome observations\\) is not standardized"
     ":botorch.exceptions.warnings.InputDataWarning"
 )
-FAST = {
-    "outcome_transform": None,
-    "encoder_widths": (32, 32),
-    "latent_dim": 32,
-    "epinet_widths": (16,),
-    "epochs": 300,
-    "learning_rate": 1e-2,
-    "lr_decay_rate": None,
-}
+#: NEON's card's fast settings on the raw targets; the bank's size is each test's own.
+FAST = fast_settings("neon", without=["num_epistemic_samples"], outcome_transform=None)
 FUNCTIONAL = {
     "outcome_transform": None,
     "encoder_widths": (16, 16),

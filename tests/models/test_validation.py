@@ -16,7 +16,7 @@ from botorch_nn_uq.models import (
     NESRandomSearch,
     NESRegularizedEvolution,
 )
-from tests.cards import NEURAL_CARDS, smallest
+from tests.cards import NEURAL_CARDS, fast_settings, smallest
 from tests.testing import allow_single_member_warning
 
 # Bad values by kind of field: each must fail at construction, naming the field.
@@ -188,17 +188,12 @@ BAD_HYPERPARAMETERS = [
 ]
 
 #: Settings under which these models fit in a fraction of a second (the checks of one
-#: model below).
+#: model below): their cards' fast settings for 3 epochs, with the smallest search and, for
+#: the deep ensemble, the two members that test_member_weights_must_be_finite weighs.
 TINY = {
-    DeepEnsemble: {"hidden_widths": (4,), "epochs": 3, "ensemble_size": 2},
-    HyperDeepEnsemble: {
-        "hidden_widths": (4,),
-        "epochs": 3,
-        "ensemble_size": 2,
-        "num_candidates": 2,
-        "num_folds": 2,
-    },
-    MCDropout: {"hidden_widths": (4,), "epochs": 3, "num_masks": 2, "dropout": 0.5},
+    DeepEnsemble: smallest(fast_settings("deep-ensemble", ensemble_size=2), epochs=3),
+    HyperDeepEnsemble: smallest(fast_settings("hyper-deep-ensemble"), epochs=3),
+    MCDropout: smallest(fast_settings("mc-dropout"), epochs=3),
 }
 
 
