@@ -110,8 +110,8 @@ from benchmarks.common import (
 )
 from botorch_nn_uq.bo import (
     RANDOM_SEARCH,
-    BOIterationRecord,
     BOResult,
+    StepRecord,
     Strategy,
     run_bo,
 )
@@ -487,7 +487,7 @@ def _seconds_per_step(runs: Sequence[BOResult]) -> float:
 def _cpu_seconds_per_step(runs: Sequence[BOResult]) -> float:
     r"""Mean process CPU seconds of a BO step (0 for runs stored before they were
     recorded)."""
-    steps = [r.cpu_seconds for run in runs for r in run.records if r.iteration > 0]
+    steps = [r.cpu_seconds for run in runs for r in run.records if r.step > 0]
     return statistics.fmean(steps) if steps else 0.0
 
 
@@ -542,7 +542,7 @@ def plot_curves(
     return paths
 
 
-def _cost(record: BOIterationRecord, cpu: bool) -> float:
+def _cost(record: StepRecord, cpu: bool) -> float:
     return record.cpu_seconds if cpu else record.seconds
 
 

@@ -27,7 +27,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, fields
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -40,7 +40,6 @@ from botorch_nn_uq.bo import (
     RANDOM_SEARCH,
     SURROGATES,
     BayesianOptimizer,
-    BOIterationRecord,
     ContinualTraining,
     EvaluationsNotToldError,
     FunctionProblem,
@@ -481,7 +480,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
         "--csv",
         type=Path,
         help="write one row per evaluation to this CSV as the run goes (an interrupted run "
-        "keeps every evaluation made): iteration (0 for the initial design), phase, "
+        "keeps every evaluation made): step (0 for the initial design), phase, "
         "evaluation number, the inputs x0, x1, ..., the value, and the best value, regret "
         "and timings after its batch",
     )
@@ -814,8 +813,8 @@ def _check_optimize(args: argparse.Namespace, optimize: argparse.ArgumentParser)
         _check_output(args.csv, "--csv", optimize, args.overwrite)
 
 
-def _print_record(record: BOIterationRecord, with_regret: bool) -> None:
-    label = "init" if record.iteration == 0 else f"{record.iteration:4d}"
+def _print_record(record: StepRecord, with_regret: bool) -> None:
+    label = "init" if record.step == 0 else f"{record.step:4d}"
     regret = f" | regret {record.regret:10.4e}" if with_regret else ""
     print(
         f"iter {label} | evals {record.num_evaluations:4d} | value {record.value:12.5g} | "
@@ -824,7 +823,7 @@ def _print_record(record: BOIterationRecord, with_regret: bool) -> None:
     )
 
 
-def plot_best_so_far(records: Sequence[BOIterationRecord], path: Path, title: str) -> None:
+def plot_best_so_far(records: Sequence[StepRecord], path: Path, title: str) -> None:
     r"""Save a plot of the best point's normalised regret (or, for a problem without
     one, its value) against evaluations.
 
@@ -840,7 +839,7 @@ def plot_best_so_far(records: Sequence[BOIterationRecord], path: Path, title: st
         import matplotlib.pyplot as plt
     except ImportError as error:
         raise SystemExit("--plot needs matplotlib: pip install 'botorch-nn-uq[plots]'") from error
-    with_regret = not math.isnan(records[0].regret)
+    with_regret = records[0].regret is not None
     figure, axis = plt.subplots(figsize=(6, 4))
     evaluations = [record.num_evaluations for record in records]
     if with_regret:
@@ -925,12 +924,10 @@ def _optimize(
         f"points + {args.iterations} iterations | seed {args.seed}",
         flush=True,
     )
-    records: list[BOIterationRecord] = []
+    records: list[StepRecord] = []
 
     def on_batch(step: StepRecord, X: Tensor, Y: Tensor) -> None:
-        record = BOIterationRecord.from_step(
-            step, math.nan if regret is None else regret(step.best_value)
-        )
+        record = step if regret is None else replace(step, regret=regret(step.best_value))
         records.append(record)
         if writer is not None:
             writer(X, optimizer.values[-X.shape[0] :], record)
@@ -960,7 +957,7 @@ def _optimize(
     total = _clock() - start
     threads, cores = torch.get_num_threads(), _cpu_count()
     best = optimizer.best()
-    steps = [record.seconds for record in records if record.iteration > 0]
+    steps = [record.seconds for record in records if record.step > 0]
     if regret is not None:
         goal = (
             f"minimum {problem.problem.min_value:.6g}"
@@ -1051,7 +1048,7 @@ def slow_run_hint(seconds: float, threads: int, cores: int, load: float | None) 
     return None
 
 
-def no_improvement_note(records: Sequence[BOIterationRecord], model: str, dim: int) -> str | None:
+def no_improvement_note(records: Sequence[StepRecord], model: str, dim: int) -> str | None:
     r"""A note when no BO iteration of a run improved on its initial design's best value
     (the proposals were all worse), with what to try instead; ``None`` otherwise or
     without iterations.
@@ -1164,15 +1161,15 @@ class _EvaluationWriter:
         # The step's record without its per-batch fields, which each row replaces by
         # per-evaluation ones.
         step_columns = [
-            field.name
-            for field in fields(BOIterationRecord)
-            if field.name not in ("iteration", "num_evaluations", "value")
+            name
+            for name in StepRecord(0, 0, 0.0, 0.0).row()
+            if name not in ("step", "num_evaluations", "value")
         ]
         self.writer = csv.DictWriter(
             handle,
             fieldnames=[
                 *identity,
-                "iteration",
+                "step",
                 "phase",
                 "evaluation",
                 *(f"x{i}" for i in range(dim)),
@@ -1194,16 +1191,16 @@ class _EvaluationWriter:
             self.failed = True
             raise
 
-    def __call__(self, X: Tensor, values: Tensor, record: BOIterationRecord) -> None:
+    def __call__(self, X: Tensor, values: Tensor, record: StepRecord) -> None:
         r"""Append the rows of one evaluated batch and flush them to the file."""
-        step = asdict(record)
+        step = record.row()
         first = record.num_evaluations - values.numel() + 1
         del step["num_evaluations"], step["value"]
         rows = [
             {
                 **self.identity,
                 **step,
-                "phase": "initial" if record.iteration == 0 else "bo",
+                "phase": "initial" if record.step == 0 else "bo",
                 "evaluation": first + offset,
                 **{f"x{i}": coordinate for i, coordinate in enumerate(x)},
                 "value": value,

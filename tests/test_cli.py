@@ -12,9 +12,9 @@ import torch
 from botorch_nn_uq import cli
 from botorch_nn_uq.bo import (
     RECOMMENDED_STRATEGIES,
+    StepRecord,
     Strategy,
     initial_design,
-    loop,
     registry,
     surrogates,
 )
@@ -37,7 +37,7 @@ def test_optimize_prints_iterations_summary_and_writes_files(tmp_path, capsys) -
     assert out.count("iter ") == 3
     assert "regret" in out and "summary" in out and "s per iteration" in out
     lines = csv_path.read_text().splitlines()
-    header = "problem,model,acquisition,seed,iteration,phase,evaluation,x0,x1,value,best_value"
+    header = "problem,model,acquisition,seed,step,phase,evaluation,x0,x1,value,best_value"
     assert lines[0].startswith(header)
     assert len(lines) == 1 + 4 + 2  # the header, one row per evaluation
     assert plot_path.stat().st_size > 1000
@@ -150,7 +150,7 @@ def test_batches_thompson_sampling_and_continual_training_from_the_command_line(
         rows = list(csv.DictReader(handle))
     assert len(rows) == 42
     # Every row carries its batch's record.
-    warm = {row["iteration"]: row["warm_start"] for row in rows}
+    warm = {row["step"]: row["warm_start"] for row in rows}
     assert warm == {"0": "False", "1": "False", "2": "True", "3": "False"}
     assert {row["batch_duplicates"] for row in rows} == {"0"}
 
@@ -349,7 +349,7 @@ def test_an_interrupted_run_keeps_every_evaluation_in_the_csv(tmp_path, capsys, 
     with csv_path.open() as handle:
         rows = list(csv.DictReader(handle))
     # The initial design and the two batches before the third fit, nothing more.
-    assert [row["iteration"] for row in rows] == ["0", "0", "0", "1", "1", "2", "2"]
+    assert [row["step"] for row in rows] == ["0", "0", "0", "1", "1", "2", "2"]
     assert [row["phase"] for row in rows] == ["initial"] * 3 + ["bo"] * 4
     assert [row["evaluation"] for row in rows] == [str(i) for i in range(1, 8)]
     assert {(row["problem"], row["model"], row["seed"]) for row in rows} == {("levy-2d", "gp", "4")}
@@ -523,9 +523,8 @@ def test_the_note_suggests_what_fits_the_model() -> None:
     problem = get_bo_problem("levy", 2)
     X = initial_design(problem.bounds, 4, seed=0)
     values = problem.evaluate(X)
-    first = loop.BOIterationRecord(0, 4, float(values.min()), float(values.min()), 0.1, 0.0)
-    replace = dataclasses.replace
-    later = replace(first, iteration=1, num_evaluations=5, value=1e9)
+    first = StepRecord(0, 4, float(values.min()), float(values.min()), regret=0.1)
+    later = dataclasses.replace(first, step=1, num_evaluations=5, value=1e9)
     records = [first, later]
     assert cli.no_improvement_note(records, "gp", 2) == (
         "no proposal improved on the best initial point in 1 iteration: with 2 dimensions, "
@@ -535,7 +534,8 @@ def test_the_note_suggests_what_fits_the_model() -> None:
     assert note is not None and note.startswith("no random point improved")
     assert note.endswith("or a surrogate (--model gp)")
     assert cli.no_improvement_note([first], "gp", 2) is None
-    assert cli.no_improvement_note([first, replace(later, best_value=-1.0)], "gp", 2) is None
+    improved = dataclasses.replace(later, best_value=-1.0)
+    assert cli.no_improvement_note([first, improved], "gp", 2) is None
 
 
 def test_optimize_runs_on_the_device_it_is_given_and_refuses_unusable_ones(capsys) -> None:

@@ -10,7 +10,7 @@ problem, configured by keyword arguments, on the device :func:`check_device` acc
 
 from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.fitting import ColdFit, ContinualFit, FitPolicy
-from botorch_nn_uq.bo.loop import BOIterationRecord, BOResult, run_bo
+from botorch_nn_uq.bo.loop import BOResult, run_bo
 from botorch_nn_uq.bo.optimizer import (
     BayesianOptimizer,
     BestPoint,
@@ -45,7 +45,7 @@ from botorch_nn_uq.bo.registry import (
     get_acquisition,
     register_acquisition,
 )
-from botorch_nn_uq.bo.state import StateFileError, StepRecord, step_seed
+from botorch_nn_uq.bo.state import StateFileError, StepCost, StepRecord, step_seed
 from botorch_nn_uq.bo.strategy import RECOMMENDED_STRATEGIES, Strategy
 from botorch_nn_uq.bo.surrogates import (
     RANDOM_SEARCH,
@@ -64,7 +64,6 @@ __all__ = [
     "AcquisitionContext",
     "AcquisitionProposer",
     "AcquisitionSpec",
-    "BOIterationRecord",
     "BOResult",
     "BayesianOptimizer",
     "BestPoint",
@@ -91,6 +90,7 @@ __all__ = [
     "StateFileError",
     "Strategy",
     "RECOMMENDED_STRATEGIES",
+    "StepCost",
     "StepRecord",
     "SurrogateSpec",
     "TrustRegion",

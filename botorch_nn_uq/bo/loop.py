@@ -5,9 +5,9 @@ records that report the problem's regret; the benchmarks' protocols use it."""
 from __future__ import annotations
 
 import csv
-import math
+import dataclasses
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,68 +22,6 @@ from botorch_nn_uq.checks import check_device
 from botorch_nn_uq.problems import BOProblem
 
 
-@dataclass(frozen=True)
-class BOIterationRecord:
-    r"""One evaluation of a BO run.
-
-    Attributes:
-        iteration: 0 for the initial design, then 1, 2, ... for BO steps.
-        num_evaluations: Evaluations so far, including this one.
-        value: The objective value ``f(x)`` (to minimise) of this evaluation.
-        best_value: The value ``f`` of the best point so far (the smallest ``f``, or in
-            target-value mode the ``f`` closest to the target).
-        regret: The problem's normalised regret of ``best_value`` (``nan`` for a
-            problem without one, such as a user's function).
-        seconds: Wall-clock seconds of the step that proposed this point (fit +
-            acquisition optimisation and the batch-diversity metric); 0 for the initial
-            design.
-        fit_seconds: The part of ``seconds`` spent fitting the surrogate.
-        fit_points: The points the step's surrogate was fitted on (0 without a fit).
-        warm_start: Whether the step's fit continued from the previous model's weights.
-        batch_min_distance: The smallest distance between two points of the step's
-            batch in the unit cube (``inf`` for a single point).
-        batch_duplicates: Points of the batch that repeat an earlier point of it.
-        trust_region_length: The side length (fraction of the box) of the trust region
-            the step proposed in; ``nan`` without one.
-        cpu_seconds: CPU seconds of the process during that step (all threads): the
-            cost that other jobs on a shared machine do not inflate.
-    """
-
-    iteration: int
-    num_evaluations: int
-    value: float
-    best_value: float
-    regret: float
-    seconds: float
-    fit_seconds: float = 0.0
-    fit_points: int = 0
-    warm_start: bool = False
-    batch_min_distance: float = math.inf
-    batch_duplicates: int = 0
-    trust_region_length: float = math.nan
-    cpu_seconds: float = 0.0
-
-    @classmethod
-    def from_step(cls, record: StepRecord, regret: float = math.nan) -> BOIterationRecord:
-        r"""The record of a told batch of the BO core, with the problem's ``regret`` of
-        its best value (``nan`` where the problem has none)."""
-        return cls(
-            iteration=record.step,
-            num_evaluations=record.num_evaluations,
-            value=record.value,
-            best_value=record.best_value,
-            regret=regret,
-            seconds=record.seconds,
-            fit_seconds=record.fit_seconds,
-            fit_points=record.fit_points,
-            warm_start=record.warm_start,
-            batch_min_distance=record.batch_min_distance,
-            batch_duplicates=record.batch_duplicates,
-            trust_region_length=record.details.get("trust_region_length", math.nan),
-            cpu_seconds=record.cpu_seconds,
-        )
-
-
 @dataclass
 class BOResult:
     r"""The outcome of :func:`run_bo`.
@@ -96,7 +34,8 @@ class BOResult:
         seed: The run's seed.
         X: ``N x d`` evaluated inputs.
         values: ``N`` objective values (to minimise).
-        records: One :class:`BOIterationRecord` for the whole initial design, then one
+        records: One :class:`~botorch_nn_uq.bo.state.StepRecord` (with the problem's
+            regret) for the whole initial design, then one
             per BO step.
     """
 
@@ -106,7 +45,7 @@ class BOResult:
     seed: int
     X: Tensor
     values: Tensor
-    records: list[BOIterationRecord] = field(default_factory=list)
+    records: list[StepRecord] = field(default_factory=list)
 
     @property
     def final_regret(self) -> float:
@@ -116,7 +55,7 @@ class BOResult:
     @property
     def seconds_per_iteration(self) -> float:
         r"""Mean wall-clock seconds of the BO steps."""
-        steps = [r.seconds for r in self.records if r.iteration > 0]
+        steps = [r.seconds for r in self.records if r.step > 0]
         return sum(steps) / max(len(steps), 1)
 
     def rows(self) -> list[dict[str, Any]]:
@@ -128,7 +67,7 @@ class BOResult:
             "acquisition": self.acquisition,
             "seed": self.seed,
         }
-        return [{**identity, **asdict(record)} for record in self.records]
+        return [{**identity, **record.row()} for record in self.records]
 
     def write_csv(self, path: str | Path) -> None:
         r"""Write :meth:`rows` to ``path``."""
@@ -157,8 +96,8 @@ def run_bo(
     design: str = "uniform",
     time_budget: float | None = None,
     cpu_budget: float | None = None,
-    callback: Callable[[BOIterationRecord], None] | None = None,
-    on_evaluations: Callable[[Tensor, Tensor, BOIterationRecord], None] | None = None,
+    callback: Callable[[StepRecord], None] | None = None,
+    on_evaluations: Callable[[Tensor, Tensor, StepRecord], None] | None = None,
     device: str | torch.device = "cpu",
 ) -> BOResult:
     r"""Minimise ``problem`` (or, with ``target``, hit a target value) with Bayesian
@@ -195,7 +134,8 @@ def run_bo(
             fewer steps); ``None`` runs all ``iterations``.
         cpu_budget: The same cap in the BO steps' cumulative process CPU seconds, which
             other jobs on a shared machine do not inflate.
-        callback: Called with each :class:`BOIterationRecord` as it is produced.
+        callback: Called with each step's record (with the problem's regret) as it is
+            produced.
         on_evaluations: Called after every evaluated batch, the initial design first,
             with the batch's ``q x d`` inputs, its ``q`` objective values and its
             record (before ``callback``), e.g. to write each evaluation to disk as it
@@ -234,7 +174,7 @@ def run_bo(
     )
 
     def on_batch(step: StepRecord, X: Tensor, Y: Tensor) -> None:
-        record = BOIterationRecord.from_step(step, bo_problem.regret(step.best_value))
+        record = dataclasses.replace(step, regret=bo_problem.regret(step.best_value))
         result.records.append(record)
         result.X, result.values = optimizer.X, optimizer.values
         if on_evaluations is not None:

@@ -55,6 +55,7 @@ from botorch_nn_uq.bo.state import (
     PendingBatch,
     RunState,
     StateFileError,
+    StepCost,
     StepRecord,
     check_seed,
     step_seed,
@@ -363,9 +364,7 @@ class BayesianOptimizer:
         X = self._check_proposal(proposal.X, q)
         diversity = batch_diversity(X, self.bounds)
         state.random_state = self._random.get_state()
-        return PendingBatch(
-            step=state.step,
-            X=X,
+        cost = StepCost(
             seconds=time.perf_counter() - start,
             cpu_seconds=time.process_time() - cpu_start,
             fit_seconds=fit_seconds,
@@ -375,6 +374,7 @@ class BayesianOptimizer:
             batch_duplicates=diversity.duplicates,
             details=dict(proposal.details),
         )
+        return PendingBatch(step=state.step, X=X, cost=cost)
 
     def _check_proposal(self, X: Tensor, q: int) -> Tensor:
         if X.shape != (q, self.bounds.shape[-1]):
@@ -441,14 +441,7 @@ class BayesianOptimizer:
             num_evaluations=state.X.shape[0],
             value=float(values[scores.argmin()]),
             best_value=float(state.values[self.objective.scores(state.values).argmin()]),
-            seconds=pending.seconds,
-            cpu_seconds=pending.cpu_seconds,
-            fit_seconds=pending.fit_seconds,
-            fit_points=pending.fit_points,
-            warm_start=pending.warm_start,
-            batch_min_distance=pending.batch_min_distance,
-            batch_duplicates=pending.batch_duplicates,
-            details=pending.details,
+            cost=pending.cost,
         )
         state.records.append(record)
         self.proposer.observe(pending.X, values, scores)

@@ -117,19 +117,15 @@ def check_seed(seed: Any) -> int:
 
 
 @dataclass(frozen=True)
-class StepRecord:
-    r"""One told batch of a run.
+class StepCost:
+    r"""What a step's ``ask`` cost, and what its batch looks like.
 
     Attributes:
-        step: 0 for the initial design, then 1, 2, ... for BO steps.
-        num_evaluations: Evaluations so far, this batch included.
-        value: The best objective value of the batch.
-        best_value: The best objective value so far.
-        seconds: Wall-clock seconds of the step's ``ask`` (fit, proposal and the
+        seconds: Wall-clock seconds of the ``ask`` (fit, proposal and the
             batch-diversity metric); 0 for the initial design.
         cpu_seconds: CPU seconds of the process (all its threads,
-            ``time.process_time``) during the step's ``ask``: a cost that other jobs on
-            a shared machine do not inflate.
+            ``time.process_time``) during the ``ask``: a cost that other jobs on a shared
+            machine do not inflate.
         fit_seconds: The part of ``seconds`` spent fitting the surrogate.
         fit_points: The points the step's surrogate was fitted on (all evaluations so
             far, or the current run's with TuRBO-1's restarts); 0 without a fit.
@@ -141,10 +137,6 @@ class StepRecord:
             ``doublings`` of NOMU's dynamic c).
     """
 
-    step: int
-    num_evaluations: int
-    value: float
-    best_value: float
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     fit_seconds: float = 0.0
@@ -153,6 +145,63 @@ class StepRecord:
     batch_min_distance: float = math.inf
     batch_duplicates: int = 0
     details: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    r"""One told batch of a run: the one record of a step, for the run's history, the
+    command line's output and the benchmarks' rows (:meth:`row`).
+
+    Attributes:
+        step: 0 for the initial design, then 1, 2, ... for BO steps.
+        num_evaluations: Evaluations so far, this batch included.
+        value: The best objective value of the batch.
+        best_value: The best objective value so far.
+        cost: What the step's ``ask`` cost (:class:`StepCost`); its fields are also
+            read as the record's own (``record.seconds``).
+        regret: The problem's normalised regret of ``best_value``, where the problem
+            has one (a registered test problem in ``run_bo``); ``None`` otherwise.
+    """
+
+    step: int
+    num_evaluations: int
+    value: float
+    best_value: float
+    cost: StepCost = field(default_factory=StepCost)
+    regret: float | None = None
+
+    seconds = property(lambda self: self.cost.seconds, doc="See :class:`StepCost`.")
+    cpu_seconds = property(lambda self: self.cost.cpu_seconds, doc="See :class:`StepCost`.")
+    fit_seconds = property(lambda self: self.cost.fit_seconds, doc="See :class:`StepCost`.")
+    fit_points = property(lambda self: self.cost.fit_points, doc="See :class:`StepCost`.")
+    warm_start = property(lambda self: self.cost.warm_start, doc="See :class:`StepCost`.")
+    batch_min_distance = property(
+        lambda self: self.cost.batch_min_distance, doc="See :class:`StepCost`."
+    )
+    batch_duplicates = property(
+        lambda self: self.cost.batch_duplicates, doc="See :class:`StepCost`."
+    )
+    details = property(lambda self: self.cost.details, doc="See :class:`StepCost`.")
+
+    @property
+    def trust_region_length(self) -> float:
+        r"""The side (fraction of the box) of the trust region the step proposed in;
+        ``nan`` without one."""
+        return self.cost.details.get("trust_region_length", math.nan)
+
+    def row(self) -> dict[str, Any]:
+        r"""The record as one flat row (for CSV files): the step, the evaluations, the
+        values and the regret, then the cost's fields and the trust region's side."""
+        cost = {name: value for name, value in asdict(self.cost).items() if name != "details"}
+        return {
+            "step": self.step,
+            "num_evaluations": self.num_evaluations,
+            "value": self.value,
+            "best_value": self.best_value,
+            "regret": math.nan if self.regret is None else self.regret,
+            **cost,
+            "trust_region_length": self.trust_region_length,
+        }
 
 
 @dataclass
@@ -162,26 +211,12 @@ class PendingBatch:
     Attributes:
         step: The step that proposed it.
         X: ``q x d`` proposed inputs.
-        seconds: Wall-clock seconds of its ``ask``.
-        cpu_seconds: CPU seconds of the process during its ``ask``.
-        fit_seconds: The part spent fitting.
-        fit_points: The points the surrogate was fitted on (0 without a fit).
-        warm_start: Whether the fit was warm-started.
-        batch_min_distance: See :class:`StepRecord`.
-        batch_duplicates: See :class:`StepRecord`.
-        details: The proposer's report of the step.
+        cost: What its ``ask`` cost (:class:`StepCost`).
     """
 
     step: int
     X: Tensor
-    seconds: float = 0.0
-    cpu_seconds: float = 0.0
-    fit_seconds: float = 0.0
-    fit_points: int = 0
-    warm_start: bool = False
-    batch_min_distance: float = math.inf
-    batch_duplicates: int = 0
-    details: dict[str, float] = field(default_factory=dict)
+    cost: StepCost = field(default_factory=StepCost)
 
 
 @dataclass
@@ -273,7 +308,7 @@ class RunState:
             "records": [asdict(record) for record in self.records],
             "pending": None
             if self.pending is None
-            else {k: v for k, v in asdict(self.pending).items() if k != "X"},
+            else {"step": self.pending.step, "cost": asdict(self.pending.cost)},
             "fit_state": self.fit_state,
             "proposer_state": self.proposer_state,
             "model_num_points": self.model_num_points,
@@ -393,7 +428,7 @@ class RunState:
             _require(bool(pending_X.isfinite().all()), "pending batch: non-finite points")
             _require(_inside(pending_X, bounds), "pending batch: points outside the bounds")
             fields_ = _checked_fields(header["pending"], _PENDING_TYPES, "pending")
-            pending = PendingBatch(X=pending_X, **fields_)
+            pending = PendingBatch(X=pending_X, step=fields_["step"], cost=_cost(fields_["cost"]))
             _require(pending.step == step, "pending step")
         model_state = None
         if model_keys is not None:
@@ -424,11 +459,7 @@ class RunState:
         )
 
 
-_RECORD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "step": int,
-    "num_evaluations": int,
-    "value": float,
-    "best_value": float,
+_COST_TYPES: dict[str, Any] = {
     "seconds": float,
     "cpu_seconds": float,
     "fit_seconds": float,
@@ -438,11 +469,20 @@ _RECORD_TYPES: dict[str, type | tuple[type, ...]] = {
     "batch_duplicates": int,
     "details": dict,
 }
-_PENDING_TYPES = {
-    name: kind
-    for name, kind in _RECORD_TYPES.items()
-    if name not in ("num_evaluations", "value", "best_value")
+#: ``"optional number"``: a number or ``None`` (a regret where the problem has none).
+_RECORD_TYPES: dict[str, Any] = {
+    "step": int,
+    "num_evaluations": int,
+    "value": float,
+    "best_value": float,
+    "cost": dict,
+    "regret": "optional number",
 }
+_PENDING_TYPES: dict[str, Any] = {"step": int, "cost": dict}
+
+
+def _cost(value: Any) -> StepCost:
+    return StepCost(**_checked_fields(value, _COST_TYPES, "cost"))
 
 
 def _require(condition: bool, what: str) -> None:
@@ -472,18 +512,22 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _checked_fields(
-    value: Any, types: dict[str, type | tuple[type, ...]], what: str
-) -> dict[str, Any]:
+def _checked_fields(value: Any, types: dict[str, Any], what: str) -> dict[str, Any]:
     r"""``value``, a dict with exactly the keys of ``types`` and values of those types
-    (a float field takes any JSON number; ``details`` maps names to numbers)."""
+    (a float field takes any JSON number but ``nan``, an ``"optional number"`` field also
+    ``None``; ``cost``
+    is checked by :func:`_cost`; ``details`` maps names to numbers)."""
     _require(isinstance(value, dict) and set(value) == set(types), f"{what} fields")
     for name, kind in types.items():
         field_value = value[name]
-        if kind is float:
+        if kind == "optional number":
+            valid = field_value is None or _is_number(field_value)
+        elif kind is float:
             valid = _is_number(field_value) and not math.isnan(field_value)
         elif kind is int:
             valid = _is_int(field_value)
+        elif name == "cost":
+            valid = isinstance(field_value, dict)
         elif kind is dict:
             valid = isinstance(field_value, dict) and all(
                 isinstance(key, str) and _is_number(number) for key, number in field_value.items()
@@ -498,7 +542,10 @@ def _records(value: Any, n: int) -> list[StepRecord]:
     r"""The records of a run with ``n`` evaluations: one per told batch, in step order,
     each counting more evaluations than the one before, the last counting ``n``."""
     _require(isinstance(value, list) and len(value) <= MAX_STEPS, "records")
-    records = [StepRecord(**_checked_fields(record, _RECORD_TYPES, "record")) for record in value]
+    records = []
+    for record in value:
+        fields_ = _checked_fields(record, _RECORD_TYPES, "record")
+        records.append(StepRecord(**{**fields_, "cost": _cost(fields_["cost"])}))
     counts = [record.num_evaluations for record in records]
     _require(all(record.step == index for index, record in enumerate(records)), "record steps")
     _require(

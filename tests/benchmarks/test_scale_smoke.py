@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from benchmarks import scale_cost, scale_suite
-from botorch_nn_uq.bo import BOIterationRecord, BOResult
+from botorch_nn_uq.bo import BOResult, StepCost, StepRecord
 
 
 def test_scale_suite_smoke_writes_tables_curves_and_stored_runs(tmp_path, monkeypatch) -> None:
@@ -213,9 +213,9 @@ def _run(best_values: list[float], cpu_seconds: list[float]) -> BOResult:
     r"""A stored run with these best values after the initial design and each step, whose
     steps cost these CPU seconds."""
     records = [
-        BOIterationRecord(
-            iteration=step, num_evaluations=step + 1, value=best, best_value=best,
-            regret=0.0, seconds=cpu, cpu_seconds=cpu,
+        StepRecord(
+            step=step, num_evaluations=step + 1, value=best, best_value=best, regret=0.0,
+            cost=StepCost(seconds=cpu, cpu_seconds=cpu),
         )
         for step, (best, cpu) in enumerate(zip(best_values, [0.0, *cpu_seconds], strict=True))
     ]  # fmt: skip

@@ -28,7 +28,7 @@ def test_run_bo_records_and_regret(problem, model: str) -> None:
     result = run_bo(problem, strategy, iterations=2, n_initial=4, seed=0, callback=seen.append)
     assert result.X.shape == (6, 2)
     torch.testing.assert_close(result.values, problem.evaluate(result.X))
-    assert [r.iteration for r in result.records] == [0, 1, 2]
+    assert [r.step for r in result.records] == [0, 1, 2]
     assert [r.num_evaluations for r in result.records] == [4, 5, 6]
     assert seen == result.records
     best = [r.best_value for r in result.records]
