@@ -38,7 +38,7 @@ from benchmarks.common import (
 )
 from botorch_nn_uq.models import HyperDeepEnsemble
 
-#: The registered BO surrogate's settings (``botorch_nn_uq.bo.registry``).
+#: The registered BO surrogate's settings (``botorch_nn_uq.bo.acquisitions``).
 BO_SEARCH = {"num_folds": 3, "epochs": 300}
 PRECISIONS = {"float64": None, "float32": torch.float32}
 

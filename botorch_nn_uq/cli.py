@@ -52,7 +52,7 @@ from botorch_nn_uq.bo import (
     StepRecord,
 )
 from botorch_nn_uq.bo.loop import strategy_label
-from botorch_nn_uq.bo.problems import RegisteredProblem
+from botorch_nn_uq.bo.objectives import RegisteredProblem
 from botorch_nn_uq.bo.state import MAX_RUN_SEED, STATE_MAGIC
 from botorch_nn_uq.bo.state_file import locked_state_file
 from botorch_nn_uq.bo.strategy import (

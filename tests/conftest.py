@@ -46,7 +46,7 @@ INTEGRATION_FILES = (
 INTEGRATION_NAMES = {
     "bo/test_optimizer.py": r"across_processes",
     "bo/test_state_file.py": r"killed_workers",
-    "bo/test_registry.py": r"test_every_surrogate_builds_a_fitted_model$"
+    "bo/test_surrogates.py": r"test_every_surrogate_builds_a_fitted_model$"
     r"|test_searches_with_step_budgets_are_unchanged_on_small_data$",
     "ensembles/test_history.py": r"killed_with_sigkill",
 }

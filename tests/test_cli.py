@@ -14,8 +14,8 @@ from botorch_nn_uq.bo import (
     RECOMMENDED_STRATEGIES,
     StepRecord,
     Strategy,
+    acquisitions,
     initial_design,
-    registry,
     surrogates,
 )
 from botorch_nn_uq.cli import main
@@ -102,7 +102,7 @@ def test_list_columns_fit_the_longest_name(capsys) -> None:
     assert recommended == [spelling for spelling, _ in RECOMMENDED_STRATEGIES]
     for spelling in recommended:
         assert str(Strategy.parse(spelling)) == spelling
-    assert names == [*surrogates.SURROGATES, surrogates.RANDOM_SEARCH, *registry.ACQUISITIONS]
+    assert names == [*surrogates.SURROGATES, surrogates.RANDOM_SEARCH, *acquisitions.ACQUISITIONS]
     # Every description starts in one column, at least two spaces after the longest name.
     longest = max(map(len, names))
     starts = {len(line) - len(line[2:].split(maxsplit=1)[1]) for line in rows}
@@ -396,10 +396,10 @@ def _fake_bo(monkeypatch, proposal) -> None:
         surrogates.SURROGATES, "mc-dropout", dataclasses.replace(spec, build=lambda *a, **k: None)
     )
     monkeypatch.setitem(
-        registry.ACQUISITIONS,
+        acquisitions.ACQUISITIONS,
         "ts",
         dataclasses.replace(
-            registry.ACQUISITIONS["ts"],
+            acquisitions.ACQUISITIONS["ts"],
             propose=lambda model, context, q: proposal(context).expand(q, -1).clone(),
         ),
     )

@@ -224,3 +224,13 @@ class DeviceTrafficCounter(TorchDispatchMode):
             shapes = tuple(tuple(tensor.shape) for tensor in tensors)
             self._count("sequence", (name, shapes))
         return result
+
+
+def quadratic_bo_data() -> tuple[Tensor, Tensor, Tensor]:
+    r"""Ten points of a 2-D quadratic to maximise, with their box: ``10 x 2`` inputs,
+    ``10 x 1`` outputs and the ``2 x 2`` bounds (float64, the same every call)."""
+    generator = torch.Generator().manual_seed(0)
+    train_X = 4 * torch.rand(10, 2, generator=generator, dtype=torch.float64) - 2
+    train_Y = -(train_X**2).sum(-1, keepdim=True)
+    bounds = torch.tensor([[-2.0, -2.0], [2.0, 2.0]], dtype=torch.float64)
+    return train_X, train_Y, bounds

@@ -1,23 +1,24 @@
 """Bayesian optimisation with the package's strategies, for any objective.
 
 The core is :class:`BayesianOptimizer` (ask, tell, best, save/load, run); its parts are
-the objectives and problems (:mod:`~botorch_nn_uq.bo.problems`), the surrogates
+the objectives and problems (:mod:`~botorch_nn_uq.bo.objectives`), the surrogates
 (:mod:`~botorch_nn_uq.bo.surrogates`), the fit policies (:mod:`~botorch_nn_uq.bo.fitting`),
 the proposers (:mod:`~botorch_nn_uq.bo.proposers`) and the run state with its seeding
 rule (:mod:`~botorch_nn_uq.bo.state`). :func:`run_bo` runs the core on a registered test
 problem, configured by keyword arguments, on the device :func:`check_device` accepts.
 """
 
+from botorch_nn_uq.bo.acquisitions import (
+    ACQUISITIONS,
+    AcquisitionContext,
+    AcquisitionSpec,
+    get_acquisition,
+    register_acquisition,
+)
 from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.fitting import ColdFit, ContinualFit, FitPolicy
 from botorch_nn_uq.bo.loop import BOResult, run_bo
-from botorch_nn_uq.bo.optimizer import (
-    BayesianOptimizer,
-    BestPoint,
-    EvaluationsNotToldError,
-    initial_design,
-)
-from botorch_nn_uq.bo.problems import (
+from botorch_nn_uq.bo.objectives import (
     Composite,
     FunctionProblem,
     HitTarget,
@@ -28,6 +29,12 @@ from botorch_nn_uq.bo.problems import (
     composite_problem,
     registered_problem,
 )
+from botorch_nn_uq.bo.optimizer import (
+    BayesianOptimizer,
+    BestPoint,
+    EvaluationsNotToldError,
+    initial_design,
+)
 from botorch_nn_uq.bo.proposers import (
     AcquisitionProposer,
     CandidateSetProposer,
@@ -37,13 +44,6 @@ from botorch_nn_uq.bo.proposers import (
     RandomProposer,
     ScreenedProposer,
     TrustRegionProposer,
-)
-from botorch_nn_uq.bo.registry import (
-    ACQUISITIONS,
-    AcquisitionContext,
-    AcquisitionSpec,
-    get_acquisition,
-    register_acquisition,
 )
 from botorch_nn_uq.bo.state import StateFileError, StepCost, StepRecord, step_seed
 from botorch_nn_uq.bo.strategy import RECOMMENDED_STRATEGIES, Strategy

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_nn_uq.bo.objectives import RegisteredProblem
 from botorch_nn_uq.bo.optimizer import BayesianOptimizer
-from botorch_nn_uq.bo.problems import RegisteredProblem
 from botorch_nn_uq.bo.state import StepRecord
 from botorch_nn_uq.bo.strategy import Strategy, as_strategy
 from botorch_nn_uq.checks import check_device

@@ -1,7 +1,7 @@
 r"""The BO core: an ask/tell optimizer that runs the package's strategies on any objective.
 
 :class:`BayesianOptimizer` holds a run's state (:class:`~botorch_nn_uq.bo.state.RunState`)
-and its components: the objective (:mod:`botorch_nn_uq.bo.problems`), the surrogate
+and its components: the objective (:mod:`botorch_nn_uq.bo.objectives`), the surrogate
 (:mod:`botorch_nn_uq.bo.surrogates`), the fit policy (:mod:`botorch_nn_uq.bo.fitting`)
 and the proposer (:mod:`botorch_nn_uq.bo.proposers`). ``ask(q)`` fits the surrogate and
 proposes a batch, ``tell(X, Y)`` adds its evaluations, ``best()`` is the best evaluation
@@ -35,8 +35,9 @@ from botorch.models.model import Model
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from botorch_nn_uq.bo.acquisitions import AcquisitionContext
 from botorch_nn_uq.bo.fitting import ColdFit, FitData, FitPolicy, fit_policy_from_config
-from botorch_nn_uq.bo.problems import (
+from botorch_nn_uq.bo.objectives import (
     Minimize,
     Objective,
     Problem,
@@ -50,7 +51,6 @@ from botorch_nn_uq.bo.proposers import (
     Proposer,
     RandomProposer,
 )
-from botorch_nn_uq.bo.registry import AcquisitionContext
 from botorch_nn_uq.bo.state import (
     PendingBatch,
     RunState,
@@ -514,7 +514,7 @@ class BayesianOptimizer:
         BO steps of ``q`` points.
 
         Args:
-            problem: What to evaluate (:class:`~botorch_nn_uq.bo.problems.Problem`); its
+            problem: What to evaluate (:class:`~botorch_nn_uq.bo.objectives.Problem`); its
                 bounds must be the optimizer's.
             steps: BO steps after the initial design.
             q: Points per step.

@@ -1,7 +1,7 @@
 r"""Proposers: how a BO step turns a fitted model into the next batch.
 
 Every proposer takes the step's model, an
-:class:`~botorch_nn_uq.bo.registry.AcquisitionContext` (data, seed, bounds, options) and
+:class:`~botorch_nn_uq.bo.acquisitions.AcquisitionContext` (data, seed, bounds, options) and
 the batch size ``q``, and returns a :class:`Proposal`:
 
 - :class:`AcquisitionProposer`: a registered acquisition (or any acquisition builder)
@@ -45,8 +45,8 @@ from botorch.optim import optimize_acqf
 from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
-from botorch_nn_uq.bo.problems import Objective
-from botorch_nn_uq.bo.registry import ACQUISITIONS, AcquisitionContext, get_acquisition
+from botorch_nn_uq.bo.acquisitions import ACQUISITIONS, AcquisitionContext, get_acquisition
+from botorch_nn_uq.bo.objectives import Objective
 from botorch_nn_uq.bo.trust_region import TrustRegion
 from botorch_nn_uq.calibration import (
     dynamic_calibration_threshold,
@@ -189,7 +189,7 @@ class AcquisitionProposer(Proposer):
     batch-proposing strategy.
 
     The acquisition is built as Ax builds one (the registry's
-    :class:`~botorch_nn_uq.bo.registry.AcquisitionSpec`, through BoTorch's input
+    :class:`~botorch_nn_uq.bo.acquisitions.AcquisitionSpec`, through BoTorch's input
     constructors; MC acquisitions get 128 samples seeded with the step's seed), or by a
     builder given as code. ``optimize_acqf`` runs under the step's seed (its raw samples
     and its choice of restarts), so a step proposes the same batch whatever the global

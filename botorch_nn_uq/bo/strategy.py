@@ -46,16 +46,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from botorch_nn_uq.bo.acquisitions import ACQUISITIONS, get_acquisition
 from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.fitting import ColdFit, ContinualFit, FitPolicy
-from botorch_nn_uq.bo.problems import Objective
+from botorch_nn_uq.bo.objectives import Objective
 from botorch_nn_uq.bo.proposers import (
     AcquisitionProposer,
     Proposer,
     RandomProposer,
     TrustRegionProposer,
 )
-from botorch_nn_uq.bo.registry import ACQUISITIONS, get_acquisition
 from botorch_nn_uq.bo.spelling import (
     SpellingError,
     Value,

@@ -43,9 +43,9 @@ from botorch.utils.sampling import manual_seed
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from botorch_nn_uq.bo.problems import Objective
+from botorch_nn_uq.bo.acquisitions import AcquisitionContext
+from botorch_nn_uq.bo.objectives import Objective
 from botorch_nn_uq.bo.proposers import Proposal, Proposer, check_local_fit, local_fit_bounds
-from botorch_nn_uq.bo.registry import AcquisitionContext
 from botorch_nn_uq.bo.trust_region import TrustRegion
 from botorch_nn_uq.generation import batch_thompson_sampling
 

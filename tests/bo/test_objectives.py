@@ -17,7 +17,7 @@ from botorch_nn_uq.bo import (
     composite_problem,
     registered_problem,
 )
-from botorch_nn_uq.bo.problems import check_bounds
+from botorch_nn_uq.bo.objectives import check_bounds
 from botorch_nn_uq.problems import Pollutants, get_bo_problem
 
 
