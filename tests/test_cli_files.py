@@ -15,6 +15,7 @@ import pytest
 
 from botorch_nn_uq import cli
 from botorch_nn_uq.cli import main
+from tests.testing import write_results
 
 RANDOM_RUN = ["--bounds", "-10", "10", "--dim", "2", "--model", "random", "--n-initial", "4"]
 DEVICES = [Path(device) for device in ("/dev/null", "/dev/full", "/dev/zero")]
@@ -41,10 +42,7 @@ def _ask(state: Path, capsys, *arguments: str) -> list[dict[str, str]]:
 
 
 def _tell(state: Path, rows: list[dict[str, str]], results: Path, capsys) -> None:
-    with results.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*rows[0], "y"])
-        writer.writeheader()
-        writer.writerows({**row, "y": float(row["x0"]) ** 2} for row in rows)
+    write_results(results, rows, [float(row["x0"]) ** 2 for row in rows])
     assert main(["tell", "--state", str(state), str(results)]) == 0
     capsys.readouterr()
 

@@ -18,6 +18,7 @@ from botorch_nn_uq.bo import (
 )
 from botorch_nn_uq.bo.proposers import largest_optimize_acqf_batch
 from botorch_nn_uq.cli import main
+from tests.testing import write_results
 
 OBJECTIVES = """
 import math
@@ -158,11 +159,7 @@ def _results(path: Path, rows: list[dict[str, str]], values=None) -> Path:
     if values is None:
         X = [[float(row["x0"]), float(row["x1"])] for row in rows]
         values = LEVY.evaluate(torch.tensor(X, dtype=torch.float64))[:, 0].tolist()
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*rows[0], "y"])
-        writer.writeheader()
-        writer.writerows({**row, "y": value} for row, value in zip(rows, values, strict=True))
-    return path
+    return write_results(path, rows, values)
 
 
 def test_ask_and_tell_run_the_same_proposals_as_the_python_api(tmp_path, capsys) -> None:

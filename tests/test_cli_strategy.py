@@ -8,6 +8,7 @@ import pytest
 
 from botorch_nn_uq.bo import BayesianOptimizer
 from botorch_nn_uq.cli import main
+from tests.testing import write_results
 
 QUICK = ["--problem", "levy", "--dim", "2", "--iterations", "2", "--n-initial", "4"]
 
@@ -50,11 +51,9 @@ def test_a_strategy_with_model_options_runs_and_is_kept_in_the_state_file(tmp_pa
     for step in range(2):
         assert main(["ask", "--state", str(state), *(new_run if step == 0 else [])]) == 0
         rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-        results = tmp_path / "results.csv"
-        with results.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=[*rows[0], "y"])
-            writer.writeheader()
-            writer.writerows({**row, "y": float(row["x0"]) ** 2} for row in rows)
+        results = write_results(
+            tmp_path / "results.csv", rows, [float(row["x0"]) ** 2 for row in rows]
+        )
         assert main(["tell", "--state", str(state), str(results)]) == 0
         capsys.readouterr()
     loaded = BayesianOptimizer.load(state)

@@ -9,7 +9,11 @@ precisions and on every available device, and compare results with
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import csv
+import hashlib
+import io
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -234,3 +238,29 @@ def quadratic_bo_data() -> tuple[Tensor, Tensor, Tensor]:
     train_Y = -(train_X**2).sum(-1, keepdim=True)
     bounds = torch.tensor([[-2.0, -2.0], [2.0, 2.0]], dtype=torch.float64)
     return train_X, train_Y, bounds
+
+
+def rewrite_state_payload(path: Path, change: Callable[[dict], None]) -> None:
+    r"""Rewrite a run state file with ``change(raw)`` applied to its payload (the dict
+    that ``torch.save`` wrote) and a matching checksum: a crafted file that passes the
+    integrity check."""
+    content = path.read_bytes()
+    first, _, rest = content.partition(b"\n")
+    payload = rest.partition(b"\n")[2]
+    raw = torch.load(io.BytesIO(payload), weights_only=True)
+    change(raw)
+    buffer = io.BytesIO()
+    torch.save(raw, buffer)
+    payload = buffer.getvalue()
+    digest = hashlib.sha256(payload).hexdigest().encode()
+    path.write_bytes(first + b"\n" + digest + b"\n" + payload)
+
+
+def write_results(path: Path, rows: list[dict[str, str]], values: Sequence[float]) -> Path:
+    r"""The batch ``ask`` printed (``rows``, as ``csv.DictReader`` reads them) with a
+    column ``y`` of ``values`` added, written to ``path`` for ``tell``."""
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[*rows[0], "y"])
+        writer.writeheader()
+        writer.writerows({**row, "y": value} for row, value in zip(rows, values, strict=True))
+    return path

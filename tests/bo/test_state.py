@@ -1,14 +1,12 @@
 """The run state's file: written atomically, read back exactly, and refused with a clear
 error when it is not a state file, of another version, corrupted or reshaped."""
 
-import io
-
 import pytest
 import torch
 
 from botorch_nn_uq.bo import BayesianOptimizer, StateFileError, registered_problem, step_seed
 from botorch_nn_uq.bo.state import STATE_FORMAT, STATE_MAGIC, RunState
-from tests.testing import saved_as_if_on_cuda
+from tests.testing import rewrite_state_payload, saved_as_if_on_cuda
 
 
 @pytest.fixture
@@ -77,21 +75,6 @@ def test_a_bad_file_is_refused_clearly(saved, transform, message) -> None:
         BayesianOptimizer.load(path)
 
 
-def _with_payload(path, change) -> None:
-    r"""Rewrite the file with a changed payload and a matching checksum (a crafted file)."""
-    import hashlib
-
-    content = path.read_bytes()
-    first, _, rest = content.partition(b"\n")
-    _, _, payload = rest.partition(b"\n")
-    raw = torch.load(io.BytesIO(payload), weights_only=True)
-    change(raw)
-    buffer = io.BytesIO()
-    torch.save(raw, buffer)
-    payload = buffer.getvalue()
-    path.write_bytes(first + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
-
-
 @pytest.mark.parametrize(
     "change",
     [
@@ -105,7 +88,7 @@ def _with_payload(path, change) -> None:
 )
 def test_a_crafted_layout_is_refused(saved, change) -> None:
     _, path = saved
-    _with_payload(path, change)
+    rewrite_state_payload(path, change)
     with pytest.raises(StateFileError, match="unexpected"):
         RunState.load(path)
 

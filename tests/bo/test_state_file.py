@@ -2,8 +2,6 @@
 component is checked on load with the field named, writers compare before they write,
 commands hold a lock, and a killed writer's temporary files do not pile up."""
 
-import hashlib
-import io
 import json
 import math
 import os
@@ -32,6 +30,7 @@ from botorch_nn_uq.bo.state_file import (
     StateFileBusyError,
     locked_state_file,
 )
+from tests.testing import rewrite_state_payload
 
 ROOT = Path(__file__).resolve().parents[2]
 LEVY = registered_problem("levy", 2)
@@ -46,20 +45,6 @@ def _random_run(path: Path, steps: int = 2, q: int = 2, ask: bool = True) -> Bay
     return optimizer
 
 
-def _rewrite_payload(path: Path, change) -> None:
-    r"""Rewrite the file with ``change(raw)`` applied to its payload and a matching
-    checksum: a crafted file that passes the integrity check."""
-    content = path.read_bytes()
-    first, _, rest = content.partition(b"\n")
-    payload = rest.partition(b"\n")[2]
-    raw = torch.load(io.BytesIO(payload), weights_only=True)
-    change(raw)
-    buffer = io.BytesIO()
-    torch.save(raw, buffer)
-    payload = buffer.getvalue()
-    path.write_bytes(first + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
-
-
 def _rewrite_header(path: Path, change) -> None:
     def rewrite(raw) -> None:
         header = json.loads(bytes(raw["header"].tolist()).decode())
@@ -67,7 +52,7 @@ def _rewrite_header(path: Path, change) -> None:
         text = json.dumps(header).encode()
         raw["header"] = torch.frombuffer(bytearray(text), dtype=torch.uint8).clone()
 
-    _rewrite_payload(path, rewrite)
+    rewrite_state_payload(path, rewrite)
 
 
 def _set_tensor(name: str, value):
@@ -93,7 +78,7 @@ def test_a_crafted_file_that_claims_billions_of_rows_is_refused_before_any_alloc
     path = tmp_path / "run.state"
     _random_run(path)
     # A stride-0 view: 16 stored bytes that claim 2e9 rows (32 GB to materialise).
-    _rewrite_payload(path, _set_tensor(name, lambda t: t[:1].expand(2 * 10**9, t.shape[-1])))
+    rewrite_state_payload(path, _set_tensor(name, lambda t: t[:1].expand(2 * 10**9, t.shape[-1])))
     assert path.stat().st_size < 20_000
     with pytest.raises(StateFileError, match=f"unexpected {name}: not a dense tensor"):
         RunState.load(path)
@@ -113,7 +98,7 @@ def test_a_dense_view_must_lie_within_its_stored_bytes(tmp_path) -> None:
     path = tmp_path / "run.state"
     _random_run(path)
     # Within the element limit, but a view of 1 stored row repeated: not dense.
-    _rewrite_payload(path, _set_tensor("X", lambda t: t[:1].expand(t.shape[0], t.shape[-1])))
+    rewrite_state_payload(path, _set_tensor("X", lambda t: t[:1].expand(t.shape[0], t.shape[-1])))
     with pytest.raises(StateFileError, match="unexpected X: not a dense tensor"):
         RunState.load(path)
 
@@ -181,7 +166,7 @@ def _set_region(field: str, value):
 def test_crafted_data_is_refused_with_the_field_named(tmp_path, change, field, message) -> None:
     path = tmp_path / "run.state"
     _random_run(path)
-    _rewrite_payload(path, change)
+    rewrite_state_payload(path, change)
     with pytest.raises(StateFileError, match=message) as error:
         BayesianOptimizer.load(path)
     assert str(path) in str(error.value) and field in str(error.value)
@@ -294,7 +279,7 @@ def test_a_model_state_that_does_not_fit_the_model_is_a_state_file_error(tmp_pat
     )
     optimizer.run(LEVY, steps=1, q=2)
     optimizer.save(path)
-    _rewrite_payload(path, change)
+    rewrite_state_payload(path, change)
     with pytest.raises(StateFileError, match="unusable model_state"):
         BayesianOptimizer.load(path)
 
