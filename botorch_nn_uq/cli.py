@@ -54,7 +54,7 @@ from botorch_nn_uq.bo import (
 from botorch_nn_uq.bo.loop import strategy_label
 from botorch_nn_uq.bo.objectives import RegisteredProblem
 from botorch_nn_uq.bo.state import MAX_RUN_SEED, STATE_MAGIC
-from botorch_nn_uq.bo.state_file import locked_state_file
+from botorch_nn_uq.bo.state_file import locked_state_file, same_file
 from botorch_nn_uq.bo.strategy import (
     RECOMMENDED_STRATEGIES,
     Strategy,
@@ -529,8 +529,8 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
         type=integer_argument(1, MAX_POINTS),
         help="points of a BO step (default 1, or the pending batch's size when asking "
         "again; the first batch is the initial design of --n-initial points); with "
-        "--trust-region or --turbo it also sizes the region's tolerances (give it when the "
-        "run starts)",
+        "--trust-region or --turbo the region's failure tolerance follows it, and TuRBO-1 "
+        "keeps the batch size of its first BO step",
     )
     ask.add_argument("--csv", type=Path, help="write the batch to this file instead of stdout")
     ask.add_argument(
@@ -651,7 +651,7 @@ def _check_strategy(args: argparse.Namespace, parser: argparse.ArgumentParser, q
         except ValueError as error:
             parser.error(f"argument --strategy: {error}")
     else:
-        _check_shorthands(args, parser, q)
+        _check_shorthands(args, parser)
         try:
             args.run_strategy = _flags_strategy(args)
         except ValueError as error:
@@ -659,7 +659,7 @@ def _check_strategy(args: argparse.Namespace, parser: argparse.ArgumentParser, q
     _check_batch_size(args, parser, q)
 
 
-def _check_shorthands(args: argparse.Namespace, parser: argparse.ArgumentParser, q: int) -> None:
+def _check_shorthands(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     r"""The checks of the shorthand strategy options, each error naming its option."""
     if args.model == RANDOM_SEARCH:
         if args.trust_region or args.turbo:
@@ -680,12 +680,6 @@ def _check_shorthands(args: argparse.Namespace, parser: argparse.ArgumentParser,
     spec = ACQUISITIONS[args.acquisition]
     if args.turbo:
         return
-    if q > 1 and not spec.proposes_batches:
-        batched = [name for name, other in ACQUISITIONS.items() if other.proposes_batches]
-        parser.error(
-            f"argument --batch-size: {args.acquisition} is an analytic acquisition, which "
-            f"proposes one point per step; for batches use one of {', '.join(batched)}"
-        )
     if spec.requires_target and args.target is None:
         parser.error(f"argument --acquisition: {args.acquisition} needs --target")
     if args.target is not None and not spec.requires_target:
@@ -709,8 +703,9 @@ def _check_batch_size(args: argparse.Namespace, parser: argparse.ArgumentParser,
     if q > 1 and not proposer.proposes_batches:
         batched = [name for name, other in ACQUISITIONS.items() if other.proposes_batches]
         parser.error(
-            f"argument --batch-size: {proposer.describe()} proposes one point per step; for "
-            f"batches use one of {', '.join(batched)}"
+            f"argument --batch-size: {args.run_strategy.acquisition} is an analytic "
+            "acquisition, which proposes one point per step; for batches use one of "
+            + ", ".join(batched)
         )
     try:
         proposer.check_batch_size(q, dim)
@@ -807,7 +802,7 @@ def _check_optimize(args: argparse.Namespace, optimize: argparse.ArgumentParser)
         if args.problem_seed is not None and args.problem != "nn-draw":
             optimize.error("argument --problem-seed: applies to nn-draw only")
     _check_strategy(args, optimize, args.batch_size)
-    if args.csv is not None and args.plot is not None and _same_file(args.csv, args.plot):
+    if args.csv is not None and args.plot is not None and same_file(args.csv, args.plot):
         optimize.error("argument --plot: is the --csv file; give them different paths")
     if args.csv is not None:
         _check_output(args.csv, "--csv", optimize, args.overwrite)
@@ -1074,13 +1069,6 @@ def no_improvement_note(records: Sequence[StepRecord], model: str, dim: int) -> 
     )
 
 
-def _same_file(first: Path, second: Path) -> bool:
-    r"""Whether two paths name the same file (existing or not)."""
-    if first.exists() and second.exists():
-        return first.samefile(second)
-    return first.absolute().resolve() == second.absolute().resolve()
-
-
 def _cannot_write(
     parser: argparse.ArgumentParser, option: str, path: Path, error: OSError
 ) -> NoReturn:
@@ -1211,35 +1199,16 @@ class _EvaluationWriter:
         self.rows += values.numel()
 
 
-def _state_exists(path: Path, parser: argparse.ArgumentParser) -> bool:
-    r"""Whether the run's state file ``path`` exists; a parser error if ``path`` is not a
-    regular file (a folder, a device such as ``/dev/zero``, a FIFO), before reading it:
-    reading ``/dev/zero``, or a FIFO nothing writes to, never ends.
-
-    Args:
-        path: The ``--state`` path.
-        parser: The command's parser, whose error exits.
-    """
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return False
-    except OSError as error:
-        parser.error(f"argument --state: cannot read {str(path)!r}: {error.strerror or error}")
-    if not stat.S_ISREG(mode):
-        parser.error(f"argument --state: {str(path)!r} is not a regular file (a run state)")
-    return True
-
-
 def _load_state(
     path: Path, parser: argparse.ArgumentParser, device: torch.device
 ) -> BayesianOptimizer:
     r"""The run saved at ``path`` with its tensors on ``device``, or a parser error that
-    says why it cannot be read."""
-    if not _state_exists(path, parser):
-        parser.error(f"argument --state: {str(path)!r} does not exist")
+    says why it cannot be read (``ask`` and ``tell`` hold the file's lock, which refused
+    a path that is not a regular file before anything read it)."""
     try:
         return BayesianOptimizer.load(path, device=device)
+    except FileNotFoundError:
+        parser.error(f"argument --state: {str(path)!r} does not exist")
     except (StateFileError, ValueError, OSError) as error:
         parser.error(f"argument --state: {error}")
 
@@ -1252,10 +1221,10 @@ def _ask(args: argparse.Namespace, ask: argparse.ArgumentParser) -> int:
         args: The parsed ``ask`` command.
         ask: Its parser, whose error exits (code 2) on any refused option or file.
     """
-    new_run = not _state_exists(args.state, ask)
+    new_run = not args.state.exists()
     stream = False
     if args.csv is not None:
-        if _same_file(args.csv, args.state):
+        if same_file(args.csv, args.state):
             ask.error(
                 f"argument --csv: {str(args.csv)!r} is the --state file; write the batch to "
                 "another file"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -60,6 +60,7 @@ from botorch_nn_uq.bo.state import (
     check_seed,
     step_seed,
 )
+from botorch_nn_uq.bo.state_file import same_file
 from botorch_nn_uq.bo.strategy import Strategy, as_strategy
 from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SurrogateSpec, get_surrogate
 from botorch_nn_uq.checks import check_device
@@ -631,7 +632,7 @@ class BayesianOptimizer:
                 )
             state.model_state = self.model.state_dict()
         path = Path(path)
-        known = self._file is not None and _same_path(self._file[0], path)
+        known = self._file is not None and same_file(self._file[0], path)
         digest = state.save(path, replaces=self._file[1] if known else None, overwrite=overwrite)
         self._file = (path, digest)
 
@@ -734,7 +735,9 @@ class BayesianOptimizer:
                 **components,
             ),
         )
-        if optimizer._config() != {**config, "strategy": optimizer._config()["strategy"]}:
+        # Components given as code describe no strategy; the file's must match the rest.
+        rebuilt = optimizer._config()
+        if {**rebuilt, "strategy": None} != {**config, "strategy": None}:
             raise StateFileError(
                 f"{str(path)!r} holds a strategy that does not match its components "
                 "(field config.strategy)."
@@ -768,13 +771,6 @@ class BayesianOptimizer:
             )
         optimizer._file = (Path(path), digest)
         return optimizer
-
-
-def _same_path(first: Path, second: Path) -> bool:
-    r"""Whether two paths name the same file (existing or not)."""
-    with suppress(OSError):
-        return first.samefile(second)
-    return first.absolute().resolve() == second.absolute().resolve()
 
 
 @contextmanager

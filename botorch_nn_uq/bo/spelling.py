@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 #: A part's name: lower-case letters, digits, ``-``, ``_`` and ``.``.
 NAME_PATTERN = r"[a-z0-9][a-z0-9_.\-]*"
@@ -141,8 +140,3 @@ def format_part(name: str, *positional: Value, **keywords: Value) -> str:
     arguments = [format_value(value) for value in positional]
     arguments += [f"{key}={format_value(keywords[key])}" for key in sorted(keywords)]
     return name if not arguments else f"{name}({','.join(arguments)})"
-
-
-def describe_arguments(keywords: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    r"""Keyword arguments as a sorted tuple of pairs (hashable, order-free)."""
-    return tuple(sorted(keywords.items()))

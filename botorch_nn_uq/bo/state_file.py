@@ -72,6 +72,19 @@ class StaleStateFileError(StateFileError):
     write would erase another command's work."""
 
 
+def same_file(first: Path, second: Path) -> bool:
+    r"""Whether two paths name the same file, existing or not (links and ``..``
+    followed): a writer told to write one of them must not take it for another.
+
+    Example:
+        >>> same_file(Path("runs/../run.state"), Path("run.state"))
+        True
+    """
+    with contextlib.suppress(OSError):
+        return first.samefile(second)
+    return first.absolute().resolve() == second.absolute().resolve()
+
+
 def state_digest(payload: bytes) -> str:
     r"""The checksum of a payload, as the file's second line holds it (hex SHA-256)."""
     return hashlib.sha256(payload).hexdigest()
