@@ -1,5 +1,6 @@
 """What the benchmark runners share: their common options, torch's threads, worker
-processes, statistics, stored results (written atomically), CSV tables and plots.
+processes, BO runs for storing, statistics, stored results (written atomically), markdown
+and CSV tables and plots.
 
 ``benchmarks`` is a package of the repository, not of the installed library: a runner runs
 as ``python -m benchmarks.<runner>`` from the repository's root and imports this module as
@@ -9,26 +10,26 @@ what only the benchmarks need (argument types, atomic saves, CSV rows) lives her
 
 Threads: the package's functions never change torch's process-wide thread setting; the
 caller decides. A runner is a process of its own, so it decides once, first thing in its
-``main``: :func:`use_threads` with its ``--threads`` (default 1, see the section
-"Threads" of ``benchmarks/README.md``), and :func:`run_jobs` gives every worker process
+``main``: :func:`use_threads` with its ``--threads`` (default 1, see
+``benchmarks/docs/threads.md``), and :func:`run_jobs` gives every worker process
 the same setting.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import multiprocessing
 import statistics
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from botorch import settings
@@ -36,34 +37,16 @@ from botorch.models.transforms.input import InputStandardize
 from botorch.models.transforms.outcome import Standardize
 from torch import Tensor
 
+from botorch_nn_uq.cli import integer_argument
+
+if TYPE_CHECKING:
+    from botorch_nn_uq.bo import BOResult, Strategy
+
 Spec = TypeVar("Spec")
 Result = TypeVar("Result")
 
 #: Where log-scale plots floor their values (a regret of exactly zero has no logarithm).
 LOG_PLOT_FLOOR = 1e-12
-
-
-def integer_argument(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
-    r"""An argparse type: an integer in ``[minimum, maximum]`` (no upper bound for
-    ``None``), with an error that names the problem.
-
-    Example:
-        >>> integer_argument(1)("3")
-        3
-    """
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {value}")
-        if maximum is not None and value > maximum:
-            raise argparse.ArgumentTypeError(f"must be at most {maximum}; got {value}")
-        return value
-
-    return parse
 
 
 def runner_parser(
@@ -90,7 +73,7 @@ def runner_parser(
         default=1,
         help="torch intra-op threads of this process and of every worker process (default "
         "1: several runs share few cores, and more threads than free cores are many times "
-        "slower; see benchmarks/README.md, section Threads)",
+        "slower; see benchmarks/docs/threads.md)",
     )
     return parser
 
@@ -126,6 +109,39 @@ def add_nomu_suite_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-initial", type=int, default=8)
     parser.add_argument("--num-restarts", type=int, default=10)
     parser.add_argument("--raw-samples", type=int, default=512)
+
+
+def nomu_suite_run_key(spec: Any, label: str = "", suffix: str = "") -> str:
+    r"""A file-name-safe identifier of a protocol-1 run and its budget, the name its
+    stored result is found by (:func:`stored_run`).
+
+    Args:
+        spec: The run: its ``problem``, ``dim``, ``seed``, ``device`` and the budget of
+            :func:`add_nomu_suite_options` (``iterations``, ``n_initial``,
+            ``num_restarts``, ``raw_samples``).
+        label: What tells the run from others of the same problem and seed (its
+            method), after the problem; none for ``""``.
+        suffix: Further settings of the run, after the budget.
+
+    Returns:
+        ``<problem>-<dim>d_``, ``<label>_`` for a label,
+        ``seed<seed>_it<iterations>_init<n_initial>_r<num_restarts>_raw<raw_samples>``,
+        the suffix and, on another device than the CPU, the device's name
+        (:func:`device_suffix`).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> run = SimpleNamespace(problem="levy", dim=5, seed=0, iterations=64, n_initial=8,
+        ...     num_restarts=10, raw_samples=512, device="cuda")
+        >>> nomu_suite_run_key(run, label="gp+logei")
+        'levy-5d_gp+logei_seed0_it64_init8_r10_raw512_cuda'
+    """
+    label = f"{label}_" if label else ""
+    return (
+        f"{spec.problem}-{spec.dim}d_{label}seed{spec.seed}_it{spec.iterations}"
+        f"_init{spec.n_initial}_r{spec.num_restarts}_raw{spec.raw_samples}{suffix}"
+        f"{device_suffix(spec.device)}"
+    )
 
 
 def add_jobs_option(parser: argparse.ArgumentParser) -> None:
@@ -273,6 +289,34 @@ def _reported(
     return done
 
 
+def ignore_optimizer_retry_warnings() -> None:
+    r"""Silence ``optimize_acqf``'s "Optimization failed" notices in this process: L-BFGS
+    restarts that stop early are part of its normal work (it has retried by the final
+    notice), and the notices would bury a runner's results."""
+    warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
+
+
+def run_bo_for_storing(problem: str, dim: int, strategy: Strategy, **options: Any) -> BOResult:
+    r"""One BO run (:func:`botorch_nn_uq.bo.run_bo`) of a registered problem, without
+    ``optimize_acqf``'s retry notices (:func:`ignore_optimizer_retry_warnings`), its
+    result's tensors moved to the CPU for :func:`stored_run`.
+
+    Args:
+        problem: The name of a registered BO problem
+            (:func:`botorch_nn_uq.problems.get_bo_problem`).
+        dim: The problem's input dimension.
+        strategy: The run's model and acquisition.
+        **options: Further arguments of ``run_bo``: the budget, the seed, the device.
+    """
+    from botorch_nn_uq.bo import run_bo
+    from botorch_nn_uq.problems import get_bo_problem
+
+    ignore_optimizer_retry_warnings()
+    result = run_bo(get_bo_problem(problem, dim), strategy, **options)
+    result.X, result.values = result.X.cpu(), result.values.cpu()
+    return result
+
+
 def stored_run(spec: Any, store: Path, run: Callable[[Any], Result]) -> Result:
     r"""``run(spec)``, stored in ``store`` as ``<spec.key>.pt`` (atomically, with
     ``torch.save``), or the result an earlier invocation stored there: an interrupted
@@ -324,15 +368,38 @@ def save_atomically(obj: object, path: str | Path) -> None:
     partial.replace(path)
 
 
-def write_rows_csv(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
-    r"""Write dict rows (all with the keys of the first, in its order) to a CSV file,
-    creating its folder."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+class PrintedTable:
+    r"""A markdown table that prints every row as it is added, so a long measurement
+    shows its progress; :meth:`markdown` is the whole table.
+
+    Args:
+        columns: The column headers.
+
+    Example:
+        >>> table = PrintedTable(["n", "seconds"])
+        >>> table.add_row([40, "1.25"])
+        | 40 | 1.25 |
+        >>> print(table.markdown(), end="")
+        | n | seconds |
+        | --- | --- |
+        | 40 | 1.25 |
+    """
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        self.lines = [_markdown_row(columns), "|" + " --- |" * len(columns)]
+
+    def add_row(self, cells: Sequence[object]) -> None:
+        r"""Append a row of ``cells`` (each written with ``str``) and print it."""
+        self.lines.append(_markdown_row(cells))
+        print(self.lines[-1], flush=True)
+
+    def markdown(self) -> str:
+        r"""The header, the separator and the rows, one line each."""
+        return "\n".join(self.lines) + "\n"
+
+
+def _markdown_row(cells: Sequence[object]) -> str:
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"
 
 
 def write_json_atomically(data: Any, path: Path) -> None:

@@ -46,6 +46,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from botorch.test_functions import Branin, Hartmann
 
 from benchmarks.common import (
+    PrintedTable,
     add_device_option,
     device_path,
     device_seconds,
@@ -156,12 +157,22 @@ def run(
     device: str = "cpu",
 ) -> str:
     r"""Every combination, the models on ``device``; returns a markdown table."""
-    lines = [
-        "| problem | model | n + k | parent | conditioned | floor "
-        "| misfit: parent | conditioned | refit | conditioning (s) | full refit (s) "
-        f"| qKG, {KG_FANTASIES} fantasies x {KG_CANDIDATES} (s) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+    table = PrintedTable(
+        [
+            "problem",
+            "model",
+            "n + k",
+            "parent",
+            "conditioned",
+            "floor",
+            "misfit: parent",
+            "conditioned",
+            "refit",
+            "conditioning (s)",
+            "full refit (s)",
+            f"qKG, {KG_FANTASIES} fantasies x {KG_CANDIDATES} (s)",
+        ]
+    )
     for problem in problems:
         for model in models:
             for num_new in new_points:
@@ -173,16 +184,23 @@ def run(
                 def average(key: str, results=results) -> float:
                     return statistics.fmean(result[key] for result in results)
 
-                lines.append(
-                    f"| {problem} | {model} | {num_points} + {num_new} "
-                    f"| {average('parent'):.3f} | {average('conditioned'):.3f} "
-                    f"| {average('floor'):.3f} | {average('parent misfit'):.3f} "
-                    f"| {average('conditioned misfit'):.3f} | {average('refit misfit'):.3f} "
-                    f"| {average('conditioning seconds'):.3f} "
-                    f"| {average('refit seconds'):.2f} | {average('kg seconds'):.3f} |"
+                table.add_row(
+                    [
+                        problem,
+                        model,
+                        f"{num_points} + {num_new}",
+                        f"{average('parent'):.3f}",
+                        f"{average('conditioned'):.3f}",
+                        f"{average('floor'):.3f}",
+                        f"{average('parent misfit'):.3f}",
+                        f"{average('conditioned misfit'):.3f}",
+                        f"{average('refit misfit'):.3f}",
+                        f"{average('conditioning seconds'):.3f}",
+                        f"{average('refit seconds'):.2f}",
+                        f"{average('kg seconds'):.3f}",
+                    ]
                 )
-                print(lines[-1], flush=True)
-    return "\n".join(lines) + "\n"
+    return table.markdown()
 
 
 def main(argv: Sequence[str] | None = None) -> str:

@@ -39,7 +39,6 @@ import argparse
 import multiprocessing
 import statistics
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -58,15 +57,16 @@ from torch import Tensor
 
 from benchmarks.common import (
     add_seed_options,
+    ignore_optimizer_retry_warnings,
     integer_argument,
     runner_parser,
     seed_range,
     summary_header,
     use_threads,
     write_json_atomically,
-    write_rows_csv,
     write_text,
 )
+from botorch_nn_uq.bo import write_rows_csv
 from botorch_nn_uq.models import DeepEnsemble
 from botorch_nn_uq.problems import get_bo_problem
 
@@ -153,7 +153,7 @@ def first_calls(
     ``threads`` torch threads; the arguments are those of :func:`problem_data` and
     :func:`fit`."""
     use_threads(threads)
-    _quiet_optimizer()
+    ignore_optimizer_retry_warnings()
     X, Y, bounds = problem_data(n, dim, seed)
     return time_calls(model, X, Y, bounds, seed, ensemble_options)
 
@@ -284,12 +284,6 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
-def _quiet_optimizer() -> None:
-    # L-BFGS restarts that stop early are part of optimize_acqf's normal work here, and
-    # their warnings would bury the results.
-    warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = runner_parser(
         __doc__,
@@ -323,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the benchmark; returns the path of the markdown tables."""
     args = parse_args(argv)
     use_threads(args.threads)
-    _quiet_optimizer()
+    ignore_optimizer_retry_warnings()
     seeds = list(seed_range(args))
     options = {} if args.ensemble_epochs is None else {"epochs": args.ensemble_epochs}
     rows = []

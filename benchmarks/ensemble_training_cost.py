@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import (
+    PrintedTable,
     add_device_option,
     device_path,
     device_seconds,
@@ -92,11 +93,18 @@ def run(
 ) -> str:
     r"""Time every combination on ``device``; ``num_threads`` (the process's torch threads,
     set by ``main``) labels the rows. Returns a markdown table."""
-    lines = [
-        "| setting | threads | K | one member (s) | K batched (s) | K sequential (s) "
-        "| batched / one | sequential / batched |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+    table = PrintedTable(
+        [
+            "setting",
+            "threads",
+            "K",
+            "one member (s)",
+            "K batched (s)",
+            "K sequential (s)",
+            "batched / one",
+            "sequential / batched",
+        ]
+    )
     for setting in settings:
         for members in member_counts:
             seeds = list(range(members))
@@ -110,12 +118,19 @@ def run(
                 samples["batched"].append(time_training(setting, seeds, False, device))
                 samples["sequential"].append(time_training(setting, seeds, True, device))
             one, batched, sequential = (statistics.median(samples[k]) for k in samples)
-            lines.append(
-                f"| {setting.name} | {num_threads} | {members} | {one:.2f} | {batched:.2f} "
-                f"| {sequential:.2f} | {batched / one:.2f} | {sequential / batched:.2f} |"
+            table.add_row(
+                [
+                    setting.name,
+                    num_threads,
+                    members,
+                    f"{one:.2f}",
+                    f"{batched:.2f}",
+                    f"{sequential:.2f}",
+                    f"{batched / one:.2f}",
+                    f"{sequential / batched:.2f}",
+                ]
             )
-            print(lines[-1], flush=True)
-    return "\n".join(lines) + "\n"
+    return table.markdown()
 
 
 def main(argv: Sequence[str] | None = None) -> str:

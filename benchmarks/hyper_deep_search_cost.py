@@ -29,6 +29,7 @@ import torch
 from botorch.models.transforms import Normalize, Standardize
 
 from benchmarks.common import (
+    PrintedTable,
     add_device_option,
     device_path,
     device_seconds,
@@ -67,11 +68,17 @@ def time_fit(
 
 def run(points: Sequence[int], repeats: int, options: dict, device: str = "cpu") -> str:
     r"""Time both precisions for every ``n`` on ``device`` and return a markdown table."""
-    lines = [
-        "| n | float64 wall (s) | float32 wall (s) | float64 / float32 (wall) "
-        "| float64 / float32 (CPU) | validation NLL float64 | validation NLL float32 |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
+    table = PrintedTable(
+        [
+            "n",
+            "float64 wall (s)",
+            "float32 wall (s)",
+            "float64 / float32 (wall)",
+            "float64 / float32 (CPU)",
+            "validation NLL float64",
+            "validation NLL float32",
+        ]
+    )
     for num_points in points:
         samples = {name: [] for name in PRECISIONS}
         # Interleaved repeats, so slow drifts of the machine hit both precisions alike.
@@ -81,13 +88,18 @@ def run(points: Sequence[int], repeats: int, options: dict, device: str = "cpu")
         wall = {name: statistics.median(s[0] for s in runs) for name, runs in samples.items()}
         cpu = {name: statistics.median(s[1] for s in runs) for name, runs in samples.items()}
         nll = {name: runs[0][2] for name, runs in samples.items()}
-        lines.append(
-            f"| {num_points} | {wall['float64']:.2f} | {wall['float32']:.2f} "
-            f"| {wall['float64'] / wall['float32']:.2f} | {cpu['float64'] / cpu['float32']:.2f} "
-            f"| {nll['float64']:.3f} | {nll['float32']:.3f} |"
+        table.add_row(
+            [
+                num_points,
+                f"{wall['float64']:.2f}",
+                f"{wall['float32']:.2f}",
+                f"{wall['float64'] / wall['float32']:.2f}",
+                f"{cpu['float64'] / cpu['float32']:.2f}",
+                f"{nll['float64']:.3f}",
+                f"{nll['float32']:.3f}",
+            ]
         )
-        print(lines[-1], flush=True)
-    return "\n".join(lines) + "\n"
+    return table.markdown()
 
 
 def main(argv: Sequence[str] | None = None) -> str:

@@ -73,7 +73,6 @@ from benchmarks.common import (
     stored_run,
     summary_header,
     use_threads,
-    write_rows_csv,
 )
 from botorch_nn_uq.acquisition import qLeakyExpectedImprovement
 from botorch_nn_uq.bo import (
@@ -89,6 +88,7 @@ from botorch_nn_uq.bo import (
     Strategy,
     SurrogateSpec,
     composite_problem,
+    write_rows_csv,
 )
 from botorch_nn_uq.models import NEON
 from botorch_nn_uq.nn import count_parameters

@@ -24,7 +24,6 @@ import argparse
 import dataclasses
 import statistics
 import time
-import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,16 +38,16 @@ from benchmarks.common import (
     add_jobs_option,
     add_nomu_suite_options,
     add_seed_options,
-    device_suffix,
     mean_and_standard_error,
+    nomu_suite_run_key,
     plot_best_so_far,
+    run_bo_for_storing,
     run_jobs,
     runner_parser,
     seed_range,
     stored_run,
     summary_header,
     use_threads,
-    write_rows_csv,
 )
 from botorch_nn_uq.bo import (
     ACQUISITIONS,
@@ -56,9 +55,8 @@ from botorch_nn_uq.bo import (
     SURROGATES,
     BOResult,
     Strategy,
-    run_bo,
+    write_rows_csv,
 )
-from botorch_nn_uq.problems import get_bo_problem
 
 BASELINE = ("gp", "logei")
 
@@ -96,30 +94,22 @@ class RunSpec:
 
     @property
     def key(self) -> str:
-        r"""A file-name-safe identifier of the run and its budget; a run on another
-        device than the CPU ends in the device's name (``_cuda``)."""
-        device = device_suffix(self.device)
-        return (
-            f"{self.problem}-{self.dim}d_{self.method}_seed{self.seed}_it{self.iterations}"
-            f"_init{self.n_initial}_r{self.num_restarts}_raw{self.raw_samples}{device}"
-        )
+        r"""The name of the run's stored result (:func:`~common.nomu_suite_run_key`)."""
+        return nomu_suite_run_key(self, label=self.method)
 
 
 def run(spec: RunSpec) -> BOResult:
-    r"""One BO run on ``spec.device`` and this process's torch threads (``--threads``);
-    the result's tensors are moved to the CPU for storing."""
-    # Only the final "optimisation failed" notice; optimize_acqf has retried by then.
-    warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
-    result = run_bo(
-        get_bo_problem(spec.problem, spec.dim),
+    r"""One BO run on ``spec.device`` and this process's torch threads (``--threads``),
+    ready for storing (:func:`~common.run_bo_for_storing`)."""
+    return run_bo_for_storing(
+        spec.problem,
+        spec.dim,
         spec.strategy,
         iterations=spec.iterations,
         n_initial=spec.n_initial,
         seed=spec.seed,
         device=spec.device,
     )
-    result.X, result.values = result.X.cpu(), result.values.cpu()
-    return result
 
 
 def progress_line(spec: RunSpec, result: BOResult) -> str:

@@ -36,7 +36,7 @@ from benchmarks.common import (
     add_jobs_option,
     add_nomu_suite_options,
     add_seed_options,
-    device_suffix,
+    nomu_suite_run_key,
     run_jobs,
     runner_parser,
     seed_range,
@@ -70,14 +70,8 @@ class RunSpec:
 
     @property
     def key(self) -> str:
-        r"""A file-name-safe identifier of the run and its budget; a run on another
-        device than the CPU ends in the device's name (``_cuda``)."""
-        device = device_suffix(self.device)
-        return (
-            f"{self.problem}-{self.dim}d_seed{self.seed}_it{self.iterations}_init"
-            f"{self.n_initial}_r{self.num_restarts}_raw{self.raw_samples}_mw{self.mw_factor:g}"
-            f"{device}"
-        )
+        r"""The name of the run's stored result (:func:`~common.nomu_suite_run_key`)."""
+        return nomu_suite_run_key(self, suffix=f"_mw{self.mw_factor:g}")
 
 
 @dataclass

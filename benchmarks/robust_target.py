@@ -77,7 +77,6 @@ from benchmarks.common import (
     runner_parser,
     save_figure,
     use_threads,
-    write_rows_csv,
 )
 from botorch_nn_uq.acquisition import (
     AleatoricVariance,
@@ -92,6 +91,7 @@ from botorch_nn_uq.bo import (
     CandidateSetProposer,
     HitTarget,
     SurrogateSpec,
+    write_rows_csv,
 )
 
 DTYPE = torch.float64

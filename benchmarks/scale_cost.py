@@ -65,7 +65,6 @@ import json
 import multiprocessing
 import resource
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -77,6 +76,7 @@ from benchmarks.common import (
     add_device_option,
     device_path,
     device_seconds,
+    ignore_optimizer_retry_warnings,
     integer_argument,
     pyplot,
     runner_parser,
@@ -84,8 +84,8 @@ from benchmarks.common import (
     summary_header,
     use_threads,
     write_json_atomically,
-    write_rows_csv,
 )
+from botorch_nn_uq.bo import write_rows_csv
 
 if TYPE_CHECKING:
     from botorch.models.model import Model
@@ -179,7 +179,7 @@ def measure(
 
     use_threads(threads)
     register_gp_peers()
-    warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
+    ignore_optimizer_retry_warnings()
     device = torch.device(device)
     _start_device(device)
     clock = _clock(device)

@@ -77,7 +77,6 @@ import argparse
 import dataclasses
 import statistics
 import time
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -99,6 +98,7 @@ from benchmarks.common import (
     integer_argument,
     mean_and_standard_error,
     pyplot,
+    run_bo_for_storing,
     run_jobs,
     runner_parser,
     save_figure,
@@ -106,16 +106,14 @@ from benchmarks.common import (
     stored_run,
     summary_header,
     use_threads,
-    write_rows_csv,
 )
 from botorch_nn_uq.bo import (
     RANDOM_SEARCH,
     BOResult,
     StepRecord,
     Strategy,
-    run_bo,
+    write_rows_csv,
 )
-from botorch_nn_uq.problems import get_bo_problem
 
 
 @dataclass(frozen=True)
@@ -230,12 +228,12 @@ class RunSpec:
 
 
 def run(spec: RunSpec) -> BOResult:
-    r"""One BO run on ``spec.device`` and this process's torch threads (``--threads``);
-    the result's tensors are moved to the CPU for storing."""
-    warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
+    r"""One BO run on ``spec.device`` and this process's torch threads (``--threads``),
+    ready for storing (:func:`~common.run_bo_for_storing`)."""
     budget = spec.budget
-    result = run_bo(
-        get_bo_problem(budget.problem or spec.problem, budget.dim),
+    return run_bo_for_storing(
+        budget.problem or spec.problem,
+        budget.dim,
         spec.strategy,
         iterations=budget.iterations,
         batch_size=budget.batch_size,
@@ -246,8 +244,6 @@ def run(spec: RunSpec) -> BOResult:
         cpu_budget=spec.cpu_budget,
         device=spec.device,
     )
-    result.X, result.values = result.X.cpu(), result.values.cpu()
-    return result
 
 
 def progress_line(spec: RunSpec, result: BOResult) -> str:

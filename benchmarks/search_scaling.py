@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import (
+    PrintedTable,
     add_device_option,
     add_uci_data_option,
     runner_parser,
@@ -83,13 +84,11 @@ def main(argv: Sequence[str] | None = None) -> str:
         gpus_per_task=0.0 if args.device == "cpu" else 1 / args.workers,
     )
     ray_start = time.perf_counter() - start
-    lines = [
+    setting = (
         f"{args.dataset} split {args.split}, pool size {args.pool_size}, {args.epochs} epochs, "
-        f"on {args.device}; Ray start-up {ray_start:.1f} s ({args.workers} workers).",
-        "",
-        "| search | in-process (s) | Ray (s) | speed-up | same ensemble |",
-        "| --- | --- | --- | --- | --- |",
-    ]
+        f"on {args.device}; Ray start-up {ray_start:.1f} s ({args.workers} workers)."
+    )
+    table = PrintedTable(["search", "in-process (s)", "Ray (s)", "speed-up", "same ensemble"])
     for name in args.searches:
         local_seconds, local = run_search(name, data, budget, None)
         ray_seconds, remote = run_search(name, data, budget, ray_executor)
@@ -97,15 +96,19 @@ def main(argv: Sequence[str] | None = None) -> str:
             local.search_history.selected_ids == remote.search_history.selected_ids
             and local.search_history.selected_weights == remote.search_history.selected_weights
         )
-        lines.append(
-            f"| {name} | {local_seconds:.1f} | {ray_seconds:.1f} | "
-            f"{local_seconds / ray_seconds:.2f} | {'yes' if same else 'NO'} |"
+        table.add_row(
+            [
+                name,
+                f"{local_seconds:.1f}",
+                f"{ray_seconds:.1f}",
+                f"{local_seconds / ray_seconds:.2f}",
+                "yes" if same else "NO",
+            ]
         )
-        print(lines[-1], flush=True)
     import ray
 
     ray.shutdown()
-    return write_text(args.out, "\n".join(lines) + "\n")
+    return write_text(args.out, f"{setting}\n\n{table.markdown()}")
 
 
 if __name__ == "__main__":

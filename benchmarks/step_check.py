@@ -35,6 +35,7 @@ import torch
 from benchmarks.common import (
     add_device_option,
     device_seconds,
+    ignore_optimizer_retry_warnings,
     runner_parser,
     summary_header,
     use_threads,
@@ -230,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     r"""Run the check; returns the path of the markdown summary."""
     args = parse_args(argv)
     use_threads(args.threads)
-    warnings.filterwarnings("ignore", message="Optimization failed", category=RuntimeWarning)
+    ignore_optimizer_retry_warnings()
     device = torch.device(args.device)
     # The device's one-off start-up before any clock.
     device_seconds(str(torch.ones(1, device=device).device))

@@ -57,9 +57,9 @@ from benchmarks.common import (
     uci_protocol_model,
     use_threads,
     write_json_atomically,
-    write_rows_csv,
 )
 from benchmarks.uci import available_uci_datasets, load_uci_split, uci_num_splits
+from botorch_nn_uq.bo import write_rows_csv
 from botorch_nn_uq.ensembles import ArchitectureSpace
 from botorch_nn_uq.metrics import predictive_nll, rmse
 from botorch_nn_uq.models import (
@@ -91,7 +91,7 @@ ModelBuilder = Callable[[Tensor, Tensor, int, bool], Model]
 
 #: The deep ensemble's UCI setting (batches of 100 as in Lakshminarayanan et al., 2017;
 #: batches of 32 with a learning rate of 1e-3 gave a worse test NLL on all four data sets,
-#: see ``benchmarks/README.md``, section "Protocol 2: UCI regression").
+#: see ``benchmarks/docs/protocol-2-uci-regression.md``).
 UCI_DEEP_ENSEMBLE = {
     "ensemble_size": 5,
     "hidden_widths": (50,),

@@ -74,10 +74,35 @@ NON_NEGATIVE = Interval(0.0)
 OPEN_UNIT_INTERVAL = Interval(0.0, 1.0, lower_closed=False, upper_closed=False)
 
 
-def is_integer(value: Any) -> bool:
-    r"""Whether ``value`` is an integer (Python or NumPy) and not a boolean: ``True`` as
-    a count is a bug, not a 1."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+def is_integer(value: Any, minimum: float = -math.inf, maximum: float = math.inf) -> bool:
+    r"""Whether ``value`` is an integer (Python or NumPy) and not a boolean (``True`` as
+    a count is a bug, not a 1), with ``minimum <= value <= maximum``.
+
+    Args:
+        value: The value to check.
+        minimum: The smallest value allowed (``-inf`` for no limit).
+        maximum: The largest value allowed (``inf`` for no limit).
+    """
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        return False
+    # A NumPy integer compares to a NumPy boolean.
+    return bool(minimum <= value <= maximum)
+
+
+def is_int_in_range(value: Any, minimum: int = 0, maximum: float = math.inf) -> bool:
+    r"""Whether ``value`` is a built-in ``int`` (not a boolean) with
+    ``minimum <= value <= maximum``; by default a count (``0`` or more).
+
+    Stricter than :func:`is_integer`: a NumPy integer is refused, since the counts, sizes
+    and seeds checked with it are written to JSON (run states, configurations), which
+    cannot store one.
+
+    Args:
+        value: The value to check.
+        minimum: The smallest value allowed.
+        maximum: The largest value allowed (``inf`` for no limit).
+    """
+    return isinstance(value, int) and is_integer(value, minimum, maximum)
 
 
 def is_real_number(value: Any) -> bool:
@@ -98,7 +123,7 @@ def check_integer(name: str, value: Any, minimum: int = 1, optional: bool = Fals
     ``minimum`` (or ``None`` if ``optional``)."""
     if optional and value is None:
         return
-    if not (is_integer(value) and value >= minimum):
+    if not is_integer(value, minimum):
         requirement = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
         raise ValueError(f"{name} must be {requirement}{_or_none(optional)}; got {value!r}.")
 
@@ -160,7 +185,7 @@ def check_widths(owner: object, *names: str) -> None:
             )
         widths = tuple(value)
         object.__setattr__(owner, name, widths)
-        if not widths or not all(is_integer(width) and width >= 1 for width in widths):
+        if not widths or not all(is_integer(width, minimum=1) for width in widths):
             raise ValueError(
                 f"{name} must be a non-empty sequence of positive integers; got {widths}."
             )
@@ -185,7 +210,7 @@ def check_range(name: str, value: Any, interval: Interval = REALS) -> None:
 def check_seed(name: str, value: Any) -> None:
     r"""Raise a ``ValueError`` naming ``name`` unless ``value`` is an integer seed that
     ``torch.manual_seed`` accepts, in ``[0, 2**64)``."""
-    if not (is_integer(value) and 0 <= value < 2**64):
+    if not is_integer(value, 0, 2**64 - 1):
         raise ValueError(f"{name} must be an integer in [0, 2**64); got {value!r}.")
 
 
@@ -278,6 +303,40 @@ def check_finite_tensor(
     return tensor
 
 
+def check_points_in_box(owner: str, name: str, points: Tensor, bounds: Tensor) -> None:
+    r"""Raise a ``ValueError`` naming ``owner`` and ``name`` unless ``points`` are points
+    of the box ``bounds`` (its faces included).
+
+    Args:
+        owner: What the points are given to (a problem's name), for the message.
+        name: The argument's name, for the message.
+        points: A ``batch_shape x d`` tensor of points.
+        bounds: The ``2 x d`` tensor of lower (row 0) and upper (row 1) bounds; it is
+            compared in the dtype and on the device of ``points``.
+
+    Raises:
+        ValueError: If the last dimension of ``points`` is not ``d`` or a point lies
+            outside the box.
+    """
+    dim = bounds.shape[-1]
+    if points.shape[-1] != dim:
+        raise ValueError(
+            f"{owner}: expected {name} of shape batch_shape x {dim}, got {tuple(points.shape)}."
+        )
+    lower, upper = bounds.to(points)
+    if not (points.ge(lower) & points.le(upper)).all():
+        raise ValueError(f"{owner}: {name} lies outside the bounds of the problem.")
+
+
+def broadcasts_to(shape: torch.Size, target_shape: torch.Size) -> bool:
+    r"""Whether a tensor of shape ``shape`` broadcasts to ``target_shape`` without
+    enlarging it (so ``target_shape`` is also the shape of the broadcast result)."""
+    try:
+        return torch.broadcast_shapes(shape, target_shape) == target_shape
+    except RuntimeError:
+        return False
+
+
 def check_batch_broadcastable(name: str, tensor: Tensor, batch_shape: torch.Size) -> Tensor:
     r"""``tensor`` as a scalar if it has one entry, else unchanged, after checking that
     it broadcasts to ``batch_shape`` without enlarging it (a model's batch shape, for a
@@ -289,11 +348,7 @@ def check_batch_broadcastable(name: str, tensor: Tensor, batch_shape: torch.Size
     """
     if tensor.numel() == 1:
         return tensor.reshape(())
-    try:
-        broadcastable = torch.broadcast_shapes(tensor.shape, batch_shape) == batch_shape
-    except RuntimeError:
-        broadcastable = False
-    if not broadcastable:
+    if not broadcasts_to(tensor.shape, batch_shape):
         raise ValueError(
             f"{name} must be a scalar or broadcast to the model's batch shape "
             f"{tuple(batch_shape)}; got shape {tuple(tensor.shape)}."

@@ -1,4 +1,5 @@
-"""Sphinx configuration of the API reference, built from the package's docstrings.
+"""Sphinx configuration of the documentation: the user guide (``docs/guide/``, Markdown read
+by MyST) and the API reference, built from the package's docstrings.
 
 ``bash scripts/docs.sh`` builds it with warnings as errors and with every cross-reference
 checked (``-W -n``). The build needs no network: references to other libraries (torch,
@@ -29,7 +30,11 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
+    "myst_parser",
 ]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+# Links to a heading of another page (``cli.md#ask-and-tell``) resolve like GitHub's.
+myst_heading_anchors = 3
 
 templates_path = ["_templates"]
 # docs/pypi.md is the package index's description, not a page of this site.

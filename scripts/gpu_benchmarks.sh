@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU rows of benchmarks/README.md, on one CUDA device, in about 6 minutes: each stage is
-# capped, and a stage that runs out of time keeps what it measured (the runners store every
-# finished measurement, and a repeated command resumes from them).
+# The GPU rows of benchmarks/docs/protocol-6-scale.md, on one CUDA device, in about 6 minutes:
+# each stage is capped, and a stage that runs out of time keeps what it measured (the runners
+# store every finished measurement, and a repeated command resumes from them).
 #
 #   1. cost of a BO step (benchmarks/scale_cost.py --device cuda, Ackley-20, q = 1, 100 and
 #      1,000): the deep ensemble, BoTorch's GP and GP-TuRBO-1's GP at n = 1,000 and 10,000;

@@ -29,10 +29,7 @@ INTEGRATION_FILES = (
     "test_features.py",  # the feature table: each drop-in BoTorch scenario on each family
     "test_tutorials.py",  # executes every tutorial notebook
     "benchmarks/*_smoke.py",  # the benchmark runners end to end (their helpers are unit)
-    "test_cli.py",  # the command line end to end
-    "test_cli_files.py",
-    "test_cli_objective.py",
-    "test_cli_strategy.py",
+    "cli/*",  # the command line end to end
     "integrations/*",  # Ax
     "test_packaging.py",  # builds the wheel
     "test_docs.py",

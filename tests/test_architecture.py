@@ -1,12 +1,12 @@
 """The package's layering: each part imports only from the parts below it.
 
-The layers are those of the README's "Architecture" section: data flows from the
+The layers are those of the "Architecture" section of ``CONTRIBUTING.md``: data flows from the
 building blocks (networks, training, posteriors) to the models that serve predictions, and
 from there to the BO loop and the command line. An import against the direction of the
 layers (a network importing a model, an acquisition importing a concrete model, a
 problem importing the training loop) fails here with the offending module named.
 
-The README's section is checked against the code, so it cannot drift: its tree lists the
+That section is checked against the code, so it cannot drift: its tree lists the
 parts layer by layer (a blank line between two layers), and those layers must be
 ``LAYERS``; every file and folder it names must exist; and every name it gives a part
 (a CamelCase or snake_case identifier, an acronym such as ``RMSE``) must occur in that
@@ -69,11 +69,11 @@ def test_every_part_has_a_layer() -> None:
     parts = {_part(path) for path in SOURCES}
     assert parts - LAYER_OF.keys() == set(), (
         f"Parts without a layer: {sorted(parts - LAYER_OF.keys())}; add them to LAYERS and "
-        "to the README's Architecture section."
+        "to the Architecture section of CONTRIBUTING.md."
     )
     assert LAYER_OF.keys() - parts == set(), (
         f"LAYERS names parts the package no longer has: {sorted(LAYER_OF.keys() - parts)}; "
-        "remove them there and from the README's Architecture section."
+        "remove them there and from the Architecture section of CONTRIBUTING.md."
     )
 
 
@@ -97,7 +97,7 @@ def test_imports_follow_the_layers(path: Path) -> None:
 
 @dataclass(frozen=True)
 class TreeEntry:
-    r"""One entry of the README's tree: the files and folders of its left column
+    r"""One entry of the architecture tree: the files and folders of its left column
     (``("checks.py", "compat.py")``) and the text to their right, continuation lines
     included."""
 
@@ -110,9 +110,9 @@ class TreeEntry:
 
 
 def _architecture_section() -> str:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"^## Architecture\n(.*?)^## ", readme, flags=re.MULTILINE | re.DOTALL)
-    assert match, "README.md has no '## Architecture' section."
+    guide = (REPO_ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    match = re.search(r"^## Architecture\n(.*?)^## ", guide, flags=re.MULTILINE | re.DOTALL)
+    assert match, "CONTRIBUTING.md has no '## Architecture' section."
     return match.group(1)
 
 
@@ -152,7 +152,7 @@ ENTRIES = [entry for layer in TREE for entry in layer]
 def test_readme_architecture_tree_states_the_layers() -> None:
     stated = [sorted(part for entry in layer for part in entry.parts) for layer in TREE]
     assert stated == [sorted(layer) for layer in LAYERS], (
-        "The layers of the README's Architecture tree (blank lines between them) are not "
+        "The layers of CONTRIBUTING.md's Architecture tree (blank lines between them) are not "
         f"LAYERS: the tree states {stated}."
     )
 
@@ -161,7 +161,7 @@ def test_readme_architecture_names_every_part() -> None:
     named = [part for entry in ENTRIES for part in entry.parts]
     assert len(named) == len(set(named)), f"The tree names a part twice: {named}"
     missing = LAYER_OF.keys() - set(named)
-    assert not missing, f"README's Architecture section does not name {sorted(missing)}."
+    assert not missing, f"CONTRIBUTING.md's Architecture section does not name {sorted(missing)}."
 
 
 def test_readme_architecture_paths_exist() -> None:
@@ -184,7 +184,7 @@ def test_readme_architecture_paths_exist() -> None:
     for path in re.findall(r"`([\w./-]+(?:\.py|/))`", prose):
         if not any((root / path).exists() for root in (REPO_ROOT, PACKAGE_ROOT)):
             missing.append(path)
-    assert not missing, f"README's Architecture section names paths that do not exist: {missing}"
+    assert not missing, f"The Architecture section names paths that do not exist: {missing}"
 
 
 #: What the check of names reads as a name: a CamelCase or snake_case identifier, or an
@@ -202,6 +202,6 @@ def test_readme_architecture_names_occur_in_their_parts(entry: TreeEntry) -> Non
     claims = re.sub(r"\(no [^)]*\)", "", entry.description)
     absent = [name for name in NAME.findall(claims) if not re.search(rf"\b{name}\b", source)]
     assert not absent, (
-        f"README's Architecture section says {', '.join(entry.paths)} holds {absent}, which "
+        f"The Architecture section says {', '.join(entry.paths)} holds {absent}, which "
         "its source does not name."
     )

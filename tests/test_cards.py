@@ -1,4 +1,4 @@
-"""The model cards are the one catalogue: the registry of surrogates, the README's tables
+"""The model cards are the one catalogue: the registry of surrogates, the user guide's tables
 and every list of models in the test suite cover every card, and a new card is picked up
 by each of them without editing a list."""
 
@@ -9,7 +9,7 @@ import pytest
 from botorch_nn_uq.bo.surrogates import SURROGATES
 from botorch_nn_uq.models import MODEL_CARDS, DeepEnsemble, ModelCard
 from botorch_nn_uq.models.card import FEATURES, Family, FastSettings, Status, Support, catalogue
-from tests import readme_tables
+from tests import guide_tables
 from tests.cards import NEURAL_CARDS, NEURAL_REPRESENTATIVES, families, representatives
 
 NAMES = {card.name for card in MODEL_CARDS}
@@ -96,9 +96,9 @@ def test_a_new_card_is_picked_up_by_the_tables_and_the_families() -> None:
     cards = catalogue(*MODEL_CARDS, toy)
     assert families(cards)["toy"] == (toy.family, [toy])
     assert representatives(cards)["toy"] is toy
-    header = readme_tables.render_feature_table(cards).splitlines()[2]
+    header = guide_tables.render_feature_table(cards).splitlines()[2]
     assert header.endswith("| Toy ensembles |")
-    models = readme_tables.render_models_table(cards).splitlines()
+    models = guide_tables.render_models_table(cards).splitlines()
     assert models[-2] == (
         "| `toy-ensemble` | `botorch_nn_uq.models.DeepEnsemble`: a toy | as `DeepEnsemble` |"
     )
@@ -106,9 +106,9 @@ def test_a_new_card_is_picked_up_by_the_tables_and_the_families() -> None:
     deep = next(card for card in MODEL_CARDS if card.name == "deep-ensemble")
     member = _toy_card(deep.family)
     assert families(catalogue(*MODEL_CARDS, member))["ensembles"][1][-1] is member
-    assert readme_tables.render_feature_table(
+    assert guide_tables.render_feature_table(
         (*MODEL_CARDS, member)
-    ) == readme_tables.render_feature_table(MODEL_CARDS)
+    ) == guide_tables.render_feature_table(MODEL_CARDS)
 
 
 def test_the_catalogue_refuses_repeated_names_and_diverging_families() -> None:

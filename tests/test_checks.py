@@ -1,10 +1,21 @@
 """Tests of the argument checks shared by the package's entry points
 (botorch_nn_uq/checks.py)."""
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
-from botorch_nn_uq.checks import Interval, check_device, check_real_number
+from botorch_nn_uq.checks import (
+    Interval,
+    broadcasts_to,
+    check_device,
+    check_points_in_box,
+    check_real_number,
+    is_int_in_range,
+    is_integer,
+)
 
 
 def test_the_cpu_is_always_a_device() -> None:
@@ -63,3 +74,37 @@ def test_infinity_is_refused_with_a_message_that_excludes_it() -> None:
         ValueError, match="local_fit must be a finite real number of at least 1; got inf"
     ):
         check_real_number("local_fit", float("inf"), Interval(1.0))
+
+
+@pytest.mark.parametrize(
+    ("value", "minimum", "maximum", "integer", "int_in_range"),
+    [
+        (0, 0, math.inf, True, True),
+        (5, 1, 5, True, True),
+        (6, 1, 5, False, False),
+        (0, 1, math.inf, False, False),
+        (2**70, 0, math.inf, True, True),
+        (np.int64(3), 0, math.inf, True, False),  # JSON cannot store a NumPy integer
+        (True, 0, math.inf, False, False),
+        (3.0, 0, math.inf, False, False),
+        ("3", 0, math.inf, False, False),
+    ],
+)
+def test_integers_in_a_range(value, minimum, maximum, integer, int_in_range) -> None:
+    assert is_integer(value, minimum, maximum) is integer
+    assert is_int_in_range(value, minimum, maximum) is int_in_range
+
+
+def test_a_shape_broadcasts_only_without_enlarging_the_target() -> None:
+    assert broadcasts_to(torch.Size([3, 1]), torch.Size([2, 3, 4]))
+    assert not broadcasts_to(torch.Size([2, 3, 4]), torch.Size([3, 1]))
+    assert not broadcasts_to(torch.Size([5]), torch.Size([3]))
+
+
+def test_points_outside_the_box_or_of_another_dimension_are_refused_by_name() -> None:
+    bounds = torch.tensor([[0.0, -1.0], [1.0, 1.0]], dtype=torch.float64)
+    check_points_in_box("levy", "X", torch.tensor([[0.0, 1.0], [0.5, -1.0]]), bounds)
+    with pytest.raises(ValueError, match=r"levy: expected U of shape batch_shape x 2, got \(4"):
+        check_points_in_box("levy", "U", torch.zeros(4, 3), bounds)
+    with pytest.raises(ValueError, match="levy: X lies outside the bounds of the problem"):
+        check_points_in_box("levy", "X", torch.tensor([[0.5, 1.5]]), bounds)

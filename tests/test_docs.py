@@ -1,18 +1,29 @@
-"""The API reference's set-up (docs/, scripts/docs.sh, CI), checked without running Sphinx:
-CI builds the reference with warnings as errors."""
+"""The documentation (docs/: the user guide and the API reference, scripts/docs.sh, CI),
+checked without running Sphinx (CI builds it with warnings as errors): every guide page is
+in the table of contents, its generated tables are current, and its examples run."""
 
+import contextlib
 import importlib
+import io
 import re
 import runpy
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import botorch_nn_uq
+from botorch_nn_uq.bo.surrogates import PACKAGE_SURROGATES, RANDOM_SEARCH
+from tests.guide_tables import MODELS_TABLE, render_models_table, replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
+GUIDE = DOCS / "guide"
+
+
+def _python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.DOTALL)
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +78,62 @@ def test_importing_the_main_module_does_not_run_the_command_line(monkeypatch) ->
     monkeypatch.setattr(sys, "argv", ["sphinx-build", "-b", "html"])
     monkeypatch.delitem(sys.modules, "botorch_nn_uq.__main__", raising=False)
     importlib.import_module("botorch_nn_uq.__main__")
+
+
+def test_every_guide_page_is_in_the_table_of_contents() -> None:
+    index = (DOCS / "index.rst").read_text()
+    listed = re.findall(r"^   (guide/[\w-]+)$", index, flags=re.MULTILINE)
+    pages = sorted(f"guide/{page.stem}" for page in GUIDE.glob("*.md"))
+    assert sorted(listed) == pages
+    assert len(listed) == len(set(listed))
+
+
+def test_the_guide_is_read_by_myst(conf) -> None:
+    assert "myst_parser" in conf["extensions"]
+    assert conf["source_suffix"][".md"] == "markdown"
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    (docs_extra,) = re.findall(r"^docs = \[(.*)\]$", pyproject, flags=re.MULTILINE)
+    assert "myst-parser" in docs_extra
+
+
+def test_models_table_is_rendered_from_the_cards_and_lists_every_registered_model() -> None:
+    text = (GUIDE / "models.md").read_text(encoding="utf-8")
+    assert replace_block(text, MODELS_TABLE, render_models_table()) == text, (
+        "The guide's models table is stale: run `python -m tests.guide_tables`."
+    )
+    table = text.split(MODELS_TABLE[0], 1)[1].split(MODELS_TABLE[1], 1)[0]
+    first_cells = [row.split("|")[1] for row in table.strip().splitlines()[2:]]
+    listed = {name for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)}
+    # Only the package's own registrations: benchmark runners register peers (VBLL) too.
+    assert listed == {*PACKAGE_SURROGATES, RANDOM_SEARCH}
+
+
+def test_the_ask_tell_page_shows_the_readme_example() -> None:
+    r"""One example, executed by tests/test_readme.py, in both places."""
+    readme = _python_blocks(ROOT / "README.md")
+    (page_example,) = [block for block in _python_blocks(GUIDE / "ask-tell.md")]
+    assert page_example in readme
+
+
+def test_large_batch_example_runs_and_its_checkpoint_loads(tmp_path, monkeypatch) -> None:
+    r"""The example of "Many points and big batches", then the saving and loading of
+    "Models", which continues it."""
+    (example,) = [block for block in _python_blocks(GUIDE / "scale.md")]
+    (saving,) = [block for block in _python_blocks(GUIDE / "models.md") if "torch.save" in block]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(example, str(GUIDE / "scale.md"), "exec"), namespace)
+    proposals, bounds = namespace["X_next"], namespace["bounds"]
+    assert proposals.shape == (100, 20)
+    assert ((proposals >= bounds[0]) & (proposals <= bounds[1])).all()
+    assert torch.cdist(proposals, proposals).fill_diagonal_(1.0).min() > 0
+    assert namespace["warm"].training_result.steps_run == 100
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(saving, str(GUIDE / "models.md"), "exec"), namespace)
+    X_test = torch.rand(5, 20, dtype=torch.float64)
+    torch.testing.assert_close(
+        namespace["fresh"].posterior(X_test).mean,
+        namespace["model"].posterior(X_test).mean,
+        rtol=0,
+        atol=0,
+    )

@@ -1,5 +1,5 @@
-"""The README's feature table is the model cards' cells rendered
-(``tests/readme_tables.py``), and every cell holds: each feature's drop-in scenario
+"""The user guide's feature table (``docs/guide/features.md``) is the model cards' cells
+rendered (``tests/guide_tables.py``), and every cell holds: each feature's drop-in scenario
 (``tests/drop_in/scenarios.py``) runs on a small fitted model of each family, or raises
 the stated error."""
 
@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from botorch_nn_uq.models.card import FEATURES, Family, Feature, Status, Support
-from tests import readme_tables
+from tests import guide_tables
 from tests.cards import families
 from tests.drop_in.scenarios import SCENARIOS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+FEATURES_PAGE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "features.md"
 
 CELLS = [(feature, family) for feature in FEATURES for family, _ in families().values()]
 
@@ -34,24 +34,22 @@ def test_every_feature_has_a_scenario() -> None:
     assert set(SCENARIOS) == {feature.key for feature in FEATURES}
 
 
-def test_the_readme_shows_the_rendered_table() -> None:
-    text = README.read_text(encoding="utf-8")
-    block = readme_tables.replace_block(
-        text, readme_tables.FEATURE_TABLE, readme_tables.render_feature_table()
+def test_the_guide_shows_the_rendered_table() -> None:
+    text = FEATURES_PAGE.read_text(encoding="utf-8")
+    block = guide_tables.replace_block(
+        text, guide_tables.FEATURE_TABLE, guide_tables.render_feature_table()
     )
-    assert block == text, (
-        "The README's feature table is stale: run `python -m tests.readme_tables README.md`."
-    )
+    assert block == text, "The guide's feature table is stale: run `python -m tests.guide_tables`."
 
 
 def test_replace_block_needs_both_markers_once() -> None:
-    markers = readme_tables.FEATURE_TABLE
+    markers = guide_tables.FEATURE_TABLE
     with pytest.raises(ValueError, match="must contain"):
-        readme_tables.replace_block("no table here", markers, "table")
+        guide_tables.replace_block("no table here", markers, "table")
     with pytest.raises(ValueError, match="must contain"):
-        readme_tables.replace_block(markers[1] + "\n" + markers[0], markers, "table")
+        guide_tables.replace_block(markers[1] + "\n" + markers[0], markers, "table")
     text = f"intro\n{markers[0]}\nold\n{markers[1]}\noutro"
-    assert readme_tables.replace_block(text, markers, "new") == (
+    assert guide_tables.replace_block(text, markers, "new") == (
         f"intro\n{markers[0]}\nnew\n{markers[1]}\noutro"
     )
 

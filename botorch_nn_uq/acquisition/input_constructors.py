@@ -87,24 +87,50 @@ def _scalar_outcomes(
     return X, Y
 
 
-def _incumbent_e_min(
+def _robust_target_inputs(
     *,
-    best_f: float | Tensor | None,
     model: Model,
     training_data: TrainingData,
     target: float,
     aleatoric_variance: AleatoricVariance,
+    best_f: float | Tensor | None,
     posterior_transform: PosteriorTransform | None,
-    objective: MCAcquisitionObjective | None,
     use_posterior_mean: bool,
-) -> float | Tensor:
-    r"""``best_f`` if given, else ``E_min`` computed from the training data."""
-    if best_f is not None:
-        return best_f
-    X, Y = _scalar_outcomes(
-        model, training_data, posterior_transform, objective, use_posterior_mean
-    )
-    return compute_e_min(Y, target=target, aleatoric_variance=aleatoric_variance, X=X)
+    objective: MCAcquisitionObjective | None = None,
+) -> dict[str, Any]:
+    r"""The keyword arguments that every robust target-value acquisition with an
+    incumbent takes: ``model``, ``target``, ``best_f``, ``aleatoric_variance`` and
+    ``posterior_transform``.
+
+    Args:
+        model: The model of the mean output.
+        training_data: Dataset(s) used to train the model (``n`` points).
+        target: The target value ``y•``.
+        aleatoric_variance: ``σ_a²`` (float, tensor broadcastable to ``n x 1``, or
+            callable evaluated at the training inputs as ``n x 1 x d``).
+        best_f: The incumbent ``E_min``, or ``None`` to compute it with
+            :func:`compute_e_min` from the training outcomes (``n x 1`` after the
+            ``posterior_transform`` and ``objective``).
+        posterior_transform: A scalarising ``PosteriorTransform`` (optional).
+        use_posterior_mean: Compute ``E_min`` from the posterior mean ``μ(x_i)``
+            instead of the observed outcomes.
+        objective: The ``MCAcquisitionObjective`` of an MC acquisition (optional).
+
+    Returns:
+        A dict mapping those keyword arguments to values.
+    """
+    if best_f is None:
+        X, Y = _scalar_outcomes(
+            model, training_data, posterior_transform, objective, use_posterior_mean
+        )
+        best_f = compute_e_min(Y, target=target, aleatoric_variance=aleatoric_variance, X=X)
+    return {
+        "model": model,
+        "target": target,
+        "best_f": best_f,
+        "aleatoric_variance": aleatoric_variance,
+        "posterior_transform": posterior_transform,
+    }
 
 
 @acqf_input_constructor(LeakyExpectedImprovement)
@@ -228,21 +254,16 @@ def construct_inputs_robust_target_ei(
         A dict mapping keyword arguments of the constructor to values.
     """
     return {
-        "model": model,
-        "target": target,
-        "best_f": _incumbent_e_min(
-            best_f=best_f,
+        **_robust_target_inputs(
             model=model,
             training_data=training_data,
             target=target,
             aleatoric_variance=aleatoric_variance,
+            best_f=best_f,
             posterior_transform=posterior_transform,
-            objective=None,
             use_posterior_mean=use_posterior_mean,
         ),
-        "aleatoric_variance": aleatoric_variance,
         "approximation": approximation,
-        "posterior_transform": posterior_transform,
     }
 
 
@@ -368,21 +389,17 @@ def construct_inputs_q_robust_target_ei(
         A dict mapping keyword arguments of the constructor to values.
     """
     return {
-        "model": model,
-        "target": target,
-        "best_f": _incumbent_e_min(
-            best_f=best_f,
+        **_robust_target_inputs(
             model=model,
             training_data=training_data,
             target=target,
             aleatoric_variance=aleatoric_variance,
+            best_f=best_f,
             posterior_transform=posterior_transform,
-            objective=objective,
             use_posterior_mean=use_posterior_mean,
+            objective=objective,
         ),
-        "aleatoric_variance": aleatoric_variance,
         "sampler": sampler,
         "objective": objective,
-        "posterior_transform": posterior_transform,
         "X_pending": X_pending,
     }

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import torch
 from botorch.acquisition.analytic import AnalyticAcquisitionFunction
-from botorch.acquisition.monte_carlo import SampleReducingMCAcquisitionFunction
 from botorch.acquisition.objective import MCAcquisitionObjective, PosteriorTransform
 from botorch.models.model import Model
 from botorch.sampling.base import MCSampler
 from botorch.utils.transforms import average_over_ensemble_models, t_batch_mode_transform
 from torch import Tensor
 
-from botorch_nn_uq.acquisition.validation import check_candidates, validate_best_f
+from botorch_nn_uq.acquisition.validation import (
+    NonEmptyBatchMCAcquisitionFunction,
+    validate_best_f,
+)
 from botorch_nn_uq.checks import Interval, check_boolean, check_real_number
 from botorch_nn_uq.compat import log_ei_helper, scaled_improvement
 
@@ -106,7 +108,7 @@ class LeakyExpectedImprovement(AnalyticAcquisitionFunction):
         return leaky.squeeze(-1)
 
 
-class qLeakyExpectedImprovement(SampleReducingMCAcquisitionFunction):  # noqa: N801
+class qLeakyExpectedImprovement(NonEmptyBatchMCAcquisitionFunction):  # noqa: N801
     r"""MC-based batch Leaky Expected Improvement (q-L-EI, NEON appendix).
 
     For one joint posterior sample ``z`` over the batch ``x_1..x_q`` with improvements
@@ -168,12 +170,6 @@ class qLeakyExpectedImprovement(SampleReducingMCAcquisitionFunction):  # noqa: N
         )
         self.negative_slope = _validate_negative_slope(negative_slope)
         self.register_buffer("best_f", validate_best_f(best_f, model))
-
-    def forward(self, X: Tensor) -> Tensor:
-        r"""The acquisition value of every t-batch of ``X`` (``batch_shape x q x d``,
-        ``q >= 1``, or ``q x d``); an empty q-batch is refused with a clear error."""
-        check_candidates(X, self.X_pending)
-        return super().forward(X)
 
     def _sample_forward(self, obj: Tensor) -> Tensor:
         r"""Weighted improvements ``w_i·I_i`` per sample and batch point.

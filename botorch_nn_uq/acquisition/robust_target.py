@@ -28,12 +28,12 @@ the lower confidence bound, which is informative everywhere.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import Literal
 
 import torch
 from botorch.acquisition.analytic import AnalyticAcquisitionFunction
-from botorch.acquisition.monte_carlo import SampleReducingMCAcquisitionFunction
 from botorch.acquisition.objective import MCAcquisitionObjective, PosteriorTransform
 from botorch.models.model import Model
 from botorch.sampling.base import MCSampler
@@ -54,10 +54,14 @@ from botorch_nn_uq.acquisition.noncentral_chi2 import (
     squared_gaussian_expected_improvement,
     squared_gaussian_quantile,
 )
-from botorch_nn_uq.acquisition.validation import check_candidates, validate_best_f
+from botorch_nn_uq.acquisition.validation import (
+    NonEmptyBatchMCAcquisitionFunction,
+    validate_best_f,
+)
 from botorch_nn_uq.checks import (
     NON_NEGATIVE,
     OPEN_UNIT_INTERVAL,
+    broadcasts_to,
     check_choice,
     check_finite_tensor,
     check_real_number,
@@ -123,7 +127,7 @@ def compute_e_min(
     variance = check_finite_tensor(
         "aleatoric_variance", aleatoric_variance, interval=NON_NEGATIVE, dtype=Y_mean.dtype
     ).to(Y_mean.device)
-    if not _broadcasts_to(variance.shape, Y_mean.shape):
+    if not broadcasts_to(variance.shape, Y_mean.shape):
         raise ValueError(
             f"aleatoric_variance of shape {tuple(variance.shape)} does not broadcast to "
             f"Y_mean's shape {tuple(Y_mean.shape)}."
@@ -183,14 +187,6 @@ def first_order_input_noise_variance(
     return aleatoric_variance
 
 
-def _broadcasts_to(shape: torch.Size, target_shape: torch.Size) -> bool:
-    r"""Whether a tensor of ``shape`` broadcasts to ``target_shape`` without enlarging it."""
-    try:
-        return torch.broadcast_shapes(shape, target_shape) == target_shape
-    except RuntimeError:
-        return False
-
-
 def _validate_target(target: float | Tensor) -> Tensor:
     target = check_finite_tensor("target", target, dtype=torch.float64)
     if target.numel() != 1:
@@ -203,8 +199,9 @@ def _validate_approximation(approximation: str) -> Approximation:
     return approximation
 
 
-class _AleatoricVarianceMixin:
-    r"""Stores a target and an aleatoric variance and evaluates them at candidates."""
+class _RobustTargetArgumentsMixin:
+    r"""Stores the target, the aleatoric variance and the incumbent of a robust
+    target-value acquisition function, and evaluates the variance at candidates."""
 
     def _set_target_and_aleatoric_variance(
         self, target: float | Tensor, aleatoric_variance: AleatoricVariance
@@ -219,6 +216,15 @@ class _AleatoricVarianceMixin:
             )
             self.aleatoric_variance_function = None
             self.register_buffer("aleatoric_variance", variance)
+
+    def _set_incumbent(self, best_f: float | Tensor) -> None:
+        r"""Store the incumbent ``E_min`` as the buffer ``best_f``.
+
+        Args:
+            best_f: ``E_min``, an expected squared error and hence non-negative: a
+                scalar, or a tensor broadcastable to the model's ``batch_shape``.
+        """
+        self.register_buffer("best_f", validate_best_f(best_f, self.model, interval=NON_NEGATIVE))
 
     def _aleatoric_variance_at(self, X: Tensor) -> Tensor:
         r"""``σ_a²`` at the candidates.
@@ -240,7 +246,7 @@ class _AleatoricVarianceMixin:
             description = "aleatoric_variance(X)"
             # A callable's values are only known here; a NaN would silently zero EI.
             check_finite_tensor("aleatoric_variance", variance.detach(), interval=NON_NEGATIVE)
-        if not _broadcasts_to(variance.shape, points_shape):
+        if not broadcasts_to(variance.shape, points_shape):
             raise ValueError(
                 f"{description} has shape {tuple(variance.shape)}, which does not "
                 f"broadcast to the candidates' `batch_shape x q` = {tuple(points_shape)}."
@@ -249,9 +255,12 @@ class _AleatoricVarianceMixin:
 
 
 class _AnalyticRobustTargetAcquisitionFunction(
-    _AleatoricVarianceMixin, AnalyticAcquisitionFunction
+    _RobustTargetArgumentsMixin, AnalyticAcquisitionFunction
 ):
-    r"""Shared set-up of the analytic robust target-value acquisition functions."""
+    r"""Shared set-up and evaluation of the analytic robust target-value acquisition
+    functions: ``forward`` computes the Gaussian posterior of the deviation
+    ``m̂(x) − y•`` and ``σ_a²(x)`` at the candidates, and each subclass turns them into
+    its acquisition values in :meth:`_evaluate`."""
 
     def __init__(
         self,
@@ -265,22 +274,39 @@ class _AnalyticRobustTargetAcquisitionFunction(
         self._set_target_and_aleatoric_variance(target, aleatoric_variance)
         self.approximation = _validate_approximation(approximation)
 
-    def _deviation_and_aleatoric_variance(self, X: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        r"""Mean and standard deviation of ``m̂(x) − y•`` and ``σ_a²(x)``.
+    @t_batch_mode_transform(expected_q=1)
+    @average_over_ensemble_models
+    def forward(self, X: Tensor) -> Tensor:
+        r"""Evaluate the acquisition function on the candidate set ``X``.
 
         Args:
             X: A ``batch_shape x 1 x d``-dim tensor of candidates.
 
         Returns:
-            ``(offset, std, aleatoric)``, mutually broadcastable tensors of shape
-            ``batch_shape`` (``batch_shape x ensemble`` for ensemble models such as
-            fully Bayesian GPs).
+            A ``batch_shape``-dim tensor of acquisition values (see :meth:`_evaluate`).
         """
         mean, std = self._mean_and_sigma(X)
         aleatoric = self._aleatoric_variance_at(X).expand(X.shape[:-1]).squeeze(-1)
         if is_ensemble(self.model):
             aleatoric = aleatoric.unsqueeze(-1)
-        return mean.squeeze(-1) - self.target.to(mean), std.squeeze(-1), aleatoric
+        offset = mean.squeeze(-1) - self.target.to(mean)
+        return self._evaluate(offset, std.squeeze(-1), aleatoric)
+
+    @abstractmethod
+    def _evaluate(self, offset: Tensor, std: Tensor, aleatoric: Tensor) -> Tensor:
+        r"""The acquisition values at the candidates.
+
+        Args:
+            offset: The posterior mean ``μ(x) − y•`` of the deviation ``m̂(x) − y•``.
+            std: Its posterior standard deviation ``σ_e(x)``.
+            aleatoric: The aleatoric variance ``σ_a²(x)``.
+
+        All three are mutually broadcastable tensors of shape ``batch_shape``
+        (``batch_shape x ensemble`` for ensemble models such as fully Bayesian GPs).
+
+        Returns:
+            The acquisition values, a tensor of the broadcast shape.
+        """
 
 
 class RobustTargetExpectedImprovement(_AnalyticRobustTargetAcquisitionFunction):
@@ -331,28 +357,11 @@ class RobustTargetExpectedImprovement(_AnalyticRobustTargetAcquisitionFunction):
                 approximation of the three noncentral-χ² CDFs; can be negative).
             posterior_transform: A ``PosteriorTransform`` (optional).
         """
-        super().__init__(
-            model=model,
-            target=target,
-            aleatoric_variance=aleatoric_variance,
-            approximation=approximation,
-            posterior_transform=posterior_transform,
-        )
-        self.register_buffer("best_f", validate_best_f(best_f, model, interval=NON_NEGATIVE))
+        super().__init__(model, target, aleatoric_variance, approximation, posterior_transform)
+        self._set_incumbent(best_f)
 
-    @t_batch_mode_transform(expected_q=1)
-    @average_over_ensemble_models
-    def forward(self, X: Tensor) -> Tensor:
-        r"""Evaluate robust EI on the candidate set ``X``.
-
-        Args:
-            X: A ``batch_shape x 1 x d``-dim tensor of candidates.
-
-        Returns:
-            A ``batch_shape``-dim tensor of non-negative expected improvements (in
-            units of squared output).
-        """
-        offset, std, aleatoric = self._deviation_and_aleatoric_variance(X)
+    def _evaluate(self, offset: Tensor, std: Tensor, aleatoric: Tensor) -> Tensor:
+        r"""Robust EI: non-negative expected improvements (in units of squared output)."""
         threshold = self.best_f.to(offset) - aleatoric
         if self.approximation == "sankaran":
             return sankaran_squared_gaussian_expected_improvement(threshold, offset, std)
@@ -373,8 +382,6 @@ class RobustTargetProbabilityOfImprovement(_AnalyticRobustTargetAcquisitionFunct
         >>> values = poi(test_X)  # test_X: batch_shape x 1 x d
     """
 
-    _log: bool = False
-
     def __init__(
         self,
         model: Model,
@@ -387,45 +394,22 @@ class RobustTargetProbabilityOfImprovement(_AnalyticRobustTargetAcquisitionFunct
     ) -> None:
         r"""Robust target-value Probability of Improvement.
 
-        Args:
-            model: A fitted single-outcome model of the mean output ``m`` (or a
-                multi-output model with a scalarising ``posterior_transform``).
-            target: The target value ``y•``.
-            best_f: The incumbent ``E_min`` (see :func:`compute_e_min`): a scalar,
-                or a ``batch_shape``-dim tensor for batched models.
-            aleatoric_variance: ``σ_a²`` as in
-                :class:`RobustTargetExpectedImprovement`.
-            zeta: The required improvement margin ``ζ ≥ 0``.
-            approximation: ``"exact"`` or ``"sankaran"``.
-            posterior_transform: A ``PosteriorTransform`` (optional).
+        Arguments as in :class:`RobustTargetExpectedImprovement` (``approximation``
+        ``"sankaran"`` approximates the noncentral-χ² CDF), plus ``zeta``, the required
+        improvement margin ``ζ ≥ 0``.
         """
-        super().__init__(
-            model=model,
-            target=target,
-            aleatoric_variance=aleatoric_variance,
-            approximation=approximation,
-            posterior_transform=posterior_transform,
-        )
+        super().__init__(model, target, aleatoric_variance, approximation, posterior_transform)
         check_real_number("zeta", zeta, interval=NON_NEGATIVE)
         self.zeta = float(zeta)
-        self.register_buffer("best_f", validate_best_f(best_f, model, interval=NON_NEGATIVE))
+        self._set_incumbent(best_f)
 
-    def _threshold_offset_std(self, X: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        offset, std, aleatoric = self._deviation_and_aleatoric_variance(X)
-        return self.best_f.to(offset) - self.zeta - aleatoric, offset, std
+    def _threshold(self, offset: Tensor, aleatoric: Tensor) -> Tensor:
+        r"""``c = E_min − ζ − σ_a²(x)``, in the dtype and on the device of ``offset``."""
+        return self.best_f.to(offset) - self.zeta - aleatoric
 
-    @t_batch_mode_transform(expected_q=1)
-    @average_over_ensemble_models
-    def forward(self, X: Tensor) -> Tensor:
-        r"""Evaluate robust PoI on the candidate set ``X``.
-
-        Args:
-            X: A ``batch_shape x 1 x d``-dim tensor of candidates.
-
-        Returns:
-            A ``batch_shape``-dim tensor of probabilities.
-        """
-        threshold, offset, std = self._threshold_offset_std(X)
+    def _evaluate(self, offset: Tensor, std: Tensor, aleatoric: Tensor) -> Tensor:
+        r"""Robust PoI: probabilities of improving by at least ``ζ``."""
+        threshold = self._threshold(offset, aleatoric)
         if self.approximation == "sankaran":
             return sankaran_squared_gaussian_cdf(threshold, offset, std)
         return squared_gaussian_cdf(threshold, offset, std)
@@ -442,8 +426,6 @@ class LogRobustTargetProbabilityOfImprovement(RobustTargetProbabilityOfImproveme
     Only the exact form is available (``approximation="exact"``).
     """
 
-    _log: bool = True
-
     def __init__(
         self,
         model: Model,
@@ -455,38 +437,16 @@ class LogRobustTargetProbabilityOfImprovement(RobustTargetProbabilityOfImproveme
     ) -> None:
         r"""Log robust target-value Probability of Improvement.
 
-        Args:
-            model: A fitted single-outcome model of the mean output ``m``.
-            target: The target value ``y•``.
-            best_f: The incumbent ``E_min``: a scalar or a ``batch_shape``-dim tensor.
-            aleatoric_variance: ``σ_a²`` as in
-                :class:`RobustTargetExpectedImprovement`.
-            zeta: The required improvement margin ``ζ ≥ 0``.
-            posterior_transform: A ``PosteriorTransform`` (optional).
+        Arguments as in :class:`RobustTargetProbabilityOfImprovement`, without
+        ``approximation``.
         """
         super().__init__(
-            model=model,
-            target=target,
-            best_f=best_f,
-            aleatoric_variance=aleatoric_variance,
-            zeta=zeta,
-            approximation="exact",
-            posterior_transform=posterior_transform,
+            model, target, best_f, aleatoric_variance, zeta, "exact", posterior_transform
         )
 
-    @t_batch_mode_transform(expected_q=1)
-    @average_over_ensemble_models
-    def forward(self, X: Tensor) -> Tensor:
-        r"""Evaluate log robust PoI on the candidate set ``X``.
-
-        Args:
-            X: A ``batch_shape x 1 x d``-dim tensor of candidates.
-
-        Returns:
-            A ``batch_shape``-dim tensor of log-probabilities (``−inf`` where no
-            improvement is possible).
-        """
-        return log_squared_gaussian_cdf(*self._threshold_offset_std(X))
+    def _evaluate(self, offset: Tensor, std: Tensor, aleatoric: Tensor) -> Tensor:
+        r"""Log robust PoI: log-probabilities (``−inf`` where no improvement is possible)."""
+        return log_squared_gaussian_cdf(self._threshold(offset, aleatoric), offset, std)
 
 
 class RobustTargetLowerConfidenceBound(_AnalyticRobustTargetAcquisitionFunction):
@@ -521,40 +481,21 @@ class RobustTargetLowerConfidenceBound(_AnalyticRobustTargetAcquisitionFunction)
     ) -> None:
         r"""Robust target-value Lower Confidence Bound.
 
+        ``model``, ``target``, ``aleatoric_variance`` and ``posterior_transform`` as in
+        :class:`RobustTargetExpectedImprovement`.
+
         Args:
-            model: A fitted single-outcome model of the mean output ``m`` (or a
-                multi-output model with a scalarising ``posterior_transform``).
-            target: The target value ``y•``.
-            aleatoric_variance: ``σ_a²`` as in
-                :class:`RobustTargetExpectedImprovement`.
             quantile: The probability level ``q ∈ (0, 1)`` of the bound.
             approximation: ``"exact"`` (bisection + Newton) or ``"sankaran"``
                 (closed-form inverse of Sankaran's approximation).
-            posterior_transform: A ``PosteriorTransform`` (optional).
         """
-        super().__init__(
-            model=model,
-            target=target,
-            aleatoric_variance=aleatoric_variance,
-            approximation=approximation,
-            posterior_transform=posterior_transform,
-        )
+        super().__init__(model, target, aleatoric_variance, approximation, posterior_transform)
         check_real_number("quantile", quantile, interval=OPEN_UNIT_INTERVAL)
         check_resolvable_quantile(torch.tensor(float(quantile), dtype=torch.float64))
         self.quantile = float(quantile)
 
-    @t_batch_mode_transform(expected_q=1)
-    @average_over_ensemble_models
-    def forward(self, X: Tensor) -> Tensor:
-        r"""Evaluate the negated ``q``-quantile of ``Ê`` on the candidate set ``X``.
-
-        Args:
-            X: A ``batch_shape x 1 x d``-dim tensor of candidates.
-
-        Returns:
-            A ``batch_shape``-dim tensor of ``−(σ_a² + σ_e² F⁻¹_{1,λ}(q))`` values.
-        """
-        offset, std, aleatoric = self._deviation_and_aleatoric_variance(X)
+    def _evaluate(self, offset: Tensor, std: Tensor, aleatoric: Tensor) -> Tensor:
+        r"""The negated ``q``-quantiles ``−(σ_a² + σ_e² F⁻¹_{1,λ}(q))`` of ``Ê``."""
         if self.approximation == "sankaran":
             squared_deviation = sankaran_squared_gaussian_quantile(self.quantile, offset, std)
         else:
@@ -563,7 +504,7 @@ class RobustTargetLowerConfidenceBound(_AnalyticRobustTargetAcquisitionFunction)
 
 
 class qRobustTargetExpectedImprovement(  # noqa: N801
-    _AleatoricVarianceMixin, SampleReducingMCAcquisitionFunction
+    _RobustTargetArgumentsMixin, NonEmptyBatchMCAcquisitionFunction
 ):
     r"""MC-based batch robust target-value Expected Improvement (any ``q``).
 
@@ -619,7 +560,7 @@ class qRobustTargetExpectedImprovement(  # noqa: N801
             X_pending=X_pending,
         )
         self._set_target_and_aleatoric_variance(target, aleatoric_variance)
-        self.register_buffer("best_f", validate_best_f(best_f, model, interval=NON_NEGATIVE))
+        self._set_incumbent(best_f)
 
     def _get_samples_and_objectives(self, X: Tensor) -> tuple[Tensor, Tensor]:
         r"""Posterior samples and the negated expected squared errors ``−Ê``.
@@ -634,12 +575,6 @@ class qRobustTargetExpectedImprovement(  # noqa: N801
         samples, obj = super()._get_samples_and_objectives(X)
         squared_error = (obj - self.target.to(obj)).square() + self._aleatoric_variance_at(X)
         return samples, -squared_error
-
-    def forward(self, X: Tensor) -> Tensor:
-        r"""The acquisition value of every t-batch of ``X`` (``batch_shape x q x d``,
-        ``q >= 1``, or ``q x d``); an empty q-batch is refused with a clear error."""
-        check_candidates(X, self.X_pending)
-        return super().forward(X)
 
     def _sample_forward(self, obj: Tensor) -> Tensor:
         r"""Improvements ``(E_min − Ê)₊`` per sample and batch point.

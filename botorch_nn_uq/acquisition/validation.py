@@ -2,12 +2,15 @@ r"""Checks of the arguments the acquisition functions share.
 
 A NaN incumbent or target does not fail on its own: it turns every acquisition value
 into NaN, zero or ``-inf``, and the optimiser then returns an arbitrary point. These
-checks reject such arguments at construction, naming them.
+checks reject such arguments at construction, naming them. An empty q-batch is
+refused at evaluation, by the MC acquisitions' shared base class
+:class:`NonEmptyBatchMCAcquisitionFunction`.
 """
 
 from __future__ import annotations
 
 import torch
+from botorch.acquisition.monte_carlo import SampleReducingMCAcquisitionFunction
 from botorch.models.model import Model
 from torch import Tensor
 
@@ -57,3 +60,24 @@ def check_candidates(X: Tensor, X_pending: Tensor | None) -> None:
             f"X holds no candidate point (shape {tuple(X.shape)}): a q-batch acquisition "
             "needs q >= 1 points per batch."
         )
+
+
+class NonEmptyBatchMCAcquisitionFunction(SampleReducingMCAcquisitionFunction):
+    r"""A ``SampleReducingMCAcquisitionFunction`` that refuses an empty q-batch with a
+    clear error (BoTorch's own error names its sampler's dimension, not the batch)."""
+
+    def forward(self, X: Tensor) -> Tensor:
+        r"""The acquisition value of every t-batch of ``X``.
+
+        Args:
+            X: A ``batch_shape x q x d``-dim tensor of candidates (``q >= 1``), or a
+                ``q x d``-dim one.
+
+        Returns:
+            A ``batch_shape``-dim tensor of acquisition values.
+
+        Raises:
+            ValueError: If ``X`` holds no point and there are no pending points.
+        """
+        check_candidates(X, self.X_pending)
+        return super().forward(X)

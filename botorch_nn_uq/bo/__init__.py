@@ -17,7 +17,7 @@ from botorch_nn_uq.bo.acquisitions import (
 )
 from botorch_nn_uq.bo.continual import ContinualTraining
 from botorch_nn_uq.bo.fitting import ColdFit, ContinualFit, FitPolicy
-from botorch_nn_uq.bo.loop import BOResult, run_bo
+from botorch_nn_uq.bo.loop import BOResult, run_bo, write_rows_csv
 from botorch_nn_uq.bo.objectives import (
     Composite,
     FunctionProblem,
@@ -107,4 +107,5 @@ __all__ = [
     "run_bo",
     "step_seed",
     "surrogate_from_card",
+    "write_rows_csv",
 ]

@@ -48,7 +48,7 @@ from botorch_nn_uq.acquisition import (
     qRobustTargetExpectedImprovement,
 )
 from botorch_nn_uq.generation import batch_thompson_sampling
-from botorch_nn_uq.models.base import ResizableFunctionBank
+from botorch_nn_uq.models.function_bank import ResizableFunctionBank
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ import torch
 from botorch.models.model import Model
 from torch import Tensor
 
+from botorch_nn_uq.checks import is_int_in_range
+
 
 @dataclass(frozen=True)
 class ContinualTraining:
@@ -54,7 +56,7 @@ class ContinualTraining:
     def __post_init__(self) -> None:
         for name in ("warm_start_steps", "cold_refit_every"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int_in_range(value, minimum=1):
                 raise ValueError(f"{name} must be a positive integer; got {value!r}.")
         if self.degradation_factor is not None and not self.degradation_factor >= 1:
             raise ValueError(

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from botorch_nn_uq.bo.continual import ContinualTraining, ContinualTrainingState
 from botorch_nn_uq.bo.surrogates import SURROGATES, SurrogateSpec
+from botorch_nn_uq.checks import is_int_in_range
 from botorch_nn_uq.models.input_transforms import InputCoordinatesError
 from botorch_nn_uq.training import NonFiniteLossError
 
@@ -181,7 +182,7 @@ class ContinualFit(FitPolicy):
         if set(state) != {"fits_since_cold", "reference_error", "last_error"}:
             raise ValueError(f"Unexpected continual-training state {sorted(state)}.")
         fits = state["fits_since_cold"]
-        if isinstance(fits, bool) or not isinstance(fits, int) or fits < 0:
+        if not is_int_in_range(fits):
             raise ValueError(f"fits_since_cold must be a non-negative integer; got {fits!r}.")
         for name in ("reference_error", "last_error"):
             error = state[name]

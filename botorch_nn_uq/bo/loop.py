@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from botorch_nn_uq.bo.objectives import RegisteredProblem
 from botorch_nn_uq.bo.optimizer import BayesianOptimizer
 from botorch_nn_uq.bo.state import StepRecord
 from botorch_nn_uq.bo.strategy import Strategy, as_strategy
-from botorch_nn_uq.checks import check_device
+from botorch_nn_uq.checks import check_device, is_int_in_range
 from botorch_nn_uq.problems import BOProblem
 
 
@@ -74,8 +74,14 @@ class BOResult:
         write_rows_csv(self.rows(), path)
 
 
-def write_rows_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
-    r"""Write dict rows (all with the same keys) to a CSV file, creating its folder."""
+def write_rows_csv(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
+    r"""Write dict rows (all with the keys of the first, in its order) to a CSV file,
+    creating its folder.
+
+    Args:
+        rows: The rows, one mapping from column name to value each (at least one).
+        path: The CSV file to write (replaced if it exists).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
@@ -156,9 +162,9 @@ def run_bo(
     """
     device = check_device("device", device)
     strategy = as_strategy(strategy)
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
+    if not is_int_in_range(iterations):
         raise ValueError(f"iterations must be >= 0; got {iterations!r}.")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_int_in_range(batch_size, minimum=1):
         raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
     bo_problem = RegisteredProblem(problem, target, device=device)
     optimizer = BayesianOptimizer.for_problem(

@@ -31,7 +31,7 @@ import torch
 from botorch.acquisition.objective import GenericMCObjective, MCAcquisitionObjective
 from torch import Tensor
 
-from botorch_nn_uq.checks import check_device
+from botorch_nn_uq.checks import check_device, is_int_in_range
 from botorch_nn_uq.problems import BOProblem, CompositeProblem, get_bo_problem
 
 
@@ -204,7 +204,7 @@ class Composite(Objective):
     """
 
     def __init__(self, g: Callable[[Tensor], Tensor], num_outputs: int) -> None:
-        if isinstance(num_outputs, bool) or not isinstance(num_outputs, int) or num_outputs < 1:
+        if not is_int_in_range(num_outputs, minimum=1):
             raise ValueError(f"num_outputs must be a positive integer; got {num_outputs!r}.")
         self.g = g
         self.num_outputs = num_outputs

@@ -63,7 +63,7 @@ from botorch_nn_uq.bo.state import (
 from botorch_nn_uq.bo.state_file import same_file
 from botorch_nn_uq.bo.strategy import Strategy, as_strategy
 from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SurrogateSpec, get_surrogate
-from botorch_nn_uq.checks import check_device
+from botorch_nn_uq.checks import check_device, is_int_in_range
 from botorch_nn_uq.metrics import batch_diversity
 
 INITIAL_DESIGNS = ("uniform", "sobol")
@@ -204,7 +204,7 @@ class BayesianOptimizer:
         self.fit_policy = ColdFit() if fit_policy is None else fit_policy
         if self.surrogate is not None:
             self.fit_policy.check(self.surrogate)
-        if isinstance(n_initial, bool) or not isinstance(n_initial, int) or n_initial < 2:
+        if not is_int_in_range(n_initial, minimum=2):
             raise ValueError(f"n_initial must be an integer of at least 2; got {n_initial!r}.")
         if design not in INITIAL_DESIGNS:
             raise ValueError(f"Unknown design {design!r}; valid: {', '.join(INITIAL_DESIGNS)}.")
@@ -310,7 +310,7 @@ class BayesianOptimizer:
     def _check_batch_size(self, q: int) -> None:
         r"""Refuse a BO step's batch size ``q`` that the proposer cannot serve (e.g. one
         whose acquisition would not fit in memory), before any work."""
-        if isinstance(q, bool) or not isinstance(q, int) or q < 1:
+        if not is_int_in_range(q, minimum=1):
             raise ValueError(f"q must be a positive integer; got {q!r}.")
         if q > 1 and not self.proposer.proposes_batches:
             raise ValueError(
@@ -538,7 +538,7 @@ class BayesianOptimizer:
         """
         if not torch.equal(problem.bounds.to(self.bounds), self.bounds):
             raise ValueError("The problem's bounds are not the optimizer's.")
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        if not is_int_in_range(steps):
             raise ValueError(f"steps must be a non-negative integer; got {steps!r}.")
         for name, budget in (("time_budget", time_budget), ("cpu_budget", cpu_budget)):
             if budget is not None and not budget > 0:

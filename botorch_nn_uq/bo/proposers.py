@@ -46,32 +46,22 @@ from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
 from botorch_nn_uq.bo.acquisitions import ACQUISITIONS, AcquisitionContext, get_acquisition
+from botorch_nn_uq.bo.batch_limits import (
+    ACQUISITION_MEMORY_BUDGET,
+    largest_optimize_acqf_batch,
+    optimize_acqf_memory,
+)
 from botorch_nn_uq.bo.objectives import Objective
 from botorch_nn_uq.bo.trust_region import TrustRegion
 from botorch_nn_uq.calibration import (
     dynamic_calibration_threshold,
     optimize_acqf_with_dynamic_calibration,
 )
-from botorch_nn_uq.checks import Interval, check_real_number
+from botorch_nn_uq.checks import Interval, check_real_number, is_int_in_range
 from botorch_nn_uq.generation import optimize_acqf_screened
 
 #: ``builder(model, context) -> AcquisitionFunction``.
 AcquisitionBuilder = Callable[[Model, AcquisitionContext], AcquisitionFunction]
-
-#: The memory in bytes that ``optimize_acqf`` may take for a q-acquisition's batch
-#: (:func:`optimize_acqf_memory`); :class:`AcquisitionProposer` refuses larger batches.
-ACQUISITION_MEMORY_BUDGET = 4 * 2**30
-
-# Numbers allocated at once per batch of q points, as (q^2 coefficient, q coefficient):
-# the larger of the two terms counts, the joint posterior over the batch (its q x q
-# covariance and Cholesky factor) and the 128 MC samples of the batch. Measured as the
-# peak resident memory of one qLogEI evaluation on a SingleTaskGP of 9 points (d = 2 to
-# 50; q = 200 to 1600 for the q^2 term, q = 10 to 50 with 512 to 2048 raw samples for
-# the q term), then rounded up: per raw sample (scored all at once, without gradients)
-# 5.2 q^2 and 1,400 q; per restart (an L-BFGS-B evaluation, with gradients) 10 q^2 and
-# 3,200 q.
-_NUMBERS_PER_RAW_SAMPLE = (6, 1500)
-_NUMBERS_PER_RESTART = (12, 3300)
 
 
 @dataclass(frozen=True)
@@ -184,6 +174,43 @@ class Proposer(ABC):
         return type(self).__name__
 
 
+class SinglePointProposer(Proposer):
+    r"""A proposer of one point per step.
+
+    :meth:`~SinglePointProposer.propose` refuses a batch of ``q != 1`` points, naming the
+    proposer by :attr:`~SinglePointProposer.single_point_name`; subclasses implement
+    :meth:`~SinglePointProposer.propose_point`."""
+
+    #: How the error that refuses a batch names the proposer.
+    single_point_name: str = "This proposer"
+
+    @property
+    def proposes_batches(self) -> bool:
+        return False
+
+    def propose(
+        self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
+    ) -> Proposal:
+        if q != 1:
+            raise ValueError(f"{self.single_point_name} proposes one point per step; got q = {q}.")
+        return self.propose_point(model, context, random)
+
+    @abstractmethod
+    def propose_point(
+        self, model: Model | None, context: AcquisitionContext, random: torch.Generator
+    ) -> Proposal:
+        r"""The step's point.
+
+        Args:
+            model: The step's fitted model (``None`` if :attr:`uses_model` is false).
+            context: The step's data, seed, bounds and options.
+            random: The run's random stream (for draws that continue across steps).
+
+        Returns:
+            A :class:`Proposal` of one point (``1 x d``).
+        """
+
+
 class AcquisitionProposer(Proposer):
     r"""A registered acquisition maximised with ``optimize_acqf``, or a registered
     batch-proposing strategy.
@@ -227,7 +254,7 @@ class AcquisitionProposer(Proposer):
                 f"acquisition must be a registered name or a builder; got {acquisition!r}."
             )
         for name, value in (("num_restarts", num_restarts), ("raw_samples", raw_samples)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int_in_range(value, minimum=1):
                 raise ValueError(f"{name} must be a positive integer; got {value!r}.")
         if raw_samples < num_restarts and (self.spec is None or self.spec.propose is None):
             raise ValueError(
@@ -409,7 +436,7 @@ def _upper_confidence_bound(model: Model) -> AcquisitionFunction:
     return UpperConfidenceBound(model, beta=1.0)
 
 
-class DynamicCalibrationProposer(Proposer):
+class DynamicCalibrationProposer(SinglePointProposer):
     r"""NOMU's BO loop (App. B.3 of the NOMU paper): ``c`` set once, then dynamic c.
 
     At the first step, MW scaling sets NOMU's calibration constant so that the mean
@@ -432,6 +459,8 @@ class DynamicCalibrationProposer(Proposer):
         raw_samples: ``optimize_acqf`` raw samples.
     """
 
+    single_point_name = "Dynamic c"
+
     def __init__(
         self,
         horizon: int,
@@ -441,7 +470,7 @@ class DynamicCalibrationProposer(Proposer):
         num_restarts: int = 10,
         raw_samples: int = 512,
     ) -> None:
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+        if not is_int_in_range(horizon, minimum=1):
             raise ValueError(f"horizon must be a positive integer; got {horizon!r}.")
         if not mw_factor > 0 or not math.isfinite(mw_factor):
             raise ValueError(f"mw_factor must be positive; got {mw_factor}.")
@@ -452,15 +481,9 @@ class DynamicCalibrationProposer(Proposer):
         self.raw_samples = raw_samples
         self.calibration_constant: Tensor | None = None
 
-    @property
-    def proposes_batches(self) -> bool:
-        return False
-
-    def propose(
-        self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
+    def propose_point(
+        self, model: Model | None, context: AcquisitionContext, random: torch.Generator
     ) -> Proposal:
-        if q != 1:
-            raise ValueError(f"Dynamic c proposes one point per step; got q = {q}.")
         if context.step > self.horizon:
             raise ValueError(
                 f"Step {context.step} is past the horizon ({self.horizon}) of dynamic c."
@@ -661,7 +684,7 @@ class RandomProposer(Proposer):
         return "random search"
 
 
-class CandidateSetProposer(Proposer):
+class CandidateSetProposer(SinglePointProposer):
     r"""The best point of a finite candidate set by an acquisition, one point per step,
     never a candidate proposed before; ties (and, without an acquisition, every choice)
     are broken uniformly at random from the run's random stream.
@@ -672,6 +695,8 @@ class CandidateSetProposer(Proposer):
             ``None`` to choose uniformly at random (no model).
     """
 
+    single_point_name = "A candidate set"
+
     def __init__(self, candidates: Tensor, acquisition: AcquisitionBuilder | None = None) -> None:
         if candidates.dim() != 2 or candidates.shape[0] < 1:
             raise ValueError(f"candidates must be N x d; got shape {tuple(candidates.shape)}.")
@@ -680,15 +705,9 @@ class CandidateSetProposer(Proposer):
         self.uses_model = acquisition is not None
         self.used = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
 
-    @property
-    def proposes_batches(self) -> bool:
-        return False
-
-    def propose(
-        self, model: Model | None, context: AcquisitionContext, q: int, random: torch.Generator
+    def propose_point(
+        self, model: Model | None, context: AcquisitionContext, random: torch.Generator
     ) -> Proposal:
-        if q != 1:
-            raise ValueError(f"A candidate set proposes one point per step; got q = {q}.")
         available = (~self.used).nonzero().squeeze(-1)
         if available.numel() == 0:
             raise ValueError("Every candidate has been proposed.")
@@ -709,73 +728,6 @@ class CandidateSetProposer(Proposer):
         candidates = self.candidates
         self.used = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
         self.used[torch.as_tensor(state["used"], dtype=torch.long, device=candidates.device)] = True
-
-
-def optimize_acqf_memory(q: int, raw_samples: int, num_restarts: int, element_size: int = 8) -> int:
-    r"""The estimated peak memory in bytes of ``optimize_acqf`` maximising an MC
-    q-acquisition (e.g. qLogEI) over a batch of ``q`` points on a model with a joint
-    Gaussian posterior over the batch (a GP's, on which it was measured).
-
-    ``optimize_acqf`` scores its ``raw_samples`` candidate batches at once (BoTorch's
-    ``init_batch_limit`` is not set), each with the joint posterior over its ``q``
-    points, then optimises ``num_restarts`` batches together with gradients; the larger
-    of the two phases counts. Each takes, per batch, the larger of a term in ``q^2``
-    (the posterior covariance and its Cholesky factor) and a term in ``q`` (the MC
-    samples), with the coefficients measured for qLogEI on a ``SingleTaskGP`` (see the
-    module's ``_NUMBERS_PER_RAW_SAMPLE``). Optimising the batch point by point
-    (``sequential``) needs as much: its last point is scored jointly with the ``q - 1``
-    points chosen before it. The training data add a term in ``n q`` per batch, small
-    for the data sizes of a BO run, which is not counted.
-
-    Args:
-        q: The batch size.
-        raw_samples: ``optimize_acqf``'s raw samples.
-        num_restarts: ``optimize_acqf``'s restarts.
-        element_size: Bytes per number (8 for float64, 4 for float32).
-
-    Returns:
-        The estimated peak in bytes.
-
-    Example:
-        >>> optimize_acqf_memory(20_000, raw_samples=512, num_restarts=10) / 2**30
-        9155.27...
-    """
-    phases = ((raw_samples, _NUMBERS_PER_RAW_SAMPLE), (num_restarts, _NUMBERS_PER_RESTART))
-    return element_size * max(
-        batches * max(square * q * q, linear * q) for batches, (square, linear) in phases
-    )
-
-
-def largest_optimize_acqf_batch(
-    raw_samples: int,
-    num_restarts: int,
-    budget: int = ACQUISITION_MEMORY_BUDGET,
-    element_size: int = 8,
-) -> int:
-    r"""The largest batch size whose :func:`optimize_acqf_memory` fits ``budget``.
-
-    Args:
-        raw_samples: ``optimize_acqf``'s raw samples.
-        num_restarts: ``optimize_acqf``'s restarts.
-        budget: The memory budget in bytes.
-        element_size: Bytes per number (8 for float64, 4 for float32).
-
-    Returns:
-        The largest ``q`` (0 if not even one point fits).
-
-    Example:
-        >>> largest_optimize_acqf_batch(raw_samples=512, num_restarts=10)
-        418
-    """
-    limits = []
-    for batches, (square, linear) in (
-        (raw_samples, _NUMBERS_PER_RAW_SAMPLE),
-        (num_restarts, _NUMBERS_PER_RESTART),
-    ):
-        # The numbers one batch may hold: both terms must fit them.
-        numbers = budget // (element_size * batches)
-        limits.append(min(math.isqrt(numbers // square), numbers // linear))
-    return min(limits)
 
 
 def _in_box(candidates: Tensor, bounds: Tensor) -> Tensor:

@@ -45,6 +45,7 @@ from botorch_nn_uq.bo.state_file import (
     read_state_file,
     write_state_file,
 )
+from botorch_nn_uq.checks import is_int_in_range
 
 #: The random stream of a run is seeded with its seed plus this offset.
 RANDOM_STREAM_OFFSET = 7919
@@ -106,7 +107,7 @@ def step_seed(seed: int, step: int) -> int:
 
 def check_seed(seed: Any) -> int:
     r"""``seed`` if it is a non-negative integer whose step seeds fit a torch generator."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if not is_int_in_range(seed):
         raise ValueError(f"seed must be a non-negative integer; got {seed!r}.")
     if seed > MAX_RUN_SEED:
         raise ValueError(
@@ -414,9 +415,9 @@ class RunState:
             torch.Generator().set_state(random_state)
         except (RuntimeError, TypeError):
             _require(False, "random_state: not a generator state")
-        _require(_is_int(header["seed"]) and header["seed"] <= MAX_RUN_SEED, "seed")
+        _require(is_int_in_range(header["seed"], maximum=MAX_RUN_SEED), "seed")
         step = header["step"]
-        _require(_is_int(step) and step <= MAX_STEPS, "step")
+        _require(is_int_in_range(step, maximum=MAX_STEPS), "step")
         records = _records(header["records"], n)
         _require(len(records) == (step if n else 0), "records against step")
         pending = None
@@ -440,7 +441,7 @@ class RunState:
                 _check_tensor(f"model state {key!r}", value, MAX_MODEL_ELEMENTS)
                 model_state[key] = value
         model_num_points = header["model_num_points"]
-        _require(_is_int(model_num_points) and model_num_points <= n, "model_num_points")
+        _require(is_int_in_range(model_num_points, maximum=n), "model_num_points")
         return cls(
             seed=header["seed"],
             bounds=bounds,
@@ -504,10 +505,6 @@ def _inside(X: Tensor, bounds: Tensor) -> bool:
     return bool(((X >= bounds[0]) & (X <= bounds[1])).all())
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -525,7 +522,7 @@ def _checked_fields(value: Any, types: dict[str, Any], what: str) -> dict[str, A
         elif kind is float:
             valid = _is_number(field_value) and not math.isnan(field_value)
         elif kind is int:
-            valid = _is_int(field_value)
+            valid = is_int_in_range(field_value)
         elif name == "cost":
             valid = isinstance(field_value, dict)
         elif kind is dict:

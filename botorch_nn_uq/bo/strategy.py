@@ -65,6 +65,7 @@ from botorch_nn_uq.bo.spelling import (
 )
 from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SURROGATES, SurrogateSpec, get_surrogate
 from botorch_nn_uq.bo.turbo import TurboProposer
+from botorch_nn_uq.checks import is_int_in_range
 
 #: The options of a strategy, in the order the canonical spelling writes them.
 OPTIONS = ("tr", "turbo", "bts", "local", "continual", "seq")
@@ -157,9 +158,7 @@ class Strategy:
                 f"{', '.join(unknown)}."
             )
         for name, value in self.acquisition_options:
-            if name in OPTIMIZER_ARGUMENTS and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
+            if name in OPTIMIZER_ARGUMENTS and not is_int_in_range(value, minimum=1):
                 raise ValueError(f"{name} must be a positive integer; got {value!r}.")
         if self.turbo and self.trust_region:
             raise ValueError("turbo has its own trust region (not with tr).")

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from botorch_nn_uq.checks import is_int_in_range
+
 
 @dataclass
 class TrustRegion:
@@ -89,7 +91,7 @@ class TrustRegion:
             if name == "failure_tolerance" and count is None:
                 continue
             least = 1 if name.endswith("tolerance") else 0
-            if isinstance(count, bool) or not isinstance(count, int) or count < least:
+            if not is_int_in_range(count, minimum=least):
                 raise ValueError(f"{name} must be an integer of at least {least}; got {count!r}.")
         if math.isnan(self.best_value) or self.best_value == math.inf:
             raise ValueError(f"best_value must be a number or -inf; got {self.best_value}.")

@@ -47,6 +47,7 @@ from botorch_nn_uq.bo.acquisitions import AcquisitionContext
 from botorch_nn_uq.bo.objectives import Objective
 from botorch_nn_uq.bo.proposers import Proposal, Proposer, check_local_fit, local_fit_bounds
 from botorch_nn_uq.bo.trust_region import TrustRegion
+from botorch_nn_uq.checks import is_int_in_range
 from botorch_nn_uq.generation import batch_thompson_sampling
 
 
@@ -159,11 +160,7 @@ class TurboProposer(Proposer):
         batch_thompson: bool = False,
         local_fit: float | None = None,
     ) -> None:
-        if num_candidates is not None and (
-            isinstance(num_candidates, bool)
-            or not isinstance(num_candidates, int)
-            or num_candidates < 1
-        ):
+        if num_candidates is not None and not is_int_in_range(num_candidates, minimum=1):
             raise ValueError(f"num_candidates must be a positive integer; got {num_candidates!r}.")
         self.region_options = {
             "success_tolerance": success_tolerance,
@@ -313,10 +310,10 @@ class TurboProposer(Proposer):
         if set(state) != expected | {"batch_size", "n_initial"}:
             raise ValueError(f"Unexpected TuRBO state {sorted(state)}.")
         counts = [state[name] for name in ("segment_start", "num_told", "design_untold")]
-        if not all(_is_count(count) for count in counts):
+        if not all(is_int_in_range(count) for count in counts):
             raise ValueError(f"TuRBO's counts must be non-negative integers; got {counts}.")
         sizes = [state["batch_size"], state["n_initial"]]
-        if not all(size is None or (_is_count(size) and size > 0) for size in sizes):
+        if not all(size is None or is_int_in_range(size, minimum=1) for size in sizes):
             raise ValueError(f"TuRBO's batch and design sizes must be positive; got {sizes}.")
         self.batch_size, self.n_initial = sizes
         segment_start, num_told, design_untold = counts
@@ -350,7 +347,3 @@ class TurboProposer(Proposer):
 
     def describe(self) -> str:
         return "TuRBO-1 (Thompson sampling in a trust region with restarts)"
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

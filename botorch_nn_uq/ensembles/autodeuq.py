@@ -33,14 +33,17 @@ from botorch.models.transforms import Standardize
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_nn_uq.ensembles.architecture_space import ArchitectureSpace
-from botorch_nn_uq.ensembles.history import CandidateTrainer, stack_log_likelihoods
+from botorch_nn_uq.ensembles.history import (
+    CandidateTrainer,
+    stack_log_likelihoods,
+    usable_candidates,
+)
 from botorch_nn_uq.ensembles.hyperparameter_space import (
     HyperparameterSpace,
     TrainingHyperparameters,
 )
 from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
 from botorch_nn_uq.ensembles.selection import SelectionResult, caruana_select
-from botorch_nn_uq.training.config import NonFiniteLossError
 from botorch_nn_uq.training.seeding import draw_seed, seeded
 
 
@@ -179,13 +182,7 @@ def autodeuq_search(
         trained = trainer.train(specs)
         catalog.extend(trained)
         population.extend(trained)
-    usable = [candidate for candidate in catalog if not candidate.failed]
-    if not usable:
-        raise NonFiniteLossError(
-            "The training loss became non-finite for every candidate; no ensemble can be "
-            "selected. Check the data scaling (use Normalize/Standardize transforms) or "
-            "narrow the learning-rate range."
-        )
+    usable = usable_candidates(catalog)
     selection = caruana_select(
         stack_log_likelihoods(usable), ensemble_size, max_selection_iterations
     )

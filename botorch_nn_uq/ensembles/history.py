@@ -34,6 +34,7 @@ from botorch_nn_uq.ensembles.pool import (
     train_pool,
 )
 from botorch_nn_uq.ensembles.selection import SelectionResult, ensemble_nll
+from botorch_nn_uq.training.config import NonFiniteLossError
 
 
 @dataclass(frozen=True)
@@ -409,3 +410,26 @@ def stack_log_likelihoods(candidates: Sequence[TrainedCandidate]) -> Tensor:
     rows = [c.validation_log_likelihoods.to(torch.float64) for c in candidates]
     matrix = torch.stack(rows)
     return torch.where(torch.isnan(matrix), -math.inf, matrix)
+
+
+def usable_candidates(candidates: Sequence[TrainedCandidate]) -> list[TrainedCandidate]:
+    r"""The candidates whose training succeeded, in their order: those a search selects
+    its ensemble from.
+
+    Args:
+        candidates: Every trained candidate of a search, failed ones included.
+
+    Returns:
+        The candidates that did not fail.
+
+    Raises:
+        NonFiniteLossError: If every candidate failed (no ensemble can be selected).
+    """
+    usable = [candidate for candidate in candidates if not candidate.failed]
+    if not usable:
+        raise NonFiniteLossError(
+            "The training loss became non-finite for every candidate; no ensemble can be "
+            "selected. Check the data scaling (use Normalize/Standardize transforms) or "
+            "narrow the learning-rate range."
+        )
+    return usable

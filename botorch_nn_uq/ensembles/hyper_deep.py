@@ -208,9 +208,8 @@ def search_hyper_deep_ensemble(
         max_selection_iterations: Cap on the additions of each greedy selection.
         training_dtype: Floating dtype in which every candidate and the refit train
             (e.g. ``torch.float32``, faster on CPUs than float64 for these stacked
-            networks, see "Hyper-deep search in single precision" in
-            ``benchmarks/README.md``); the returned members are cast back to ``train_X``'s
-            dtype. ``None`` trains in ``train_X``'s dtype.
+            networks, see ``benchmarks/docs/hyper-deep-search-cost.md``); the returned
+            members are cast back to ``train_X``'s dtype. ``None`` trains in ``train_X``'s dtype.
         progress: Show progress bars.
 
     Returns:
@@ -233,41 +232,33 @@ def search_hyper_deep_ensemble(
         validation_fraction=validation_fraction,
         generator=generator,
     )
+
+    def score_and_select(stage: str, configurations: dict[str, Tensor], seeds: list[int]) -> _Stage:
+        # Both stages score their candidates on the same splits and select alike.
+        return _score_and_select(
+            stage,
+            configurations,
+            seeds,
+            train_X,
+            train_Y,
+            architecture,
+            config,
+            splits,
+            ensemble_size,
+            max_selection_iterations,
+            generator,
+            progress,
+        )
+
     configurations = search_space.sample(num_candidates, generator)
     seeds = _draw_seeds(num_candidates, generator)
-    first = _score_and_select(
-        "search",
-        configurations,
-        seeds,
-        train_X,
-        train_Y,
-        architecture,
-        config,
-        splits,
-        ensemble_size,
-        max_selection_iterations,
-        generator,
-        progress,
-    )
+    first = score_and_select("search", configurations, seeds)
     stratified_configurations = {
         name: values[first.selection.indices].repeat_interleave(ensemble_size)
         for name, values in configurations.items()
     }
     stratified_seeds = _draw_seeds(first.selection.indices.shape[0] * ensemble_size, generator)
-    second = _score_and_select(
-        "stratified",
-        stratified_configurations,
-        stratified_seeds,
-        train_X,
-        train_Y,
-        architecture,
-        config,
-        splits,
-        ensemble_size,
-        max_selection_iterations,
-        generator,
-        progress,
-    )
+    second = score_and_select("stratified", stratified_configurations, stratified_seeds)
     chosen = second.selection.indices
     chosen_configurations = {name: v[chosen] for name, v in stratified_configurations.items()}
     members = architecture.build(

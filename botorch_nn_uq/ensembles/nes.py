@@ -22,23 +22,15 @@ from collections import deque
 import torch
 
 from botorch_nn_uq.ensembles.architecture_space import ArchitectureSpace
-from botorch_nn_uq.ensembles.history import CandidateTrainer, stack_log_likelihoods
+from botorch_nn_uq.ensembles.history import (
+    CandidateTrainer,
+    stack_log_likelihoods,
+    usable_candidates,
+)
 from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
 from botorch_nn_uq.ensembles.selection import SelectionResult, forward_select
-from botorch_nn_uq.training.config import NonFiniteLossError
 from botorch_nn_uq.training.seeding import draw_seed
-
-
-def _usable(candidates: list[TrainedCandidate]) -> list[TrainedCandidate]:
-    usable = [candidate for candidate in candidates if not candidate.failed]
-    if not usable:
-        raise NonFiniteLossError(
-            "The training loss became non-finite for every candidate; no ensemble can be "
-            "selected. Check the data scaling (use Normalize/Standardize transforms) or "
-            "narrow the learning-rate range."
-        )
-    return usable
 
 
 def select_final(
@@ -46,7 +38,7 @@ def select_final(
 ) -> tuple[list[TrainedCandidate], SelectionResult]:
     r"""ForwardSelect ``ensemble_size`` members from the usable ``candidates``; returns
     the usable candidates and the selection (indices into them)."""
-    usable = _usable(candidates)
+    usable = usable_candidates(candidates)
     return usable, forward_select(stack_log_likelihoods(usable), ensemble_size)
 
 
@@ -135,7 +127,7 @@ def nes_regularized_evolution(
     )
     population = deque(pool)
     while len(pool) < pool_size:
-        usable = _usable(list(population))
+        usable = usable_candidates(list(population))
         parents = forward_select(stack_log_likelihoods(usable), num_parents).indices.tolist()
         children = []
         for index in range(min(children_per_generation, pool_size - len(pool))):

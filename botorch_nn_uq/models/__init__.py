@@ -1,6 +1,6 @@
 """BoTorch ``Model`` subclasses that serve predictions from trained neural networks, and
 their catalogue: :data:`MODEL_CARDS`, one :class:`ModelCard` per model, defined next to its
-class (the registry of surrogates, the README's tables and the test suite's lists of
+class (the registry of surrogates, the user guide's tables and the test suite's lists of
 models are derived from it)."""
 
 from botorch_nn_uq.models.base import NeuralSurrogateModel

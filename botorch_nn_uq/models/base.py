@@ -1,4 +1,5 @@
-"""The shared base of every neural surrogate: data checks, transforms, fit(), posterior()."""
+"""The shared base of every neural surrogate: data checks, transforms, fit(), checkpoints
+(its posterior() is :mod:`botorch_nn_uq.models.posterior_serving`'s)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ import dataclasses
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import torch
-from botorch.acquisition.objective import PosteriorTransform
-from botorch.exceptions.errors import BotorchTensorDimensionError, UnsupportedError
+from botorch.exceptions.errors import UnsupportedError
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform, Standardize
@@ -20,17 +20,10 @@ from botorch.models.utils.assorted import validate_input_scaling
 from botorch.posteriors import Posterior
 from botorch.utils.datasets import SupervisedDataset
 from botorch.utils.types import DEFAULT, _DefaultType
-from gpytorch.distributions import MultivariateNormal
 from torch import Tensor, nn
 from typing_extensions import Self
 
-from botorch_nn_uq.checks import (
-    Interval,
-    check_boolean,
-    check_integer,
-    check_real_number,
-    check_seed,
-)
+from botorch_nn_uq.checks import Interval, check_boolean, check_real_number
 from botorch_nn_uq.models import checkpoint
 from botorch_nn_uq.models.fantasy import ConditioningMixin
 from botorch_nn_uq.models.input_transforms import (
@@ -39,20 +32,9 @@ from botorch_nn_uq.models.input_transforms import (
     affine_rebase,
     learnable_parameter_names,
 )
-from botorch_nn_uq.models.last_layer import (
-    GaussianConditioning,
-    PredictionWithFeatures,
-    state_key,
-)
-from botorch_nn_uq.models.scaling import inputs_outside_bounds, warn_inputs_outside_bounds
-from botorch_nn_uq.models.validation import (
-    NON_FINITE_INPUTS,
-    validate_observation_noise,
-    validate_output_indices,
-    validate_test_inputs,
-    validate_training_data,
-)
-from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
+from botorch_nn_uq.models.last_layer import GaussianConditioning, PredictionWithFeatures, state_key
+from botorch_nn_uq.models.posterior_serving import PosteriorServingMixin
+from botorch_nn_uq.models.validation import validate_output_indices, validate_training_data
 from botorch_nn_uq.training.config import TrainedWithLoop, TrainingConfig, TrainingResult
 from botorch_nn_uq.training.seeding import resolve_seed
 
@@ -72,8 +54,6 @@ def build_hyperparameters(hyperparameter_class: type, values: dict[str, Any], ba
     return dataclasses.replace(base, **values)
 
 
-#: The most memory a resampled bank of functions (masks, epistemic indices) may take.
-MAX_FUNCTION_BANK_BYTES = 2**30
 #: The default ``warm_start_learning_rate_factor`` of :meth:`NeuralSurrogateModel.fit`:
 #: Adam's first steps move every weight by about the learning rate whatever the
 #: gradient's size, which at the full rate throws converged networks far off their
@@ -86,13 +66,8 @@ WARM_START_LEARNING_RATE_FACTOR = 0.1
 #: model so that models stay copyable and picklable.
 _SERVING_LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-#: How far (in box widths) test inputs may lie outside declared ``Normalize`` bounds before
-#: a warning: mild extrapolation is common (optimisers step just outside a box, plots
-#: extend past it); half a box width away is a likely mistake.
-TEST_BOUNDS_TOLERANCE = 0.5
 
-
-class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
+class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC):
     r"""Base class of the package's neural surrogates (a BoTorch ``Model``).
 
     It implements, once for every model:
@@ -632,164 +607,6 @@ class NeuralSurrogateModel(ConditioningMixin, Model, ABC):
         :func:`~botorch_nn_uq.models.last_layer.state_key`)."""
         return state_key(self)
 
-    def forward(self, X: Tensor) -> MultivariateNormal:
-        r"""The latent posterior at ``X`` in the form a BoTorch GP's ``model(X)`` gives
-        it (BoTorch code such as ``qLowerBoundMaxValueEntropy`` and cost models call the
-        model this way).
-
-        Args:
-            X: A ``batch_shape x q x d`` tensor of inputs (original units, as for
-                :meth:`posterior`).
-
-        Returns:
-            A ``MultivariateNormal`` over the ``q`` points of the latent function in the
-            TRANSFORMED outcome space (as a GP's), with batch shape ``batch_shape`` for
-            one output and ``batch_shape x m`` for several. Its covariance is the
-            model's joint covariance across the points: for a finite set of functions
-            (ensemble members, dropout masks, epistemic indices) their weighted
-            covariance, moment-matched; for NOMU, whose marginals are independent,
-            diagonal.
-        """
-        with self.serving_lock():
-            self._check_posterior_inputs(X)
-            transformed_X = self._transformed_test_inputs(X)
-            posterior = self._predict(transformed_X, observation_noise=False)
-            if self._output_selection is not None:
-                posterior = posterior.subset_outputs(self._output_selection)
-            return posterior.output_batched_distribution()
-
-    def _check_posterior_inputs(self, X: Tensor, check_values: bool = True) -> None:
-        r"""Refuse an unfitted model and malformed ``X`` (with ``check_values``, also
-        non-finite entries); put the model in ``eval`` mode."""
-        if not self.is_fitted:
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
-        self._validate_inputs(X, check_values=check_values)
-        self.eval()
-
-    def _validate_inputs(self, X: Tensor, check_values: bool = True) -> None:
-        r"""Check test inputs ``X`` (``batch_shape x q x d``): type, shape, dtype, device,
-        finiteness (with ``check_values``), and ``d`` where no input transform may change
-        it."""
-        validate_test_inputs(
-            X,
-            self.train_X,
-            check_dimension=getattr(self, "input_transform", None) is None,
-            check_values=check_values,
-        )
-
-    def _check_input_values(self, X: Tensor, transformed_X: Tensor) -> None:
-        r"""Refuse non-finite entries of ``X`` and warn about inputs far outside the
-        declared bounds (``transformed_X``, after the input transform), with ONE read
-        from the device for both: a posterior call inside an acquisition optimisation
-        then waits for the device once."""
-        input_transform = getattr(self, "input_transform", None)
-        outside = inputs_outside_bounds(transformed_X, input_transform, TEST_BOUNDS_TOLERANCE)
-        flags = [X.isfinite().all().logical_not()]
-        if outside is not None:
-            flags.append(outside.any())
-        non_finite, *outside_flag = torch.stack(flags).tolist()
-        if non_finite:
-            raise ValueError(NON_FINITE_INPUTS)
-        if outside_flag and outside_flag[0]:
-            warn_inputs_outside_bounds(transformed_X, outside, input_transform, "test inputs")
-
-    def _transformed_test_inputs(self, X: Tensor) -> Tensor:
-        r"""``X`` through the input transform (in the model's current mode), checked
-        against the networks' input dimension."""
-        try:
-            transformed_X = self.transform_inputs(X)
-        except (RuntimeError, ValueError, BotorchTensorDimensionError) as error:
-            if X.shape[-1] == self.train_X.shape[-1]:
-                raise
-            raise ValueError(
-                f"X has {X.shape[-1]} input dimensions but the model was trained on "
-                f"{self.train_X.shape[-1]}, and its input transform "
-                f"{type(self.input_transform).__name__} cannot map them ({error})."
-            ) from error
-        if transformed_X.shape[-1] != self._network_input_dim:
-            raise ValueError(
-                f"X has {X.shape[-1]} input dimensions, which the input transform maps to "
-                f"{transformed_X.shape[-1]}; the model's networks take "
-                f"{self._network_input_dim} (it was trained on {self.train_X.shape[-1]})."
-            )
-        return transformed_X
-
-    def posterior(
-        self,
-        X: Tensor,
-        output_indices: list[int] | None = None,
-        observation_noise: bool | Tensor = False,
-        posterior_transform: PosteriorTransform | None = None,
-        **kwargs: Any,
-    ) -> Posterior:
-        r"""The posterior at ``X`` in original outcome units.
-
-        Args:
-            X: A ``batch_shape x q x d`` tensor of inputs (``q x d`` is fine).
-            output_indices: Outputs to return; all if ``None``.
-            observation_noise: ``False`` for the latent function; ``True`` to include
-                the model's observation noise; a ``batch_shape x q x m`` tensor of noise
-                variances (transformed outcome space) to add instead.
-            posterior_transform: An optional BoTorch ``PosteriorTransform``.
-
-        Returns:
-            A posterior over ``batch_shape x q x m'`` outputs (``m'`` the number of
-            selected outputs; 1 after a scalarising transform).
-        """
-        with self.serving_lock():
-            return self._posterior(
-                X, output_indices, observation_noise, posterior_transform, kwargs, self._predict
-            )
-
-    def _posterior(
-        self,
-        X: Tensor,
-        output_indices: list[int] | None,
-        observation_noise: bool | Tensor,
-        posterior_transform: PosteriorTransform | None,
-        extra_arguments: dict[str, Any],
-        predict: Callable[[Tensor, bool], Posterior],
-    ) -> Posterior:
-        r""":meth:`posterior` with the transformed-space prediction ``predict``
-        (``transformed_X, observation_noise -> posterior``): this model's
-        :meth:`_predict`, or a conditioned model's."""
-        if extra_arguments:
-            raise UnsupportedError(
-                f"{type(self).__name__}.posterior does not support the argument(s) "
-                f"{sorted(extra_arguments)}."
-            )
-        self._check_posterior_inputs(X, check_values=False)
-        if not isinstance(observation_noise, (bool, Tensor)):
-            raise ValueError(
-                "observation_noise must be True, False or a tensor of noise variances; "
-                f"got {observation_noise!r}."
-            )
-        if output_indices is not None:
-            output_indices = validate_output_indices(output_indices, self.num_outputs)
-        transformed_X = self._transformed_test_inputs(X)
-        self._check_input_values(X, transformed_X)
-        if isinstance(observation_noise, Tensor):
-            validate_observation_noise(
-                observation_noise, transformed_X.shape[:-1] + torch.Size([self.num_outputs])
-            )
-        posterior = predict(transformed_X, observation_noise is True)
-        if self._output_selection is not None:
-            posterior = posterior.subset_outputs(self._output_selection)
-        if isinstance(observation_noise, Tensor):
-            posterior = posterior.add_observation_noise(observation_noise.to(transformed_X))
-        outcome_transform = getattr(self, "outcome_transform", None)
-        if output_indices is not None:
-            posterior = posterior.subset_outputs(output_indices)
-            if outcome_transform is not None:
-                outcome_transform = outcome_transform.subset_output(
-                    [i % self.num_outputs for i in output_indices]
-                )
-        if outcome_transform is not None:
-            posterior = posterior.untransform_outcomes(outcome_transform, X=transformed_X)
-        if posterior_transform is not None:
-            posterior = apply_posterior_transform(posterior, posterior_transform, X=transformed_X)
-        return posterior
-
 
 def _refit_after_load(model: NeuralSurrogateModel, incompatible_keys: Any) -> None:
     r"""The ``load_state_dict`` post-hook of :class:`NeuralSurrogateModel`: retrain a
@@ -799,109 +616,3 @@ def _refit_after_load(model: NeuralSurrogateModel, incompatible_keys: Any) -> No
         # needs gradients.
         with torch.enable_grad():
             model.fit(seed=model.fit_seed)
-
-
-class ResizableFunctionBank(ABC):
-    r"""Mixin of the models whose posterior is a fixed bank of functions drawn after
-    training (dropout masks, epistemic indices), so the bank can be redrawn at any size
-    or cut to its first functions.
-
-    Batch Thompson sampling with ``q`` larger than the bank needs more functions than the
-    fit drew; :meth:`resample_function_bank` draws a new bank and keeps the trained
-    weights and the noise estimate. Acquisition optimisation can screen candidates with
-    a model that serves only the bank's first functions
-    (:meth:`function_bank_subset`, for
-    :func:`botorch_nn_uq.generation.optimize_acqf_screened`), which costs that fraction
-    of the full bank's evaluations.
-
-    A subclass stores its bank in fitted buffers whose leading dimension indexes the
-    functions and names them in :meth:`_function_bank_buffers`.
-    """
-
-    #: The smallest bank a model accepts.
-    min_function_bank_size: ClassVar[int] = 1
-
-    @abstractmethod
-    def _set_function_bank(self, size: int, generator: torch.Generator) -> None:
-        r"""Draw a bank of ``size`` functions from ``generator`` and store it."""
-
-    @abstractmethod
-    def _function_bank_buffers(self) -> tuple[str, ...]:
-        r"""The names of the fitted buffers that hold the bank, each a
-        ``function_bank_size x ...`` tensor whose ``i``-th row defines (with the other
-        buffers' ``i``-th rows) the ``i``-th function of the posterior."""
-
-    def _check_fitted(self) -> None:
-        if not self.is_fitted:
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
-
-    @property
-    def function_bank_size(self) -> int:
-        r"""The number of functions in the posterior's bank (the ``s`` of the
-        posterior's ``batch_shape x s x q x m`` function values)."""
-        self._check_fitted()
-        return getattr(self, self._function_bank_buffers()[0]).shape[0]
-
-    def resample_function_bank(self, size: int, seed: int) -> Self:
-        r"""Replace the posterior's bank of functions by ``size`` new draws.
-
-        Args:
-            size: The new number of functions, at least ``min_function_bank_size``.
-            seed: Seed of the draws (the same seed gives the same bank).
-
-        Returns:
-            The model itself.
-        """
-        self._check_fitted()
-        check_integer("size", size, minimum=self.min_function_bank_size)
-        check_seed("seed", seed)
-        bank = [getattr(self, name) for name in self._function_bank_buffers()]
-        size_in_bytes = size * sum(tensor[0].numel() * tensor.element_size() for tensor in bank)
-        if size_in_bytes > MAX_FUNCTION_BANK_BYTES:
-            raise ValueError(
-                f"A bank of {size} functions would take {size_in_bytes / 2**30:.1f} GiB; "
-                f"at most {MAX_FUNCTION_BANK_BYTES / 2**30:.0f} GiB "
-                f"({MAX_FUNCTION_BANK_BYTES * size // size_in_bytes} functions) are allowed."
-            )
-        self._set_function_bank(size, torch.Generator().manual_seed(seed))
-        return self
-
-    def function_bank_subset(self, size: int) -> Self:
-        r"""A copy of the fitted model whose posterior serves only the FIRST ``size``
-        functions of this model's bank.
-
-        The copy has the same network weights, noise variance and transforms; its
-        posterior's function values are those of this model's functions
-        ``0, ..., size - 1`` (equal up to rounding: the network evaluates fewer functions
-        per batch). Evaluating it costs ``size / function_bank_size`` of the full
-        bank's forward passes, which makes it a cheap screening model for acquisition
-        optimisation. This model is left unchanged, and the copy shares no state with
-        it; its ``state_dict`` is a checkpoint like any other (with a bank of ``size``
-        functions). A refit of the copy draws a bank of the hyperparameters' size again.
-
-        Args:
-            size: The number of functions to keep, an integer in
-                ``[min_function_bank_size, function_bank_size]``.
-
-        Returns:
-            The copy, fitted.
-
-        Example:
-            >>> model = NEON(train_X, train_Y, num_epistemic_samples=128).fit(seed=0)
-            >>> screening_model = model.function_bank_subset(16)
-            >>> model.function_bank_size, screening_model.function_bank_size
-            (128, 16)
-            >>> screening_model.posterior(torch.rand(5, 1, 2)).values.shape  # b x s x q x m
-            torch.Size([5, 16, 1, 1])
-        """
-        self._check_fitted()
-        check_integer("size", size, minimum=self.min_function_bank_size)
-        if size > self.function_bank_size:
-            raise ValueError(
-                f"size must be at most the bank's {self.function_bank_size} functions; got {size}."
-            )
-        subset = self._independent_copy()
-        for name in self._function_bank_buffers():
-            # A clone, not a view: a saved view would carry the whole bank's storage.
-            subset._register_fitted_buffer(name, getattr(subset, name)[:size].clone())
-        return subset

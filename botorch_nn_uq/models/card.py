@@ -6,7 +6,7 @@ the BO loop builds and fits it (:class:`BODefaults`), where it stands in the fea
 table of BoTorch and Ax features (its :class:`Family`: a column of :class:`Support`
 cells, one per :data:`FEATURES` row), and settings that fit it on toy data in well under
 a second (:class:`FastSettings`). :data:`botorch_nn_uq.models.MODEL_CARDS` holds every
-card; the registry of surrogates (:mod:`botorch_nn_uq.bo.surrogates`), the README's
+card; the registry of surrogates (:mod:`botorch_nn_uq.bo.surrogates`), the user guide's
 feature and model tables and the test suite's lists of models are derived from it, so a
 model is added by its module (class and card), the card's line in
 :data:`~botorch_nn_uq.models.MODEL_CARDS` and its tests.
@@ -226,6 +226,41 @@ FUNCTION_BANK_SUPPORT: Mapping[str, Support] = {
         "`observation_noise=True` (a mixture) needs a linear outcome transform",
     ),
 }
+
+
+def resampled_bank_support(bank_entry: str, bank_entries: str) -> dict[str, Support]:
+    r"""The cells that a model whose posterior is a fixed bank of functions, drawn afresh
+    beyond the bank's size, states besides :data:`NEURAL_MODEL_SUPPORT` and
+    :data:`FUNCTION_BANK_SUPPORT` (the models of
+    :class:`~botorch_nn_uq.models.function_bank.ResizableFunctionBank`: MC dropout's
+    masks, NEON's epistemic indices).
+
+    Args:
+        bank_entry: What selects one function of the bank, e.g. ``"mask"``.
+        bank_entries: Its plural, e.g. ``"masks"``.
+
+    Returns:
+        The cells, by feature key.
+    """
+    bank_average = Support(Status.WORKS, f"average over the {bank_entry} bank")
+    fresh_draws = Support(
+        Status.WORKS, f"fresh {bank_entries} beyond the bank: a distinct function per sample"
+    )
+    return {
+        "analytic-acquisitions": Support(
+            Status.APPROXIMATE, f"moment-matched Gaussian of the {bank_entry} bank"
+        ),
+        "mc-acquisitions": bank_average,
+        "noisy-ei-pending": bank_average,
+        "multi-objective": bank_average,
+        "max-posterior-sampling": fresh_draws,
+        "batch-thompson-sampling": Support(Status.WORKS),
+        "constrained-thompson-sampling": fresh_draws,
+        "learnable-transforms": Support(Status.WORKS, "trained with the network"),
+        "observation-noise": Support(
+            Status.WORKS, "homoscedastic noise estimated from the residuals"
+        ),
+    }
 
 
 @dataclass(frozen=True)

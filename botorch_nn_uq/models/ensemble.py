@@ -105,7 +105,7 @@ class DeepEnsembleHyperparameters(FixedArchitectureHyperparameters):
             serves in the data's dtype either way (single-precision weights widened).
             Single precision trains about 1.4 times faster on a CPU core; the registry's
             ``"deep-ensemble"`` uses it, measured against double precision on the same
-            seeds (``benchmarks/README.md``, "Training precision").
+            seeds (``benchmarks/docs/protocol-6-scale.md``, "Training precision").
     """
 
     learning_rate: float = 5e-3

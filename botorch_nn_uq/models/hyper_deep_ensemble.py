@@ -197,7 +197,7 @@ HYPER_DEEP_ENSEMBLE_CARD = ModelCard(
     "refit on all data; `search_history` records every candidate",
     posterior="as `DeepEnsemble`, with the selection weights",
     # A search at every BO step: 3 folds, 300 epochs and float32 training keep a step to
-    # seconds (benchmarks/README.md, "Hyper-deep search in single precision").
+    # seconds (benchmarks/docs/hyper-deep-search-cost.md).
     bo=BODefaults(
         constructor_options={
             "num_folds": 3,

@@ -16,7 +16,7 @@ from botorch_nn_uq.checks import (
     check_real_fields,
     check_widths,
 )
-from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBank
+from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.models.card import (
     FUNCTION_BANK_SUPPORT,
     NEURAL_MODEL_SUPPORT,
@@ -25,9 +25,9 @@ from botorch_nn_uq.models.card import (
     Family,
     FastSettings,
     ModelCard,
-    Status,
-    Support,
+    resampled_bank_support,
 )
+from botorch_nn_uq.models.function_bank import ResizableFunctionBank
 from botorch_nn_uq.models.last_layer import PredictionWithFeatures, append_bias
 from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
@@ -202,30 +202,11 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
         return PredictionWithFeatures(posterior, append_bias(features).unsqueeze(-2))
 
 
-_MASK_AVERAGE = Support(Status.WORKS, "average over the mask bank")
-_FRESH_MASKS = Support(Status.WORKS, "fresh masks beyond the bank: a distinct function per sample")
-
 #: MC dropout's column of the feature table.
 MC_DROPOUT_FAMILY = Family(
     "mc-dropout",
     "MC dropout",
-    {
-        **NEURAL_MODEL_SUPPORT,
-        **FUNCTION_BANK_SUPPORT,
-        "analytic-acquisitions": Support(
-            Status.APPROXIMATE, "moment-matched Gaussian of the mask bank"
-        ),
-        "mc-acquisitions": _MASK_AVERAGE,
-        "noisy-ei-pending": _MASK_AVERAGE,
-        "multi-objective": _MASK_AVERAGE,
-        "max-posterior-sampling": _FRESH_MASKS,
-        "batch-thompson-sampling": Support(Status.WORKS),
-        "constrained-thompson-sampling": _FRESH_MASKS,
-        "learnable-transforms": Support(Status.WORKS, "trained with the network"),
-        "observation-noise": Support(
-            Status.WORKS, "homoscedastic noise estimated from the residuals"
-        ),
-    },
+    {**NEURAL_MODEL_SUPPORT, **FUNCTION_BANK_SUPPORT, **resampled_bank_support("mask", "masks")},
 )
 
 #: MC dropout's catalogue entry (the registry's ``"mc-dropout"``).

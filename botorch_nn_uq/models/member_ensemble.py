@@ -25,8 +25,9 @@ an extra member batch dimension and change its shape for every consumer; averagi
 over members is what the MC acquisitions already do.
 
 Which to use in BO: the member average. On protocol 1 the registered deep ensemble with
-qLogEI ended with lower regret than with LogEI in most paired runs (``benchmarks/README.md``,
-"Deep ensembles: moment-matched LogEI against the member average"). Prefer MC acquisitions
+qLogEI ended with lower regret than with LogEI in most paired runs
+(``benchmarks/docs/protocol-1-nomu-bo-suite.md``, "Deep ensembles: moment-matched LogEI
+against the member average"). Prefer MC acquisitions
 (``qLogExpectedImprovement``, q-leaky EI) for ensembles; the analytic ones remain available
 and see the moment-matched Gaussian.
 """

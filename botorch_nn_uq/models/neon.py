@@ -21,7 +21,7 @@ from botorch_nn_uq.checks import (
     check_real_fields,
     check_widths,
 )
-from botorch_nn_uq.models.base import NeuralSurrogateModel, ResizableFunctionBank
+from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.models.card import (
     FUNCTION_BANK_SUPPORT,
     NEURAL_MODEL_SUPPORT,
@@ -30,9 +30,9 @@ from botorch_nn_uq.models.card import (
     Family,
     FastSettings,
     ModelCard,
-    Status,
-    Support,
+    resampled_bank_support,
 )
+from botorch_nn_uq.models.function_bank import ResizableFunctionBank
 from botorch_nn_uq.models.last_layer import PredictionWithFeatures, append_bias
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.neon import EpiNet, EpistemicOperatorNetwork, OperatorBackbone
@@ -111,8 +111,8 @@ class NEONHyperparameters(TrainedWithLoop):
             at once in :meth:`NEON.posterior`. It bounds memory when ``optimize_acqf``
             scores many restarts and keeps each chunk's activations in the CPU cache:
             on a 64 x 64 grid with 128 indices, chunks of ``2**17`` rows evaluate about
-            three times faster than whole inputs (see ``benchmarks/README.md``, "NEON at
-            PDE scale").
+            three times faster than whole inputs (see
+            ``benchmarks/docs/protocol-3-neon-composite.md``, "NEON at PDE scale").
         noise_variance: Observation-noise variance (transformed units) for
             ``observation_noise=True``; ``None`` estimates it from the residuals.
     """
@@ -456,11 +456,6 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
         return PredictionWithFeatures(posterior, append_bias(features).unsqueeze(-4))
 
 
-_INDEX_AVERAGE = Support(Status.WORKS, "average over the index bank")
-_FRESH_INDICES = Support(
-    Status.WORKS, "fresh indices beyond the bank: a distinct function per sample"
-)
-
 #: NEON's column of the feature table.
 NEON_FAMILY = Family(
     "neon",
@@ -468,19 +463,7 @@ NEON_FAMILY = Family(
     {
         **NEURAL_MODEL_SUPPORT,
         **FUNCTION_BANK_SUPPORT,
-        "analytic-acquisitions": Support(
-            Status.APPROXIMATE, "moment-matched Gaussian of the index bank"
-        ),
-        "mc-acquisitions": _INDEX_AVERAGE,
-        "noisy-ei-pending": _INDEX_AVERAGE,
-        "multi-objective": _INDEX_AVERAGE,
-        "max-posterior-sampling": _FRESH_INDICES,
-        "batch-thompson-sampling": Support(Status.WORKS),
-        "constrained-thompson-sampling": _FRESH_INDICES,
-        "learnable-transforms": Support(Status.WORKS, "trained with the network"),
-        "observation-noise": Support(
-            Status.WORKS, "homoscedastic noise estimated from the residuals"
-        ),
+        **resampled_bank_support("index", "indices"),
     },
 )
 

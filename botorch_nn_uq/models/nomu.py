@@ -581,8 +581,8 @@ def _narrow_mean_width(model: NOMU, train_Y: Tensor) -> None:
     # MW scaling to the paper's narrow target (0.05 for outputs in [-1, 1], i.e. a tenth
     # of the data's standard deviation); c is set after every fit. With LogEI on the
     # protocol-1 suite the wide target (one standard deviation) explored at random and a
-    # third of the narrow one exploited too early (benchmarks/README.md, "NOMU under
-    # LogEI: the width of the MW scaling").
+    # third of the narrow one exploited too early (benchmarks/docs/protocol-1-nomu-bo-suite.md,
+    # "NOMU under LogEI: the width of the MW scaling").
     model.calibrate_mean_width(target_width=0.1 * train_Y.std())
 
 

@@ -36,6 +36,8 @@ import torch
 from botorch.acquisition.objective import GenericMCObjective
 from torch import Tensor
 
+from botorch_nn_uq.checks import check_points_in_box
+
 
 class CompositeProblem(ABC):
     r"""A minimisation problem ``f(u) = g(h(u))`` with function-valued ``h`` on a grid.
@@ -100,13 +102,7 @@ class CompositeProblem(ABC):
             ValueError: If the last dimension of ``U`` is not ``dim`` or a point lies
                 outside the box.
         """
-        if U.shape[-1] != self.dim:
-            raise ValueError(
-                f"{self.name}: expected U of shape batch_shape x {self.dim}, got {tuple(U.shape)}."
-            )
-        lower, upper = self.bounds.to(U)
-        if not (U.ge(lower) & U.le(upper)).all():
-            raise ValueError(f"{self.name}: U lies outside the bounds of the problem.")
+        check_points_in_box(self.name, "U", U, self.bounds)
         batch_shape = U.shape[:-1]
         H = self._h(U.reshape(-1, self.dim))
         return H.reshape(*batch_shape, self.num_grid_points, self.num_channels)

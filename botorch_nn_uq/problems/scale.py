@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from numbers import Integral
 
 import torch
 from botorch.test_functions.synthetic import SyntheticTestFunction
@@ -27,6 +26,8 @@ from scipy.optimize import minimize_scalar
 from torch import Tensor
 from torch.nn import functional, init
 from torch.quasirandom import SobolEngine
+
+from botorch_nn_uq.checks import is_integer
 
 # Multi-start search for the extrema of `RandomTanhNetwork`: projected Adam on the unit
 # box from scrambled Sobol starts, screening all starts briefly and refining the best.
@@ -183,19 +184,12 @@ class RandomTanhNetwork(SyntheticTestFunction):
         negate: bool = False,
         dtype: torch.dtype = torch.double,
     ) -> None:
-        if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 2:
+        if not is_integer(dim, minimum=2):
             raise ValueError(f"RandomTanhNetwork requires an integer dim >= 2, got {dim!r}.")
-        if (
-            isinstance(problem_seed, bool)
-            or not isinstance(problem_seed, Integral)
-            or problem_seed < 0
-        ):
+        if not is_integer(problem_seed, minimum=0):
             raise ValueError(f"problem_seed must be a non-negative int, got {problem_seed!r}.")
         hidden_widths = tuple(hidden_widths)
-        if not hidden_widths or any(
-            isinstance(width, bool) or not isinstance(width, Integral) or width < 1
-            for width in hidden_widths
-        ):
+        if not hidden_widths or not all(is_integer(width, minimum=1) for width in hidden_widths):
             raise ValueError(
                 f"hidden_widths must be a non-empty sequence of positive ints, got {hidden_widths}."
             )

@@ -56,7 +56,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from numbers import Integral
 
 import torch
 from botorch.test_functions.synthetic import (
@@ -69,6 +68,7 @@ from botorch.test_functions.synthetic import (
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from botorch_nn_uq.checks import check_points_in_box, is_integer
 from botorch_nn_uq.compat import evaluate_true_unchecked
 from botorch_nn_uq.problems.lunar import DEFAULT_HEURISTIC_WEIGHTS, LunarLander
 from botorch_nn_uq.problems.rover import REWARD_OFFSET, RoverTrajectory
@@ -172,13 +172,7 @@ class BOProblem:
             ValueError: If the last dimension of ``X`` is not ``d`` or a point lies
                 outside the box.
         """
-        if X.shape[-1] != self.dim:
-            raise ValueError(
-                f"{self.name}: expected X of shape batch_shape x {self.dim}, got {tuple(X.shape)}."
-            )
-        lower, upper = self.bounds.to(X)
-        if not (X.ge(lower) & X.le(upper)).all():
-            raise ValueError(f"{self.name}: X lies outside the bounds of the problem.")
+        check_points_in_box(self.name, "X", X, self.bounds)
         # BoTorch's public `evaluate_true` checks X against its CPU bounds buffer,
         # which fails for X on another device; the bounds were checked above.
         return evaluate_true_unchecked(self.test_function, X)
@@ -343,7 +337,7 @@ def get_bo_problem(
     """
     if name not in BO_PROBLEM_NAMES:
         raise ValueError(f"Unknown BO problem {name!r}; valid names are {BO_PROBLEM_NAMES}.")
-    if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 2:
+    if not is_integer(dim, minimum=2):
         raise ValueError(f"BO problem {name!r} requires an integer dim >= 2, got {dim!r}.")
     dim = int(dim)
     if name == "nn-draw":

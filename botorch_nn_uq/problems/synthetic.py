@@ -18,6 +18,26 @@ from botorch.test_functions.synthetic import SyntheticTestFunction
 from torch import Tensor
 
 
+def _set_cube_domain(function: SyntheticTestFunction, dim: int, low: float, high: float) -> None:
+    r"""Give a ``d``-dimensional test function its dimension and the box ``[low, high]^d``,
+    the attributes ``SyntheticTestFunction.__init__`` reads (so call it before that).
+
+    Args:
+        function: The test function being initialised.
+        dim: The input dimension ``d >= 1``.
+        low: The lower bound of every input.
+        high: The upper bound of every input.
+
+    Raises:
+        ValueError: If ``dim < 1``.
+    """
+    if dim < 1:
+        raise ValueError(f"{type(function).__name__} requires dim >= 1, got {dim}.")
+    function.dim = dim
+    function.continuous_inds = list(range(dim))
+    function._bounds = [(low, high) for _ in range(dim)]
+
+
 class GFunction(SyntheticTestFunction):
     r"""G-function (Sobol' g-function) on ``[0, 1]^d``.
 
@@ -62,11 +82,7 @@ class GFunction(SyntheticTestFunction):
             negate: If True, negate the function.
             dtype: The dtype that is used for the bounds of the function.
         """
-        if dim < 1:
-            raise ValueError(f"GFunction requires dim >= 1, got {dim}.")
-        self.dim = dim
-        self.continuous_inds = list(range(dim))
-        self._bounds = [(0.0, 1.0) for _ in range(dim)]
+        _set_cube_domain(self, dim, 0.0, 1.0)
         self._optimizers = [(0.5,) + tuple(0.0 for _ in range(dim - 1))]
         self._optimal_value = -(dim + 1) * (dim + 2) / 6
         super().__init__(noise_std=noise_std, negate=negate, dtype=dtype)
@@ -111,21 +127,15 @@ class Perm(SyntheticTestFunction):
         dtype: torch.dtype = torch.double,
     ) -> None:
         r"""
+        ``dim``, ``noise_std``, ``negate`` and ``dtype`` as in :class:`GFunction`.
+
         Args:
-            dim: The input dimension ``d >= 1``.
             beta: The non-negative constant ``beta``; the NOMU suite uses ``0.5``.
-            noise_std: Standard deviation of the observation noise.
-            negate: If True, negate the function.
-            dtype: The dtype that is used for the bounds of the function.
         """
-        if dim < 1:
-            raise ValueError(f"Perm requires dim >= 1, got {dim}.")
+        _set_cube_domain(self, dim, -float(dim), float(dim))
         if beta < 0:
             raise ValueError(f"Perm requires beta >= 0, got {beta}.")
-        self.dim = dim
         self.beta = beta
-        self.continuous_inds = list(range(dim))
-        self._bounds = [(-float(dim), float(dim)) for _ in range(dim)]
         self._optimizers = [tuple(float(j) for j in range(1, dim + 1))]
         super().__init__(noise_std=noise_std, negate=negate, dtype=dtype)
 

@@ -9,7 +9,8 @@ from botorch_nn_uq.training.config import (
     TrainingConfig,
     TrainingResult,
 )
-from botorch_nn_uq.training.loop import BatchLoss, IndexedLoss, l2_penalty, train_network
+from botorch_nn_uq.training.loop import train_network
+from botorch_nn_uq.training.losses import BatchLoss, IndexedLoss, l2_penalty
 from botorch_nn_uq.training.members import CommonPathLoss, fit_members
 from botorch_nn_uq.training.seeding import draw_seed, resolve_seed, seeded
 

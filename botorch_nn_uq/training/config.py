@@ -57,7 +57,7 @@ class TrainingConfig:
             penalty ``weight_decay / 2 * ||w||^2`` in the loss); for ``"adamw"`` it is
             decoupled. Models that need a Keras-style penalty ``lambda * ||w||^2``
             summed into the loss add it in their loss
-            (:func:`~botorch_nn_uq.training.loop.l2_penalty`) instead.
+            (:func:`~botorch_nn_uq.training.losses.l2_penalty`) instead.
         early_stopping_patience: Stop after this many epochs without a strict
             improvement of the monitored loss by more than ``min_delta``; ``None``
             never stops early.

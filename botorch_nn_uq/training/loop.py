@@ -6,8 +6,10 @@ stopping, learning-rate reduction on plateaus, the step budget and divergence ar
 per member as ``K``-vectors (``K = 1`` for one network). What differs between the two
 modes (the mini-batch order, the backward pass, gradient clipping, how an update and a
 learning-rate reduction are applied, how best weights are stored) is the business of
-:class:`_OneNetwork` and :class:`_StackedMembers`; what a batch's loss is, and how an
-epoch's rows reach it, is the business of a :class:`BatchLoss`.
+:class:`~botorch_nn_uq.training.trained_networks.OneNetwork` and
+:class:`~botorch_nn_uq.training.trained_networks.StackedMembers`; what a batch's loss is,
+and how an epoch's rows reach it, is the business of a
+:class:`~botorch_nn_uq.training.losses.BatchLoss`.
 
 No host synchronisation inside a step: the per-member bookkeeping (losses, divergence,
 best losses and best weights) lives on the networks' device and is updated there with
@@ -23,7 +25,7 @@ and is not thread-safe); how many threads to use is the caller's decision
 (``OMP_NUM_THREADS``, ``torch.set_num_threads`` in the calling program, the command
 line's ``--threads``). The surrogates' networks are small: one thread trains them
 fastest, and more threads than free cores slow training down by an order of magnitude
-on a busy machine (the README's "Set-up and the two commands" has the measurement). The
+on a busy machine (``docs/guide/installation.md``, "Threads", has the measurement). The
 worker processes of
 :class:`~botorch_nn_uq.ensembles.pool.RayExecutor` are separate processes, which it
 starts with its own thread count.
@@ -33,19 +35,20 @@ from __future__ import annotations
 
 import math
 import warnings
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
-from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
 
-from botorch_nn_uq.training.config import (
-    OPTIMIZERS,
-    NonFiniteLossError,
-    TrainingConfig,
-    TrainingResult,
+from botorch_nn_uq.training.config import NonFiniteLossError, TrainingConfig, TrainingResult
+from botorch_nn_uq.training.losses import BatchLoss, IndexedLoss
+from botorch_nn_uq.training.optimizers import (
+    DirectFusedAdam,
+    Stepper,
+    is_plain_fused_adam,
+    make_optimizer,
 )
+from botorch_nn_uq.training.trained_networks import OneNetwork, StackedMembers, TrainedNetworks
 
 #: The optimizers whose step can be captured in a CUDA graph (their state kept on the
 #: device, ``capturable=True``).
@@ -54,78 +57,6 @@ CAPTURABLE_OPTIMIZERS = ("adam", "adamw")
 #: Eager steps before a step is captured as a CUDA graph: the optimizer creates its state
 #: and the libraries their workspaces in these, outside the capture.
 CUDA_GRAPH_WARMUP_STEPS = 3
-
-
-def l2_penalty(module: nn.Module) -> Tensor:
-    r"""Keras-style L2 penalty ``sum ||theta||^2`` over all trainable weights and biases
-    of ``module`` (multiply by ``lambda`` in the loss)."""
-    return sum((p**2).sum() for p in module.parameters() if p.requires_grad)
-
-
-class BatchLoss(ABC):
-    r"""The training loss of :func:`train_network` over an epoch's mini-batches.
-
-    Per epoch the loop calls :meth:`begin_epoch` with the epoch's row order, then for
-    each batch :meth:`select_batch` and :meth:`__call__`, which returns the loss to
-    minimise and the value to monitor.
-
-    A loss with ``static_shapes`` gives every batch of every epoch the same shapes (a
-    short last batch is padded with rows of weight zero) and reads its batch from
-    buffers that stay in place after :meth:`use_static_buffers`; a step on it can then
-    be captured once as a CUDA graph and replayed.
-    """
-
-    #: Whether a step on this loss can be captured as a CUDA graph (see the class).
-    static_shapes: bool = False
-
-    @abstractmethod
-    def begin_epoch(self, order: Tensor | None) -> None:
-        r"""Prepare an epoch whose rows come in ``order`` (``num_data`` indices, ``K x
-        num_data`` in member mode, on the networks' device), or ``None`` in full-batch
-        training."""
-
-    @abstractmethod
-    def select_batch(self, batch: int, batch_size: int) -> None:
-        r"""Make rows ``batch * batch_size`` to ``(batch + 1) * batch_size`` of the
-        epoch's order the batch of the next call."""
-
-    @abstractmethod
-    def __call__(self) -> tuple[Tensor, Tensor]:
-        r"""The selected batch's loss: a pair of the loss to minimise (a scalar, a
-        ``K``-vector in member mode) and the detached float64 ``K``-vector to monitor
-        (``K = 1`` for one network), which may hold terms whose gradient the optimizer
-        adds itself (an L2 penalty applied as weight decay)."""
-
-    def use_static_buffers(self) -> None:
-        r"""From now on, read every batch from buffers that stay in place (only needed,
-        and only called, for a loss with ``static_shapes``)."""
-        raise NotImplementedError(f"{type(self).__name__} has no static buffers.")
-
-
-class IndexedLoss(BatchLoss):
-    r"""A :class:`BatchLoss` from a function of the batch's row indices.
-
-    Args:
-        loss_fn: Maps a tensor of training-row indices (a mini-batch: ``b`` indices, or
-            ``K x b`` in member mode, on the networks' device), or ``None`` for the full
-            batch, to the loss (a scalar, a ``K``-vector in member mode).
-    """
-
-    def __init__(self, loss_fn: Callable[[Tensor | None], Tensor]) -> None:
-        self._loss_fn = loss_fn
-        self._order: Tensor | None = None
-        self._indices: Tensor | None = None
-
-    def begin_epoch(self, order: Tensor | None) -> None:
-        self._order = order
-
-    def select_batch(self, batch: int, batch_size: int) -> None:
-        if self._order is not None:
-            self._indices = self._order[..., batch * batch_size : (batch + 1) * batch_size]
-
-    def __call__(self) -> tuple[Tensor, Tensor]:
-        losses = self._loss_fn(self._indices)
-        return losses, losses.detach().to(torch.float64).reshape(-1)
 
 
 def train_network(
@@ -222,14 +153,14 @@ def train_network(
         given = [name for name, value in member_options.items() if value is not None]
         if given:
             raise ValueError(f"{', '.join(given)} need member mode (member_generators).")
-        network = _OneNetwork(module, batch_loss, config, generator)
+        network = OneNetwork(module, batch_loss, config, generator)
     else:
         if generator is not None:
             raise ValueError(
                 "In member mode each member's mini-batch order comes from its own "
                 "generator (member_generators); generator orders one network's."
             )
-        network = _StackedMembers(
+        network = StackedMembers(
             module,
             batch_loss,
             config,
@@ -249,236 +180,6 @@ def train_network(
     )
 
 
-class _TrainedNetworks(ABC):
-    r"""What the epoch loop trains: ``K`` networks whose training it tracks per member.
-
-    Args:
-        module: The trained module; all parameters with ``requires_grad`` are trained.
-        batch_loss: The training loss.
-        config: The training settings.
-        early_stopping_patience: Float ``K``-vector of early-stopping patience (``inf``:
-            never).
-        lr_reduction_patience: Float ``K``-vector of plateau patience of the
-            learning-rate reduction (``inf``: never).
-    """
-
-    def __init__(
-        self,
-        module: nn.Module,
-        batch_loss: BatchLoss,
-        config: TrainingConfig,
-        early_stopping_patience: Tensor,
-        lr_reduction_patience: Tensor,
-    ) -> None:
-        self.module = module
-        self.parameters = [p for p in module.parameters() if p.requires_grad]
-        self.device = self.parameters[0].device if self.parameters else torch.device("cpu")
-        self.num_members = early_stopping_patience.shape[0]
-        self.early_stopping_patience = early_stopping_patience
-        self.lr_reduction_patience = lr_reduction_patience
-        self.batch_loss = batch_loss
-        self._config = config
-        # Detached aliases, made once: they follow the in-place updates of the weights.
-        self._state = {
-            name: tensor.detach()
-            for name, tensor in module.state_dict(keep_vars=True).items()
-            if isinstance(tensor, Tensor)
-        }
-        self._best_state = {name: tensor.clone() for name, tensor in self._state.items()}
-
-    @abstractmethod
-    def shuffle(self, num_data: int) -> Tensor:
-        r"""An epoch's order of the training rows on the CPU: ``num_data`` indices (``K x
-        num_data`` for stacked members)."""
-
-    def losses(self) -> tuple[Tensor, Tensor]:
-        r"""The selected batch's loss to minimise and its monitored ``K``-vector."""
-        return self.batch_loss()
-
-    @abstractmethod
-    def update(self, optimizer: _Stepper, losses: Tensor, diverged: Tensor) -> None:
-        r"""One optimizer step on ``losses``, leaving out the ``diverged`` members
-        (boolean ``K``-vector on the device)."""
-
-    @abstractmethod
-    def reduce_learning_rates(
-        self, optimizer: _Stepper, reduce: Tensor, reduce_on_host: Tensor
-    ) -> None:
-        r"""Multiply the learning rate of the members ``reduce`` (boolean ``K``-vector on
-        the device; ``reduce_on_host`` is its copy on the CPU) by the plateau reduction
-        factor."""
-
-    def keep_best(self, improved: Tensor) -> None:
-        r"""Record the current weights of the members ``improved`` (boolean ``K``-vector
-        on the device) as their best."""
-        for name, best in self._best_state.items():
-            torch.where(self._member_mask(improved, best), self._state[name], best, out=best)
-
-    @abstractmethod
-    def _member_mask(self, improved: Tensor, tensor: Tensor) -> Tensor:
-        r"""``improved`` shaped to select the members of ``tensor``."""
-
-    def restore_best(self) -> None:
-        r"""Load the recorded best weights into the module."""
-        with torch.no_grad():
-            for name, best in self._best_state.items():
-                self._state[name].copy_(best)
-
-    @abstractmethod
-    def result(self, per_member: TrainingResult) -> TrainingResult:
-        r"""The :class:`TrainingResult` to report, from the loop's per-member one."""
-
-
-class _OneNetwork(_TrainedNetworks):
-    r"""One plain network (``K = 1``): its mini-batch order comes from ``generator``
-    (``None``: torch's global generator), and a non-finite loss ends training."""
-
-    def __init__(
-        self,
-        module: nn.Module,
-        batch_loss: BatchLoss,
-        config: TrainingConfig,
-        generator: torch.Generator | None,
-    ) -> None:
-        super().__init__(
-            module,
-            batch_loss,
-            config,
-            early_stopping_patience=_counts(config.early_stopping_patience, 1),
-            lr_reduction_patience=_counts(config.lr_reduction_patience, 1),
-        )
-        self._generator = generator
-
-    def shuffle(self, num_data: int) -> Tensor:
-        return torch.randperm(num_data, generator=self._generator)
-
-    def update(self, optimizer: _Stepper, losses: Tensor, diverged: Tensor) -> None:
-        # A non-finite loss ends the fit at the end of its epoch: no masking needed.
-        losses.backward()
-        if self._config.gradient_clip_norm is not None:
-            nn.utils.clip_grad_norm_(self.parameters, self._config.gradient_clip_norm)
-        optimizer.step()
-
-    def reduce_learning_rates(
-        self, optimizer: _Stepper, reduce: Tensor, reduce_on_host: Tensor
-    ) -> None:
-        if bool(reduce_on_host[0]):
-            for group in optimizer.param_groups:
-                group["lr"] *= self._config.lr_reduction_factor
-
-    def _member_mask(self, improved: Tensor, tensor: Tensor) -> Tensor:
-        return improved.reshape(())
-
-    def result(self, per_member: TrainingResult) -> TrainingResult:
-        # One network reports plain numbers; divergence has raised before.
-        return TrainingResult(
-            best_loss=per_member.best_loss.item(),
-            best_epoch=int(per_member.best_epoch.item()),
-            epochs_run=per_member.epochs_run,
-            loss_history=[monitored.item() for monitored in per_member.loss_history],
-            steps_run=per_member.steps_run,
-        )
-
-
-class _StackedMembers(_TrainedNetworks):
-    r"""``K`` networks stacked along the leading dimension of every parameter and buffer
-    (member mode of :func:`train_network`; the keyword arguments are its ``member_*``
-    options)."""
-
-    def __init__(
-        self,
-        module: nn.Module,
-        batch_loss: BatchLoss,
-        config: TrainingConfig,
-        *,
-        generators: list[torch.Generator],
-        learning_rates: Tensor | None,
-        early_stopping_patience: Tensor | None,
-        lr_reduction_patience: Tensor | None,
-    ) -> None:
-        num_members = len(generators)
-        for tensor in module.state_dict().values():
-            _member_view(tensor, num_members)
-        if learning_rates is not None and (
-            learning_rates.shape != (num_members,) or not (learning_rates > 0).all()
-        ):
-            raise ValueError(
-                f"member_learning_rates must be a positive {num_members}-vector; got "
-                f"{learning_rates.tolist()}."
-            )
-        super().__init__(
-            module,
-            batch_loss,
-            config,
-            early_stopping_patience=_member_counts(
-                early_stopping_patience,
-                config.early_stopping_patience,
-                num_members,
-                "member_early_stopping_patience",
-            ),
-            lr_reduction_patience=_member_counts(
-                lr_reduction_patience,
-                config.lr_reduction_patience,
-                num_members,
-                "member_lr_reduction_patience",
-            ),
-        )
-        self._rescaled = learning_rates is not None or bool(
-            torch.isfinite(self.lr_reduction_patience).any()
-        )
-        if self._rescaled and config.weight_decay > 0:
-            raise ValueError(
-                "Per-member learning rates (given, or reduced on plateaus) rescale each "
-                "member's update, which is exact only without the optimizer's weight_decay; "
-                "add an L2 penalty to the loss."
-            )
-        scale = (
-            torch.ones(num_members, dtype=torch.float64)
-            if learning_rates is None
-            else learning_rates.detach().to(torch.float64).cpu() / config.learning_rate
-        )
-        self._update_scale = scale.to(self.device)
-        self._generators = generators
-
-    def shuffle(self, num_data: int) -> Tensor:
-        return torch.stack([torch.randperm(num_data, generator=g) for g in self._generators])
-
-    def losses(self) -> tuple[Tensor, Tensor]:
-        losses, monitored = self.batch_loss()
-        if losses.shape != (self.num_members,):
-            raise ValueError(
-                f"In member mode loss_fn must return a {self.num_members}-vector; got shape "
-                f"{tuple(losses.shape)}."
-            )
-        return losses, monitored
-
-    def update(self, optimizer: _Stepper, losses: Tensor, diverged: Tensor) -> None:
-        # A diverged member only ever reaches its own parameters; excluding its loss
-        # keeps the other members' training identical to training them alone.
-        losses.masked_fill(diverged, 0.0).sum().backward()
-        if self._config.gradient_clip_norm is not None:
-            _clip_member_gradients(
-                self.parameters, self.num_members, self._config.gradient_clip_norm
-            )
-        before = [p.detach().clone() for p in self.parameters] if self._rescaled else None
-        optimizer.step()
-        if before is not None:
-            _rescale_member_updates(self.parameters, before, self._update_scale)
-
-    def reduce_learning_rates(
-        self, optimizer: _Stepper, reduce: Tensor, reduce_on_host: Tensor
-    ) -> None:
-        self._update_scale = torch.where(
-            reduce, self._update_scale * self._config.lr_reduction_factor, self._update_scale
-        )
-
-    def _member_mask(self, improved: Tensor, tensor: Tensor) -> Tensor:
-        return improved.view(-1, *([1] * (tensor.ndim - 1)))
-
-    def result(self, per_member: TrainingResult) -> TrainingResult:
-        return per_member
-
-
 class _Bookkeeping:
     r"""The loop's per-member records, kept on the networks' device so that a step never
     waits for the host: divergence, the best monitored losses and their epochs, patience
@@ -493,7 +194,7 @@ class _Bookkeeping:
     """
 
     def __init__(
-        self, network: _TrainedNetworks, config: TrainingConfig, monitors_pre_step_weights: bool
+        self, network: TrainedNetworks, config: TrainingConfig, monitors_pre_step_weights: bool
     ) -> None:
         num_members, device = network.num_members, network.device
         self._network = network
@@ -515,7 +216,7 @@ class _Bookkeeping:
         self._early_stopping_patience = network.early_stopping_patience.to(device)
         self._lr_reduction_patience = network.lr_reduction_patience.to(device)
 
-    def step(self, optimizer: _Stepper) -> None:
+    def step(self, optimizer: Stepper) -> None:
         r"""One optimizer step on the selected batch, with its bookkeeping; device work
         only (it is what a CUDA graph captures)."""
         network = self._network
@@ -537,7 +238,7 @@ class _Bookkeeping:
     def end_epoch(
         self,
         epoch: int,
-        optimizer: _Stepper,
+        optimizer: Stepper,
         validation_loss_fn: Callable[[], Tensor] | None,
         epoch_rows: int,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -579,78 +280,6 @@ class _Bookkeeping:
         return monitored_on_host.clone(), ~stopped.bool(), diverged.bool(), last_loss
 
 
-class _DirectFusedAdam:
-    r"""A fused ``torch.optim.Adam`` stepped through its kernel directly.
-
-    ``Adam.step`` wraps the one fused kernel in per-call bookkeeping (hooks, profiling
-    records, gradient-mode and compiler guards, regrouping the tensors by device and
-    dtype), which costs about a tenth of a small network's whole training step on a CPU
-    core. After the first step, which creates the optimizer's state, this calls the
-    kernel itself on the same state: the same update. While optimizer step hooks are
-    registered (``torch.optim.optimizer.register_optimizer_step_post_hook`` and the
-    like), every step goes through ``Adam.step``, which runs them.
-
-    Args:
-        optimizer: A ``torch.optim.Adam`` with ``fused=True`` and one parameter group.
-    """
-
-    def __init__(self, optimizer: torch.optim.Adam) -> None:
-        self.optimizer = optimizer
-        self.param_groups = optimizer.param_groups
-        (group,) = optimizer.param_groups
-        self._parameters = list(group["params"])
-        # Detached aliases: the kernel updates the weights in place, outside autograd.
-        self._weights = [parameter.detach() for parameter in self._parameters]
-        self._state: tuple[list[Tensor], list[Tensor], list[Tensor]] | None = None
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        r"""Drop the gradients (the next backward pass creates them afresh)."""
-        for parameter in self._parameters:
-            parameter.grad = None
-
-    def step(self) -> None:
-        r"""One Adam update of every parameter."""
-        if self._state is None or self._hooked():
-            self.optimizer.step()
-            states = [self.optimizer.state[parameter] for parameter in self._parameters]
-            self._state = tuple(
-                [state[key] for state in states] for key in ("exp_avg", "exp_avg_sq", "step")
-            )
-            return
-        (group,) = self.param_groups
-        exp_avgs, exp_avg_sqs, steps = self._state
-        beta1, beta2 = group["betas"]
-        torch._foreach_add_(steps, 1)
-        torch._fused_adam_(
-            self._weights,
-            [parameter.grad for parameter in self._parameters],
-            exp_avgs,
-            exp_avg_sqs,
-            [],
-            steps,
-            lr=group["lr"],
-            beta1=beta1,
-            beta2=beta2,
-            weight_decay=group["weight_decay"],
-            eps=group["eps"],
-            amsgrad=False,
-            maximize=False,
-        )
-
-    def _hooked(self) -> bool:
-        r"""Whether step hooks are registered, globally or on the optimizer."""
-        return bool(
-            _global_optimizer_pre_hooks
-            or _global_optimizer_post_hooks
-            or self.optimizer._optimizer_step_pre_hooks
-            or self.optimizer._optimizer_step_post_hooks
-        )
-
-
-#: What the loop steps: a torch optimizer, or a fused Adam stepped through its kernel.
-_Stepper = torch.optim.Optimizer | _DirectFusedAdam
-
-
 class _CapturedStep:
     r"""A training step captured once as a CUDA graph and replayed: the launch cost of
     every kernel of the step is paid once per step instead of once per kernel.
@@ -660,7 +289,7 @@ class _CapturedStep:
         optimizer: Its optimizer (capturable).
     """
 
-    def __init__(self, step: Callable[[], None], optimizer: _Stepper) -> None:
+    def __init__(self, step: Callable[[], None], optimizer: Stepper) -> None:
         optimizer.zero_grad(set_to_none=True)
         self._graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self._graph):
@@ -670,7 +299,7 @@ class _CapturedStep:
         self._graph.replay()
 
 
-def _capture(step: Callable[[], None], optimizer: _Stepper) -> _CapturedStep | None:
+def _capture(step: Callable[[], None], optimizer: Stepper) -> _CapturedStep | None:
     r"""``step`` captured as a CUDA graph, or ``None`` (with a warning) if the capture
     fails: training then goes on eagerly, as it would without a GPU. A capture records
     kernels without running them, so a failed one leaves the weights as they were."""
@@ -687,7 +316,7 @@ def _capture(step: Callable[[], None], optimizer: _Stepper) -> _CapturedStep | N
 
 
 def _train(
-    network: _TrainedNetworks,
+    network: TrainedNetworks,
     num_data: int,
     config: TrainingConfig,
     *,
@@ -710,12 +339,12 @@ def _train(
         and config.optimizer in CAPTURABLE_OPTIMIZERS
         and config.lr_decay_rate is None
     )
-    torch_optimizer, scheduler = _make_optimizer(
+    torch_optimizer, scheduler = make_optimizer(
         network.parameters, config, fused=fused_optimizer, capturable=capture
     )
     optimizer = (
-        _DirectFusedAdam(torch_optimizer)
-        if _is_plain_fused_adam(torch_optimizer)
+        DirectFusedAdam(torch_optimizer)
+        if is_plain_fused_adam(torch_optimizer)
         else torch_optimizer
     )
     records = _Bookkeeping(
@@ -800,23 +429,6 @@ def _train(
     )
 
 
-def _is_plain_fused_adam(optimizer: torch.optim.Optimizer) -> bool:
-    r"""Whether ``optimizer`` is a fused ``Adam`` with one parameter group and none of the
-    options its kernel does not take directly (AMSGrad, maximisation, differentiable
-    steps)."""
-    if type(optimizer) is not torch.optim.Adam or len(optimizer.param_groups) != 1:
-        return False
-    (group,) = optimizer.param_groups
-    return (
-        bool(group["fused"])
-        and not group["amsgrad"]
-        and not group["maximize"]
-        and not group["differentiable"]
-        and not group.get("decoupled_weight_decay", False)
-        and not isinstance(group["lr"], Tensor)
-    )
-
-
 def _to_device(order: Tensor, device: torch.device) -> Tensor:
     r"""An epoch's order, drawn on the CPU, on ``device``: through pinned memory to a GPU,
     so the copy does not wait for the device's queue."""
@@ -843,90 +455,3 @@ def _batches_this_epoch(num_batches: int, steps_run: int, max_steps: int | None)
     if max_steps is None:
         return num_batches
     return min(num_batches, max_steps - steps_run)
-
-
-def _make_optimizer(
-    parameters: list[Tensor], config: TrainingConfig, *, fused: bool, capturable: bool
-) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
-    optimizer_class = OPTIMIZERS[config.optimizer]
-    options = {}
-    if fused or capturable:
-        options = _fast_optimizer_options(optimizer_class, parameters, capturable)
-    optimizer = optimizer_class(
-        parameters, lr=config.learning_rate, weight_decay=config.weight_decay, **options
-    )
-    scheduler = (
-        torch.optim.lr_scheduler.StepLR(
-            optimizer, step_size=config.lr_decay_steps, gamma=config.lr_decay_rate
-        )
-        if config.lr_decay_rate is not None
-        else None
-    )
-    return optimizer, scheduler
-
-
-#: The optimizers with a fused implementation (one kernel for every parameter).
-_FUSED_OPTIMIZERS = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
-
-
-def _fast_optimizer_options(
-    optimizer_class: type[torch.optim.Optimizer], parameters: list[Tensor], capturable: bool
-) -> dict[str, bool]:
-    r"""The options of ``optimizer_class``'s fastest implementation for ``parameters``:
-    fused where the optimizer and the device have one, else multi-tensor (``foreach``);
-    ``capturable`` (state kept on the device) for a CUDA graph."""
-    from torch.optim.optimizer import _get_fused_kernels_supported_devices
-
-    options = {"capturable": True} if capturable else {}
-    devices = {p.device.type for p in parameters}
-    floating = all(torch.is_floating_point(p) for p in parameters)
-    if (
-        optimizer_class in _FUSED_OPTIMIZERS
-        and floating
-        and devices <= set(_get_fused_kernels_supported_devices())
-    ):
-        return {**options, "fused": True}
-    return {**options, "foreach": True}
-
-
-def _member_view(tensor: Tensor, num_members: int) -> Tensor:
-    if tensor.ndim == 0 or tensor.shape[0] != num_members:
-        raise ValueError(
-            "Member mode needs a leading member dimension of size "
-            f"{num_members} on every parameter and buffer; got shape {tuple(tensor.shape)}."
-        )
-    return tensor.reshape(num_members, -1)
-
-
-def _clip_member_gradients(parameters: list[Tensor], num_members: int, max_norm: float) -> None:
-    grads = [p.grad for p in parameters if p.grad is not None]
-    squared = sum(_member_view(g, num_members).pow(2).sum(-1) for g in grads)
-    scale = (max_norm / (squared.sqrt() + 1e-6)).clamp(max=1.0)
-    for grad in grads:
-        grad.mul_(scale.view(-1, *([1] * (grad.ndim - 1))))
-
-
-def _counts(count: int | None, num_members: int) -> Tensor:
-    r"""``count`` for each of ``num_members`` as a float vector (``inf`` for ``None``:
-    never)."""
-    return torch.full((num_members,), math.inf if count is None else float(count))
-
-
-def _member_counts(
-    values: Tensor | None, default: int | None, num_members: int, name: str
-) -> Tensor:
-    r"""Per-member counts ``values`` (``default`` for all if ``None``) as a float
-    ``K``-vector (``inf``: never)."""
-    if values is None:
-        return _counts(default, num_members)
-    values = torch.as_tensor(values).detach().cpu().to(torch.float64)
-    if values.shape != (num_members,) or not (values >= 1).all():
-        raise ValueError(f"{name} must be a {num_members}-vector of counts >= 1; got {values}.")
-    return values
-
-
-def _rescale_member_updates(parameters: list[Tensor], before: list[Tensor], scale: Tensor) -> None:
-    with torch.no_grad():
-        for parameter, old in zip(parameters, before, strict=True):
-            factor = scale.to(dtype=parameter.dtype).view(-1, *([1] * (parameter.ndim - 1)))
-            parameter.copy_(old + factor * (parameter - old))

@@ -10,7 +10,8 @@ from torch import Tensor, nn
 
 from botorch_nn_uq.nn.batched_mlp import DATA_ORDER_STREAM, BatchedMLP
 from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
-from botorch_nn_uq.training.loop import BatchLoss, train_network
+from botorch_nn_uq.training.loop import train_network
+from botorch_nn_uq.training.losses import BatchLoss
 
 #: The Gaussian negative log-likelihood's constant per output, ``0.5 log(2 pi)``.
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)

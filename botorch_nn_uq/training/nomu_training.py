@@ -11,7 +11,8 @@ from torch import Tensor, nn
 
 from botorch_nn_uq.nn.nomu import NOMUNetwork
 from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
-from botorch_nn_uq.training.loop import l2_penalty, train_network
+from botorch_nn_uq.training.loop import train_network
+from botorch_nn_uq.training.losses import l2_penalty
 from botorch_nn_uq.training.nomu_loss import artificial_inputs, data_fit_loss, nomu_loss
 
 

@@ -41,6 +41,19 @@ def build(acqf_class, **kwargs):
     return acqf_class(**inputs)
 
 
+def build_robust(acqf_class, model, aleatoric_variance, training_data=None, **kwargs):
+    r"""``build`` a robust target-value acquisition for ``TARGET``, by default with the
+    training data of :func:`dataset`."""
+    return build(
+        acqf_class,
+        model=model,
+        training_data=dataset() if training_data is None else training_data,
+        target=TARGET,
+        aleatoric_variance=aleatoric_variance,
+        **kwargs,
+    )
+
+
 def test_leaky_ei_defaults_to_best_observed_value(gp, test_X):
     Y = dataset().Y
     acqf = build(LeakyExpectedImprovement, model=gp, training_data=dataset(), negative_slope=0.1)
@@ -76,34 +89,18 @@ def test_q_leaky_ei_accepts_mc_arguments(gp):
     ],
 )
 def test_robust_incumbent_defaults_to_e_min(gp, test_X, acqf_class):
-    acqf = build(
-        acqf_class, model=gp, training_data=dataset(), target=TARGET, aleatoric_variance=0.01
-    )
+    acqf = build_robust(acqf_class, gp, 0.01)
     expected = compute_e_min(dataset().Y, TARGET, 0.01)
     assert torch.allclose(acqf.best_f, expected)
     assert acqf(test_X).shape == (5,)
-    explicit = build(
-        acqf_class,
-        model=gp,
-        training_data=dataset(),
-        target=TARGET,
-        aleatoric_variance=0.01,
-        best_f=0.3,
-    )
-    assert explicit.best_f.item() == 0.3
+    assert build_robust(acqf_class, gp, 0.01, best_f=0.3).best_f.item() == 0.3
 
 
 def test_callable_variance_is_evaluated_at_training_inputs(gp):
     def variance(X: torch.Tensor) -> torch.Tensor:
         return 0.1 * X[..., 0]
 
-    acqf = build(
-        RobustTargetExpectedImprovement,
-        model=gp,
-        training_data=dataset(),
-        target=TARGET,
-        aleatoric_variance=variance,
-    )
+    acqf = build_robust(RobustTargetExpectedImprovement, gp, variance)
     X, Y = training_points()
     expected = ((Y.squeeze(-1) - TARGET).square() + 0.1 * X[:, 0]).min()
     assert torch.allclose(acqf.best_f, expected)
@@ -111,14 +108,8 @@ def test_callable_variance_is_evaluated_at_training_inputs(gp):
 
 
 def test_posterior_mean_incumbent_for_noisy_data(gp):
-    acqf = build(
-        RobustTargetProbabilityOfImprovement,
-        model=gp,
-        training_data=dataset(),
-        target=TARGET,
-        aleatoric_variance=0.0,
-        zeta=0.01,
-        use_posterior_mean=True,
+    acqf = build_robust(
+        RobustTargetProbabilityOfImprovement, gp, 0.0, zeta=0.01, use_posterior_mean=True
     )
     with torch.no_grad():
         mean = gp.posterior(dataset().X).mean
@@ -127,14 +118,8 @@ def test_posterior_mean_incumbent_for_noisy_data(gp):
 
 
 def test_lcb_needs_no_training_data(gp, test_X):
-    acqf = build(
-        RobustTargetLowerConfidenceBound,
-        model=gp,
-        training_data=dataset(),
-        target=TARGET,
-        aleatoric_variance=0.01,
-        quantile=0.2,
-        approximation="sankaran",
+    acqf = build_robust(
+        RobustTargetLowerConfidenceBound, gp, 0.01, quantile=0.2, approximation="sankaran"
     )
     assert acqf.quantile == 0.2 and acqf.approximation == "sankaran"
     assert acqf(test_X).shape == (5,)
@@ -149,24 +134,17 @@ def test_multi_output_datasets_with_scalarising_transform(test_X):
     }
     weights = torch.tensor([0.5, 0.5], dtype=DTYPE)
     transform = ScalarizedPosteriorTransform(weights)
-    acqf = build(
+    acqf = build_robust(
         RobustTargetExpectedImprovement,
-        model=model,
+        model,
+        0.0,
         training_data=training_data,
-        target=TARGET,
-        aleatoric_variance=0.0,
         posterior_transform=transform,
     )
     assert torch.allclose(acqf.best_f, compute_e_min(Y @ weights, TARGET, 0.0))
     assert acqf(test_X).shape == (5,)
     with pytest.raises(ValueError, match="needs a single outcome"):
-        build(
-            RobustTargetExpectedImprovement,
-            model=model,
-            training_data=training_data,
-            target=TARGET,
-            aleatoric_variance=0.0,
-        )
+        build_robust(RobustTargetExpectedImprovement, model, 0.0, training_data=training_data)
 
 
 def test_unexpected_keyword_raises(gp):

@@ -58,6 +58,17 @@ def numbers(draw, low: float, high: float):
     return draw(st.sampled_from(NON_FINITE + ((-0.5,) if low >= 0 else ())))
 
 
+def _robust_poi(acquisition_class):
+    r"""A builder of (log) robust PoI, which take the same arguments."""
+    return lambda model, a: acquisition_class(
+        model,
+        target=a["target"],
+        best_f=a["e_min"],
+        aleatoric_variance=a["variance"],
+        zeta=a["zeta"],
+    )
+
+
 ACQUISITIONS = {
     "leaky-ei": lambda model, a: LeakyExpectedImprovement(
         model, best_f=a["best_f"], negative_slope=a["slope"]
@@ -70,20 +81,8 @@ ACQUISITIONS = {
     "robust-ei": lambda model, a: RobustTargetExpectedImprovement(
         model, target=a["target"], best_f=a["e_min"], aleatoric_variance=a["variance"]
     ),
-    "robust-poi": lambda model, a: RobustTargetProbabilityOfImprovement(
-        model,
-        target=a["target"],
-        best_f=a["e_min"],
-        aleatoric_variance=a["variance"],
-        zeta=a["zeta"],
-    ),
-    "log-robust-poi": lambda model, a: LogRobustTargetProbabilityOfImprovement(
-        model,
-        target=a["target"],
-        best_f=a["e_min"],
-        aleatoric_variance=a["variance"],
-        zeta=a["zeta"],
-    ),
+    "robust-poi": _robust_poi(RobustTargetProbabilityOfImprovement),
+    "log-robust-poi": _robust_poi(LogRobustTargetProbabilityOfImprovement),
     "robust-lcb": lambda model, a: RobustTargetLowerConfidenceBound(
         model, target=a["target"], aleatoric_variance=a["variance"], quantile=a["quantile"]
     ),

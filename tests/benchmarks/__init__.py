@@ -47,6 +47,7 @@ def require_uci_dataset(name: str) -> Path:
     if not data_dir.is_dir() or name not in available_uci_datasets(data_dir):
         pytest.skip(
             f"UCI data set {name!r} not found in {data_dir}; the data are not shipped with the "
-            f"package: set {UCI_DIR_VARIABLE} to a folder of UCI data sets (README, 'Data')"
+            f"package: set {UCI_DIR_VARIABLE} to a folder of UCI data sets "
+            "(docs/guide/tutorials-and-benchmarks.md, 'Data')"
         )
     return data_dir

@@ -121,12 +121,32 @@ def test_results_are_saved_atomically_into_a_new_folder(tmp_path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["run0.pt"]
 
 
-def test_csv_rows_are_written_with_the_keys_of_the_first_row(tmp_path) -> None:
-    path = tmp_path / "tables" / "runs.csv"
-    common.write_rows_csv(
-        [{"problem": "levy", "regret": 0.5}, {"problem": "perm", "regret": 1}], path
+def test_a_printed_table_prints_each_row_and_keeps_the_whole_table(capsys) -> None:
+    table = common.PrintedTable(["n", "seconds"])
+    table.add_row([40, "1.25"])
+    table.add_row([72, "2.50"])
+    assert capsys.readouterr().out == "| 40 | 1.25 |\n| 72 | 2.50 |\n"
+    assert table.markdown() == "| n | seconds |\n| --- | --- |\n| 40 | 1.25 |\n| 72 | 2.50 |\n"
+
+
+def test_a_bo_run_for_storing_holds_its_tensors_on_the_cpu() -> None:
+    from botorch_nn_uq.bo import Strategy
+
+    result = common.run_bo_for_storing(
+        "levy", 2, Strategy("random", acquisition=""), iterations=1, n_initial=3, seed=0
     )
-    assert path.read_text().splitlines() == ["problem,regret", "levy,0.5", "perm,1"]
+    assert result.X.shape == (4, 2) and result.values.shape[0] == 4
+    assert result.X.device.type == result.values.device.type == "cpu"
+
+
+def test_protocol_1_runs_keep_the_names_of_their_stored_results() -> None:
+    # A repeated command finds the stored runs by these names, so they must not change.
+    from benchmarks import nomu_bo_suite, nomu_paper_variant
+
+    suite_run = nomu_bo_suite.RunSpec("levy", 5, "gp", "logei", 3, 64, 8, 10, 512)
+    assert suite_run.key == "levy-5d_gp+logei_seed3_it64_init8_r10_raw512"
+    paper_run = nomu_paper_variant.RunSpec("perm", 2, 1, 2, 4, 2, 16, 0.1, "cuda:1")
+    assert paper_run.key == "perm-2d_seed1_it2_init4_r2_raw16_mw0.1_cuda1"
 
 
 def test_json_is_written_atomically_into_a_new_folder(tmp_path) -> None:

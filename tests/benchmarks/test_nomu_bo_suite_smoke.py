@@ -25,7 +25,7 @@ def test_finished_runs_are_stored_and_loaded_again(tmp_path, monkeypatch) -> Non
     def fail(*args, **kwargs):
         raise AssertionError("a stored run was run again")
 
-    monkeypatch.setattr(nomu_bo_suite, "run_bo", fail)
+    monkeypatch.setattr(nomu_bo_suite, "run_bo_for_storing", fail)
     second = nomu_bo_suite.main(["--smoke", "--out", str(tmp_path)]).read_text()
     table = first.split("Normalised final regret")[1]
     assert table == second.split("Normalised final regret")[1]

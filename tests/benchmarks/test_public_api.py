@@ -4,7 +4,7 @@ A part of ``botorch_nn_uq`` (the package itself, a subpackage, a top-level modul
 its public API in its ``__all__``. A benchmark may import a name from a part that has an
 ``__all__`` listing it (``from botorch_nn_uq.bo import run_bo``), and nothing else: no
 module inside a subpackage (``botorch_nn_uq.bo.loop``), no part without an ``__all__``
-(``botorch_nn_uq.cli``, ``botorch_nn_uq.checks``), no private name. The same holds for
+(``botorch_nn_uq.checks``, ``botorch_nn_uq.compat``), no private name. The same holds for
 attributes reached from an imported part (``botorch_nn_uq.models.NEON``). Every import is
 read from the source (``ast``), including those inside functions.
 
@@ -161,7 +161,7 @@ def test_the_check_sees_every_kind_of_non_public_use(tmp_path: Path) -> None:
         "from botorch_nn_uq import models\n"
         "from botorch_nn_uq.bo import run_bo, _private\n"
         "from botorch_nn_uq.bo.loop import initial_design\n"
-        "from botorch_nn_uq.cli import integer_argument\n"
+        "from botorch_nn_uq.checks import is_integer\n"
         "def main():\n"
         "    from botorch_nn_uq.models.nomu import NOMU\n"
         "    return botorch_nn_uq.bo.loop.initial_design, models.NEON, models.nomu\n"
@@ -173,7 +173,7 @@ def test_the_check_sees_every_kind_of_non_public_use(tmp_path: Path) -> None:
         ("botorch_nn_uq.bo", "_private"),
         ("botorch_nn_uq.bo", "loop"),
         ("botorch_nn_uq.bo.loop", "initial_design"),
-        ("botorch_nn_uq.cli", "integer_argument"),
+        ("botorch_nn_uq.checks", "is_integer"),
         ("botorch_nn_uq.models", "nomu"),
         ("botorch_nn_uq.models.nomu", "NOMU"),
     ]

@@ -35,7 +35,7 @@ def test_scale_suite_smoke_writes_tables_curves_and_stored_runs(tmp_path, monkey
     def fail(*args, **kwargs):
         raise AssertionError("a stored run was run again")
 
-    monkeypatch.setattr(scale_suite, "run_bo", fail)
+    monkeypatch.setattr(scale_suite, "run_bo_for_storing", fail)
     again = scale_suite.main(["--smoke", "--out", str(tmp_path)]).read_text()
     assert again.split("\n\n", 2)[2] == text.split("\n\n", 2)[2]
 
@@ -158,13 +158,13 @@ def _record_strategies(monkeypatch) -> list:
     r"""The strategies of the runs the benchmark makes, in order (the runs still
     happen)."""
     seen = []
-    run_bo = scale_suite.run_bo
+    run_bo_for_storing = scale_suite.run_bo_for_storing
 
-    def recording(problem, strategy, **kwargs):
+    def recording(problem, dim, strategy, **kwargs):
         seen.append(strategy)
-        return run_bo(problem, strategy, **kwargs)
+        return run_bo_for_storing(problem, dim, strategy, **kwargs)
 
-    monkeypatch.setattr(scale_suite, "run_bo", recording)
+    monkeypatch.setattr(scale_suite, "run_bo_for_storing", recording)
     return seen
 
 

@@ -13,7 +13,7 @@ from botorch_nn_uq.bo import (
     TrustRegionProposer,
     TurboProposer,
 )
-from botorch_nn_uq.bo.proposers import (
+from botorch_nn_uq.bo.batch_limits import (
     ACQUISITION_MEMORY_BUDGET,
     largest_optimize_acqf_batch,
     optimize_acqf_memory,

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from botorch_nn_uq.bo import initial_design, run_bo
+from botorch_nn_uq.bo import initial_design, run_bo, write_rows_csv
 from botorch_nn_uq.problems import get_bo_problem
 
 
@@ -127,3 +127,9 @@ def test_the_initial_design_follows_the_device_of_the_bounds(problem) -> None:
     for design in ("uniform", "sobol"):
         points = initial_design(problem.bounds.to("meta"), 5, seed=0, design=design)
         assert points.device.type == "meta" and points.shape == (5, 2)
+
+
+def test_csv_rows_are_written_with_the_keys_of_the_first_row(tmp_path) -> None:
+    path = tmp_path / "tables" / "runs.csv"
+    write_rows_csv([{"problem": "levy", "regret": 0.5}, {"problem": "perm", "regret": 1}], path)
+    assert path.read_text().splitlines() == ["problem,regret", "levy,0.5", "perm,1"]

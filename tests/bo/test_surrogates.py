@@ -122,14 +122,14 @@ def test_the_package_registers_one_surrogate_per_model_card_in_their_order() -> 
         assert spec.build.__module__ == "botorch_nn_uq.bo.surrogates"
 
 
-#: The BO defaults behind the published benchmark results (benchmarks/README.md): the
+#: The BO defaults behind the published benchmark results (benchmarks/docs/): the
 #: constructor options, the fit options, warm starts and the after-fit hook of every card
 #: that was registered then. A card's BO defaults change only with its results.
 PUBLISHED_BO_DEFAULTS = {
     "gp": ({}, {}, False, None),
     "mc-dropout": ({"max_steps": 500, "batch_size": 256}, {}, True, None),
-    # In single precision since the precision study (benchmarks/README.md, "Training
-    # precision"), which reran the protocols' rows that it names.
+    # In single precision since the precision study (benchmarks/docs/protocol-6-scale.md,
+    # "Training precision"), which reran the protocols' rows that it names.
     "deep-ensemble": (
         {"max_steps": 500, "batch_size": 256, "training_dtype": torch.float32},
         {},
@@ -216,7 +216,7 @@ def test_a_toy_card_is_checked() -> None:
 
 def test_entries_registered_outside_the_package_are_not_the_packages() -> None:
     # A benchmark's peer registers its own entries on import; the package's lists, which
-    # the tests above and the README's table cover, stay what the package registers.
+    # the tests above and the user guide's table cover, stay what the package registers.
     importlib.import_module("benchmarks.vbll_peer")
     assert {"vbll"} <= set(SURROGATES) and "vbll" not in PACKAGE_SURROGATES
     assert {"vbll-ts"} <= set(ACQUISITIONS) and "vbll-ts" not in PACKAGE_ACQUISITIONS

@@ -1,7 +1,7 @@
 """Drop-in scenarios: what BoTorch's tutorials do with a ``SingleTaskGP``, done with each
 model family, asserting what a GP user expects.
 
-Each scenario is registered under the key of a row of the README's feature table
+Each scenario is registered under the key of a row of the user guide's feature table
 (:data:`botorch_nn_uq.models.card.FEATURES`) and takes a family key (``"gp"``,
 ``"ensembles"``, ``"mc-dropout"``, ...: the ``family`` of the model cards);
 ``tests/test_features.py`` runs every cell. A cell marked as not supported must raise the

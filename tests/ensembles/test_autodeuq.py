@@ -16,7 +16,7 @@ from botorch_nn_uq.ensembles.hyperparameter_space import (
 )
 from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
 from botorch_nn_uq.ensembles.selection import caruana_select
-from tests.ensembles.fakes import FakeTrainer, architecture_row
+from tests.ensembles.fakes import FakeTrainer, architecture_row, favouring
 
 #: A rich space: two random architectures are never one mutation apart in practice.
 SPACE = ArchitectureSpace(num_nodes=3)
@@ -103,11 +103,7 @@ def test_random_until_the_population_is_full_then_mutations_of_population_member
 def test_a_full_tournament_mutates_the_best_member_of_the_aging_population() -> None:
     # Candidate 3 is by far the best; with tournament_size >= population_size every
     # tournament holds the whole population, so the winner is its best member.
-    def score(spec: CandidateSpec) -> torch.Tensor:
-        row = architecture_row(spec)
-        return row + 10 if spec.candidate_id == 3 else row
-
-    trainer = FakeTrainer(score)
+    trainer = FakeTrainer(favouring(3))
     _search(trainer, population_size=4, tournament_size=4, generation_size=2, num_candidates=14)
     _check_evolution(trainer, population_size=4)
     parents_seen = []

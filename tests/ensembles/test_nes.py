@@ -11,7 +11,7 @@ from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.ensembles.nes import nes_random_search, nes_regularized_evolution
 from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
 from botorch_nn_uq.ensembles.selection import forward_select
-from tests.ensembles.fakes import FakeTrainer, architecture_row
+from tests.ensembles.fakes import FakeTrainer, architecture_row, favouring
 
 SPACE = ArchitectureSpace(num_nodes=3, units=(8, 16, 32), activations=("relu", "tanh"))
 HYPERPARAMETERS = TrainingHyperparameters(
@@ -163,11 +163,7 @@ def test_nes_re_children_mutate_forward_selected_members_of_the_aging_population
 
 def test_nes_re_ages_out_the_oldest_member_even_if_it_is_the_best() -> None:
     # Candidate 2, the youngest of the initial population, is by far the best network.
-    def score(spec: CandidateSpec) -> torch.Tensor:
-        row = architecture_row(spec)
-        return row + 10 if spec.candidate_id == 2 else row
-
-    trainer = FakeTrainer(score)
+    trainer = FakeTrainer(favouring(2))
     _run_re(trainer, pool_size=12, population_size=3, num_parents=1, children_per_generation=1)
     _check_parents(trainer, population_size=3, num_parents=1)
     best = trainer.candidates[2].spec.architecture

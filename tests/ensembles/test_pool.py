@@ -20,6 +20,7 @@ from botorch_nn_uq.ensembles.pool import (
     train_candidate_group,
     train_pool,
 )
+from tests.ensembles.ray_cluster import local_ray_executor
 
 DTYPE = torch.float64
 SETTINGS = PoolSettings(epochs=20)
@@ -310,16 +311,7 @@ def test_assemble_ensemble_rejects_failed_candidates() -> None:
 
 @pytest.fixture(scope="module")
 def ray_executor():
-    ray = pytest.importorskip(
-        "ray", reason="RayExecutor needs Ray (pip install botorch-nn-uq[ray])"
-    )
-    from botorch_nn_uq.ensembles.pool import RayExecutor
-
-    executor = RayExecutor(
-        init_kwargs={"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
-    )
-    yield executor
-    ray.shutdown()
+    yield from local_ray_executor()
 
 
 @pytest.mark.slow

@@ -453,19 +453,6 @@ def test_member_weights_need_a_fitted_model() -> None:
         DeepEnsemble(X, X.sin()).set_member_weights(torch.ones(5))
 
 
-def test_a_diverging_refit_leaves_the_previous_fit_in_service() -> None:
-    from botorch_nn_uq.training import NonFiniteLossError
-
-    X = torch.rand(20, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    Y = X.sin().sum(-1, keepdim=True)
-    model = DeepEnsemble(X, Y, epochs=50).fit(seed=0)
-    before = model.posterior(X[:3, None]).mean
-    with pytest.raises(NonFiniteLossError):
-        model.fit(seed=0, learning_rate=1e8)
-    assert model.is_fitted and model.hyperparameters.learning_rate != 1e8
-    assert torch.equal(model.posterior(X[:3, None]).mean, before)
-
-
 def _converged_and_more_data():
     generator = torch.Generator().manual_seed(0)
     X = torch.rand(400, 20, generator=generator, dtype=DTYPE)

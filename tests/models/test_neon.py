@@ -493,16 +493,3 @@ def test_a_function_bank_subset_needs_a_fitted_model_and_a_size_within_the_bank(
     X = torch.rand(12, 2, dtype=DTYPE)
     with pytest.raises(RuntimeError, match="NEON is not fitted"):
         NEON(X, X.sum(-1, keepdim=True)).function_bank_subset(2)
-
-
-def test_a_diverging_refit_leaves_the_previous_fit_in_service() -> None:
-    from botorch_nn_uq.training import NonFiniteLossError
-
-    X = torch.rand(20, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    Y = X.sin().sum(-1, keepdim=True)
-    model = NEON(X, Y, epochs=50).fit(seed=0)
-    before = model.posterior(X[:3, None]).mean
-    with pytest.raises(NonFiniteLossError):
-        model.fit(seed=0, learning_rate=1e8, gradient_clip_norm=None)
-    assert model.is_fitted and model.hyperparameters.learning_rate != 1e8
-    assert torch.equal(model.posterior(X[:3, None]).mean, before)

@@ -13,6 +13,7 @@ from botorch_nn_uq.ensembles.hyperparameter_space import HyperparameterSpace
 from botorch_nn_uq.ensembles.selection import ensemble_nll
 from botorch_nn_uq.models import AutoDEUQ, MemberEnsemble, NESRandomSearch, NESRegularizedEvolution
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior, MixtureOfGaussiansPosterior
+from tests.ensembles.ray_cluster import local_ray_executor
 from tests.testing import allow_single_member_warning
 
 DTYPE = torch.float64
@@ -328,16 +329,7 @@ def test_nes_re_caps_the_population_at_the_pool_size() -> None:
 
 @pytest.fixture(scope="module")
 def ray_executor():
-    ray = pytest.importorskip(
-        "ray", reason="RayExecutor needs Ray (pip install botorch-nn-uq[ray])"
-    )
-    from botorch_nn_uq.ensembles.pool import RayExecutor
-
-    executor = RayExecutor(
-        init_kwargs={"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
-    )
-    yield executor
-    ray.shutdown()
+    yield from local_ray_executor()
 
 
 @pytest.mark.slow

@@ -6,24 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from botorch_nn_uq.training import (
-    OPTIMIZERS,
-    NonFiniteLossError,
-    TrainingConfig,
-    TrainingResult,
-    l2_penalty,
-    train_network,
-)
-
-DTYPE = torch.float64
-
-
-class Vector(nn.Module):
-    r"""A module holding one parameter vector ``theta``."""
-
-    def __init__(self, values):
-        super().__init__()
-        self.theta = nn.Parameter(torch.tensor(values, dtype=DTYPE))
+from botorch_nn_uq.training import NonFiniteLossError, TrainingConfig, TrainingResult, train_network
+from tests.training.vector import DTYPE, Vector
 
 
 def _linear_regression_data(num_data=32, seed=0):
@@ -460,31 +444,7 @@ def test_gradient_clipping_limits_the_step():
 
 
 # ---------------------------------------------------------------------------
-# Optimizers, weight decay, progress
-
-
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-def test_every_optimizer_reduces_a_quadratic(name):
-    module = Vector([1.0, -2.0])
-    learning_rate = 1.0 if name == "adadelta" else 0.05
-    config = TrainingConfig(epochs=20, learning_rate=learning_rate, optimizer=name)
-    result = train_network(module, lambda _: (module.theta**2).sum(), 1, config)
-    assert result.best_loss < result.loss_history[0]
-
-
-def test_sgd_weight_decay_adds_to_the_gradient():
-    module = Vector([1.0])
-    visited = []
-
-    def loss_fn(indices):
-        visited.append(module.theta.detach().clone())
-        return 0.0 * module.theta.sum()
-
-    config = TrainingConfig(epochs=3, learning_rate=0.1, optimizer="sgd", weight_decay=0.5)
-    train_network(module, loss_fn, 1, config)
-    # theta <- theta - lr * weight_decay * theta
-    torch.testing.assert_close(visited[1], torch.tensor([0.95], dtype=DTYPE))
-    torch.testing.assert_close(visited[2], torch.tensor([0.95**2], dtype=DTYPE))
+# Frozen parameters, progress
 
 
 def test_frozen_parameters_are_not_trained():
@@ -506,7 +466,7 @@ def test_progress_bar_runs():
 
 
 # ---------------------------------------------------------------------------
-# Threads and penalty
+# Threads
 
 
 def test_training_runs_on_the_callers_threads_and_leaves_them_alone(monkeypatch):
@@ -532,27 +492,6 @@ def test_training_runs_on_the_callers_threads_and_leaves_them_alone(monkeypatch)
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(previous)
-
-
-def test_l2_penalty_is_the_sum_of_squares_of_trainable_parameters():
-    network = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).to(DTYPE)
-    expected = sum((p.detach() ** 2).sum() for p in network.parameters())
-    manual = (
-        network[0].weight.detach().pow(2).sum()
-        + network[0].bias.detach().pow(2).sum()
-        + network[2].weight.detach().pow(2).sum()
-        + network[2].bias.detach().pow(2).sum()
-    )
-    penalty = l2_penalty(network)
-    torch.testing.assert_close(penalty.detach(), manual)
-    torch.testing.assert_close(penalty.detach(), expected)
-    penalty.backward()
-    torch.testing.assert_close(network[0].weight.grad, 2 * network[0].weight.detach())
-    # Frozen parameters are excluded.
-    network[2].weight.requires_grad_(False)
-    torch.testing.assert_close(
-        l2_penalty(network).detach(), manual - network[2].weight.detach().pow(2).sum()
-    )
 
 
 class _Linear(nn.Module):

@@ -1,11 +1,12 @@
-"""The README's generated tables, rendered from the model cards
-(:data:`botorch_nn_uq.models.MODEL_CARDS`): the feature table (one column per model family,
-one row per feature of :data:`botorch_nn_uq.models.card.FEATURES`) and the table of
-registered models. ``tests/test_features.py`` and ``tests/test_readme.py`` check that the
-README shows them as rendered here.
+"""The user guide's generated tables, rendered from the model cards
+(:data:`botorch_nn_uq.models.MODEL_CARDS`): the feature table of ``docs/guide/features.md``
+(one column per model family, one row per feature of
+:data:`botorch_nn_uq.models.card.FEATURES`) and the table of registered models of
+``docs/guide/models.md``. ``tests/test_features.py`` and ``tests/test_docs.py`` check that
+the pages show them as rendered here.
 
-Refresh the README after changing a card with ``python -m tests.readme_tables README.md``
-(from the repository's root).
+Refresh the pages after changing a card with ``python -m tests.guide_tables`` (from the
+repository's root).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from botorch_nn_uq.models.card import FEATURES, Status, Support
 from tests.cards import families
 
 FEATURE_TABLE = (
-    "<!-- feature table: generated from the model cards by tests/readme_tables.py, do not edit -->",
+    "<!-- feature table: generated from the model cards by tests/guide_tables.py, do not edit -->",
     "<!-- end of feature table -->",
 )
 MODELS_TABLE = (
-    "<!-- models table: generated from the model cards by tests/readme_tables.py, do not edit -->",
+    "<!-- models table: generated from the model cards by tests/guide_tables.py, do not edit -->",
     "<!-- end of models table -->",
 )
 SYMBOLS = {Status.WORKS: "✅", Status.APPROXIMATE: "⚠️", Status.UNSUPPORTED: "❌"}
@@ -80,8 +81,15 @@ def render_models_table(cards: Iterable[ModelCard] = MODEL_CARDS) -> str:
     return "\n".join([*header, *rows, RANDOM_ROW])
 
 
-#: Each generated block's markers, and what renders it from the cards.
-BLOCKS = {FEATURE_TABLE: render_feature_table, MODELS_TABLE: render_models_table}
+#: The user guide's pages.
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide"
+
+#: Each generated block's markers, the page that shows it, and what renders it from the
+#: cards.
+BLOCKS = {
+    FEATURE_TABLE: (GUIDE / "features.md", render_feature_table),
+    MODELS_TABLE: (GUIDE / "models.md", render_models_table),
+}
 
 
 def replace_block(text: str, markers: tuple[str, str], block: str) -> str:
@@ -99,26 +107,31 @@ def replace_block(text: str, markers: tuple[str, str], block: str) -> str:
     return text[: begin + len(begin_marker)] + "\n" + block + "\n" + text[end:]
 
 
-def refresh(text: str, cards: Iterable[ModelCard] = MODEL_CARDS) -> str:
-    r"""``text`` (a README) with every generated block rendered from ``cards``."""
+def refresh(text: str, page: Path, cards: Iterable[ModelCard] = MODEL_CARDS) -> str:
+    r"""``text`` (the guide page ``page``) with each of its generated blocks rendered from
+    ``cards``."""
     cards = tuple(cards)
-    for markers, render in BLOCKS.items():
-        text = replace_block(text, markers, render(cards))
+    for markers, (shown_on, render) in BLOCKS.items():
+        if shown_on == page:
+            text = replace_block(text, markers, render(cards))
     return text
 
 
-def update_readme(path: str | Path) -> bool:
-    r"""Rewrite the generated blocks of the README at ``path``; returns whether it
+def update_pages() -> list[Path]:
+    r"""Rewrite the generated blocks of the guide's pages; returns the pages that
     changed."""
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    updated = refresh(text)
-    if updated != text:
-        path.write_text(updated, encoding="utf-8")
-    return updated != text
+    changed = []
+    for page in dict.fromkeys(page for page, _ in BLOCKS.values()):
+        text = page.read_text(encoding="utf-8")
+        updated = refresh(text, page)
+        if updated != text:
+            page.write_text(updated, encoding="utf-8")
+            changed.append(page)
+    return changed
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m tests.readme_tables README.md")
-    print("updated" if update_readme(sys.argv[1]) else "up to date")
+    if len(sys.argv) != 1:
+        raise SystemExit("usage: python -m tests.guide_tables")
+    changed = update_pages()
+    print("updated " + ", ".join(map(str, changed)) if changed else "up to date")

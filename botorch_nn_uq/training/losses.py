@@ -1,0 +1,85 @@
+r"""What the training loop minimises: :class:`BatchLoss`, through which
+:func:`~botorch_nn_uq.training.loop.train_network` hands an epoch's mini-batches to a loss;
+:class:`IndexedLoss`, a loss from a function of the batch's row indices; and the L2 penalty
+that the models add to their losses."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+
+def l2_penalty(module: nn.Module) -> Tensor:
+    r"""Keras-style L2 penalty ``sum ||theta||^2`` over all trainable weights and biases
+    of ``module`` (multiply by ``lambda`` in the loss)."""
+    return sum((p**2).sum() for p in module.parameters() if p.requires_grad)
+
+
+class BatchLoss(ABC):
+    r"""The training loss of :func:`~botorch_nn_uq.training.loop.train_network` over an
+    epoch's mini-batches.
+
+    Per epoch the loop calls :meth:`begin_epoch` with the epoch's row order, then for
+    each batch :meth:`select_batch` and :meth:`__call__`, which returns the loss to
+    minimise and the value to monitor.
+
+    A loss with ``static_shapes`` gives every batch of every epoch the same shapes (a
+    short last batch is padded with rows of weight zero) and reads its batch from
+    buffers that stay in place after :meth:`use_static_buffers`; a step on it can then
+    be captured once as a CUDA graph and replayed.
+    """
+
+    #: Whether a step on this loss can be captured as a CUDA graph (see the class).
+    static_shapes: bool = False
+
+    @abstractmethod
+    def begin_epoch(self, order: Tensor | None) -> None:
+        r"""Prepare an epoch whose rows come in ``order`` (``num_data`` indices, ``K x
+        num_data`` in member mode, on the networks' device), or ``None`` in full-batch
+        training."""
+
+    @abstractmethod
+    def select_batch(self, batch: int, batch_size: int) -> None:
+        r"""Make rows ``batch * batch_size`` to ``(batch + 1) * batch_size`` of the
+        epoch's order the batch of the next call."""
+
+    @abstractmethod
+    def __call__(self) -> tuple[Tensor, Tensor]:
+        r"""The selected batch's loss: a pair of the loss to minimise (a scalar, a
+        ``K``-vector in member mode) and the detached float64 ``K``-vector to monitor
+        (``K = 1`` for one network), which may hold terms whose gradient the optimizer
+        adds itself (an L2 penalty applied as weight decay)."""
+
+    def use_static_buffers(self) -> None:
+        r"""From now on, read every batch from buffers that stay in place (only needed,
+        and only called, for a loss with ``static_shapes``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no static buffers.")
+
+
+class IndexedLoss(BatchLoss):
+    r"""A :class:`BatchLoss` from a function of the batch's row indices.
+
+    Args:
+        loss_fn: Maps a tensor of training-row indices (a mini-batch: ``b`` indices, or
+            ``K x b`` in member mode, on the networks' device), or ``None`` for the full
+            batch, to the loss (a scalar, a ``K``-vector in member mode).
+    """
+
+    def __init__(self, loss_fn: Callable[[Tensor | None], Tensor]) -> None:
+        self._loss_fn = loss_fn
+        self._order: Tensor | None = None
+        self._indices: Tensor | None = None
+
+    def begin_epoch(self, order: Tensor | None) -> None:
+        self._order = order
+
+    def select_batch(self, batch: int, batch_size: int) -> None:
+        if self._order is not None:
+            self._indices = self._order[..., batch * batch_size : (batch + 1) * batch_size]
+
+    def __call__(self) -> tuple[Tensor, Tensor]:
+        losses = self._loss_fn(self._indices)
+        return losses, losses.detach().to(torch.float64).reshape(-1)
