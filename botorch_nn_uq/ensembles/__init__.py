@@ -1,10 +1,13 @@
 """How ensembles are built: selection, held-out data, search spaces, pool training
-(in-process or on Ray) and the searches (hyper-deep ensembles, NES-RS, NES-RE, AutoDEUQ);
-the serving model lives in :mod:`botorch_nn_uq.models`.
+(in-process or on Ray) and the searches (hyper-deep ensembles, NES-RS, NES-RE, the
+DeepEns (RS) baseline, AutoDEUQ), with their adaptation to dataset shift (tabular shifts,
+selection on a shifted validation set); the serving model lives in
+:mod:`botorch_nn_uq.models`.
 
 The public names are what a user of the searched ensembles passes in or reads back: the
-search spaces and what they sample, the executors, the search histories, and the
-selection and hold-out rules. The searches' engines (candidate pools, trainers, the
+search spaces and what they sample, the executors, the search histories, the selection
+and hold-out rules, the dataset shifts, and the scoring and reselection of a trained
+pool on another validation set. The searches' engines (candidate pools, trainers, the
 search loops) are reached through their modules.
 """
 
@@ -27,11 +30,27 @@ from botorch_nn_uq.ensembles.selection import (
     ensemble_nll,
     forward_select,
 )
+from botorch_nn_uq.ensembles.shift_adaptation import (
+    CandidateScorer,
+    ValidationScorer,
+    select_from_pool,
+)
+from botorch_nn_uq.ensembles.shifts import (
+    MAX_SEVERITY,
+    TEST_SHIFTS,
+    VALIDATION_SHIFTS,
+    shift_test_set,
+    shift_validation_set,
+)
 
 __all__ = [
+    "MAX_SEVERITY",
+    "TEST_SHIFTS",
+    "VALIDATION_SHIFTS",
     "Architecture",
     "ArchitectureSpace",
     "CandidateRecord",
+    "CandidateScorer",
     "EnsembleDiagnostics",
     "HyperparameterSpace",
     "InProcessExecutor",
@@ -39,10 +58,14 @@ __all__ = [
     "SearchHistory",
     "SelectionResult",
     "TrainingHyperparameters",
+    "ValidationScorer",
     "ValidationSplits",
     "caruana_select",
     "ensemble_nll",
     "forward_select",
     "holdout_size",
     "make_validation_splits",
+    "select_from_pool",
+    "shift_test_set",
+    "shift_validation_set",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import threading
+import warnings
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -32,10 +33,12 @@ from botorch_nn_uq.models.input_transforms import (
     affine_rebase,
     learnable_parameter_names,
 )
+from botorch_nn_uq.models.known_noise import transformed_noise_variance, validate_train_Yvar
 from botorch_nn_uq.models.last_layer import GaussianConditioning, PredictionWithFeatures, state_key
 from botorch_nn_uq.models.posterior_serving import PosteriorServingMixin
 from botorch_nn_uq.models.validation import validate_output_indices, validate_training_data
 from botorch_nn_uq.training.config import TrainedWithLoop, TrainingConfig, TrainingResult
+from botorch_nn_uq.training.losses import KnownNoise
 from botorch_nn_uq.training.seeding import resolve_seed
 
 
@@ -72,7 +75,12 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
 
     It implements, once for every model:
 
-    - validation of ``train_X`` (``n x d``) and ``train_Y`` (``n x m``) with clear errors;
+    - validation of ``train_X`` (``n x d``), ``train_Y`` (``n x m``) and the known
+      observation noise ``train_Yvar`` (``n x m``) with clear errors;
+    - known observation noise taken as ``SingleTaskGP`` takes it (see
+      :mod:`botorch_nn_uq.models.known_noise`): transformed with the outcomes, it
+      replaces the model's own noise model in training, in the posterior and in
+      fantasies;
     - ``input_transform`` / ``outcome_transform`` handled like ``SingleTaskGP``: the
       outcome transform is fitted to ``train_Y`` at construction (``Standardize(m)``
       unless one is given; ``outcome_transform=None`` trains on the raw targets), the
@@ -103,6 +111,10 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
     Args:
         train_X: An ``n x d`` tensor of training inputs.
         train_Y: An ``n x m`` tensor of training targets.
+        train_Yvar: An optional ``n x m`` tensor of the observations' known noise
+            variances (in ``train_Y``'s units), the third argument as for
+            ``SingleTaskGP``; ``None`` lets the model estimate the noise (see
+            :mod:`botorch_nn_uq.models.known_noise`).
         input_transform: An optional BoTorch ``InputTransform`` (e.g. ``Normalize(d)``).
         outcome_transform: A BoTorch ``OutcomeTransform``; by default ``Standardize(m)``,
             as for ``SingleTaskGP``; ``None`` trains on the raw targets.
@@ -136,11 +148,18 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
     #: :attr:`input_transform_limit` as the reason.
     trains_input_transform: ClassVar[bool] = False
     input_transform_limit: ClassVar[str] = ""
+    #: Whether a fit trains on known observation noise (``train_Yvar``); models that
+    #: cannot refuse it at construction, with :attr:`known_noise_limit` as the reason
+    #: and the remedy.
+    trains_with_known_noise: ClassVar[bool] = True
+    known_noise_limit: ClassVar[str] = ""
 
     def __init__(
         self,
         train_X: Tensor,
         train_Y: Tensor,
+        # Third, as in SingleTaskGP(train_X, train_Y, train_Yvar).
+        train_Yvar: Tensor | None = None,
         # Positional-or-keyword as in BoTorch's GPs: Ax looks for the transforms among
         # these arguments (not keyword-only ones) before it passes them.
         input_transform: InputTransform | None = None,
@@ -151,6 +170,14 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
     ) -> None:
         super().__init__()
         validate_training_data(train_X, train_Y, min_points=self.min_training_points)
+        if train_Yvar is not None:
+            validate_train_Yvar(train_Yvar, train_Y)
+            if not self.trains_with_known_noise:
+                raise UnsupportedError(
+                    f"{type(self).__name__} cannot train on known observation noise "
+                    f"(train_Yvar): {self.known_noise_limit} Or leave train_Yvar out and let "
+                    "the model estimate the noise."
+                )
         if outcome_transform is DEFAULT:
             outcome_transform = Standardize(m=train_Y.shape[-1])
         learnable = learnable_parameter_names(input_transform)
@@ -168,16 +195,23 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         self.hyperparameters = build_hyperparameters(self.hyperparameter_class, hyperparameters)
         with torch.no_grad():
             transformed_X = self.transform_inputs(train_X, input_transform=input_transform)
-        transformed_Y = train_Y
+        transformed_Y, transformed_Yvar = train_Y, train_Yvar
         if outcome_transform is not None:
-            transformed_Y, _ = outcome_transform(train_Y, X=transformed_X)
+            # A transform that cannot map variances (Bilog, Power) raises, as for a GP.
+            transformed_Y, transformed_Yvar = outcome_transform(
+                train_Y, Yvar=train_Yvar, X=transformed_X
+            )
             if not transformed_Y.isfinite().all():
                 raise ValueError(
                     f"The outcome transform {type(outcome_transform).__name__} produced "
                     "non-finite training targets."
                 )
             self.outcome_transform = outcome_transform
-        validate_input_scaling(train_X=transformed_X, train_Y=transformed_Y)
+        if train_Yvar is not None:
+            transformed_Yvar = transformed_noise_variance(transformed_Yvar, outcome_transform)
+        validate_input_scaling(
+            train_X=transformed_X, train_Y=transformed_Y, train_Yvar=transformed_Yvar
+        )
         if input_transform is not None:
             self.input_transform = input_transform
         # Not persistent: a checkpoint is the trained function and loads into a model
@@ -185,6 +219,11 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         self.register_buffer("train_X", train_X, persistent=False)
         self._network_input_dim = transformed_X.shape[-1]
         self.register_buffer("transformed_train_Y", transformed_Y.detach(), persistent=False)
+        # The known noise in original units (a checkpoint's outcome transform maps it
+        # again) and as the networks train on it, floored; None without known noise.
+        self.register_buffer("train_Yvar", train_Yvar, persistent=False)
+        self.register_buffer("transformed_train_Yvar", transformed_Yvar, persistent=False)
+        self._check_noise_options(self.hyperparameters)
         self._fitted_buffers: set[str] = set()
         # The networks' outputs (train_Y's columns); num_outputs counts the served ones.
         self._num_outputs = train_Y.shape[-1]
@@ -204,30 +243,71 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         ``model_options`` (hyperparameters and other constructor arguments) passed
         through; Ax builds models this way, from ``ModelConfig.model_options``.
 
-        Observed noise variances (``training_data.Yvar``) are not passed: the models
-        estimate the observation noise from their residuals.
+        Observed noise variances (``training_data.Yvar``) are passed as ``train_Yvar``,
+        as for BoTorch's GPs; a model that cannot train on known noise
+        (:attr:`trains_with_known_noise`) warns and estimates the noise itself, as it
+        did before it took known noise.
 
         Args:
             training_data: A ``SupervisedDataset`` with ``n x d`` inputs and ``n x m``
-                outcomes.
+                outcomes, and optionally ``n x m`` noise variances.
             **model_options: Keyword arguments of the constructor other than the
                 training data, e.g. ``ensemble_size=8``.
 
         Returns:
-            A dict of keyword arguments with ``train_X`` and ``train_Y``.
+            A dict of keyword arguments with ``train_X``, ``train_Y`` and, with observed
+            noise, ``train_Yvar``.
         """
         if not isinstance(training_data, SupervisedDataset):
             raise TypeError(
                 "Expected `training_data` to be a `SupervisedDataset`; got "
                 f"{type(training_data).__name__}."
             )
-        reserved = sorted({"train_X", "train_Y"} & set(model_options))
+        reserved = sorted({"train_X", "train_Y", "train_Yvar"} & set(model_options))
         if reserved:
             raise TypeError(
                 f"{cls.__name__}.construct_inputs takes the training data from "
                 f"training_data; got {reserved} in the model options too."
             )
-        return {"train_X": training_data.X, "train_Y": training_data.Y, **model_options}
+        data = {"train_X": training_data.X, "train_Y": training_data.Y}
+        if training_data.Yvar is not None:
+            if cls.trains_with_known_noise:
+                data["train_Yvar"] = training_data.Yvar
+            else:
+                warnings.warn(
+                    f"{cls.__name__} cannot train on known observation noise: it ignores the "
+                    "data's noise variances (Yvar) and estimates the noise itself; "
+                    f"{cls.known_noise_limit}",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        return {**data, **model_options}
+
+    @property
+    def has_known_noise(self) -> bool:
+        r"""Whether the model was given known observation noise (``train_Yvar``)."""
+        return self.transformed_train_Yvar is not None
+
+    def _training_known_noise(self) -> KnownNoise | None:
+        r"""The known noise of the training rows as the losses read it (transformed
+        outcome space, ``n x m``), or ``None`` without known noise."""
+        if self.transformed_train_Yvar is None:
+            return None
+        return KnownNoise.from_variance(self.transformed_train_Yvar)
+
+    def _check_noise_options(self, hyperparameters: Any) -> None:
+        r"""Refuse hyperparameters that set the noise another way than known noise does
+        (at construction and for a fit's overrides).
+
+        Args:
+            hyperparameters: The hyperparameters to check (an instance of
+                :attr:`hyperparameter_class`).
+        """
+        if self.has_known_noise and getattr(hyperparameters, "noise_variance", None) is not None:
+            raise ValueError(
+                f"{type(self).__name__} got both train_Yvar (the known noise of every "
+                "observation) and noise_variance (one assumed noise variance); give one."
+            )
 
     @property
     def num_outputs(self) -> int:
@@ -359,7 +439,13 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         its own network, buffers and fit records, and shares what a fit does not change
         (the training data, the hyperparameters and, unless ``share_transforms`` is
         false, the transforms, which a load replaces)."""
-        shared = [self.hyperparameters, self.train_X, self.transformed_train_Y]
+        shared = [
+            self.hyperparameters,
+            self.train_X,
+            self.transformed_train_Y,
+            self.train_Yvar,
+            self.transformed_train_Yvar,
+        ]
         if share_transforms:
             shared += [
                 getattr(self, name, None) for name in ("input_transform", "outcome_transform")
@@ -403,9 +489,11 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
     ) -> Self:
         check_boolean("progress", progress)
         if overrides:
-            self.hyperparameters = build_hyperparameters(
+            hyperparameters = build_hyperparameters(
                 self.hyperparameter_class, overrides, base=self.hyperparameters
             )
+            self._check_noise_options(hyperparameters)
+            self.hyperparameters = hyperparameters
         if warm_start is not None and (
             type(warm_start) is not type(self) or not warm_start.is_fitted
         ):
@@ -466,10 +554,14 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
 
     def _set_noise_variance(self, train_X: Tensor, train_Y: Tensor, fixed: float | None) -> None:
         r"""Register the homoscedastic ``noise_variance`` buffer (an ``m``-vector in the
-        transformed outcome space) that ``observation_noise=True`` adds: ``fixed`` if
-        given, else the mean squared residual of the latent posterior mean at the
-        training inputs, floored at ``1e-6``."""
-        if fixed is not None:
+        transformed outcome space) that ``observation_noise=True`` adds: with known
+        noise, the mean of the known variances of each output (what BoTorch's
+        fixed-noise GP adds at new points); else ``fixed`` if given, else the mean
+        squared residual of the latent posterior mean at the training inputs, floored
+        at ``1e-6``."""
+        if self.has_known_noise:
+            noise_variance = self.transformed_train_Yvar.mean(dim=0)
+        elif fixed is not None:
             noise_variance = torch.full_like(train_Y[0], fixed)
         else:
             with torch.no_grad():
@@ -591,10 +683,12 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
             :class:`~botorch_nn_uq.models.last_layer.PredictionWithFeatures` holding it.
         """
 
-    def _conditioning(self, X: Tensor, Y: Tensor, observed: Tensor | None) -> GaussianConditioning:
-        r"""The model conditioned on transformed observations (see
-        :mod:`botorch_nn_uq.models.last_layer`)."""
-        return GaussianConditioning(self, X, Y, observed)
+    def _conditioning(
+        self, X: Tensor, Y: Tensor, observed: Tensor | None, noise: Tensor | None = None
+    ) -> GaussianConditioning:
+        r"""The model conditioned on transformed observations, with their noise variances
+        ``noise`` where given (see :mod:`botorch_nn_uq.models.last_layer`)."""
+        return GaussianConditioning(self, X, Y, observed, noise)
 
     def _fantasy_posterior(self, X: Tensor, observation_noise: bool | Tensor) -> Posterior:
         r"""The distribution that :meth:`fantasize` draws observations at ``X`` from: the

@@ -145,6 +145,11 @@ FEATURES: tuple[Feature, ...] = (
         "`observation_noise` (`True` or a tensor of noise variances)",
     ),
     Feature(
+        "known-noise",
+        "Known observation noise: `train_Yvar`, third argument or keyword, as "
+        "`SingleTaskGP(train_X, train_Y, train_Yvar)` takes it (also from Ax's `Yvar`)",
+    ),
+    Feature(
         "posterior-transform",
         "`posterior_transform` (`ScalarizedPosteriorTransform`)",
     ),
@@ -194,6 +199,12 @@ NEURAL_MODEL_SUPPORT: Mapping[str, Support] = {
     ),
     "ax-model-config": WORKS,
     "ax-model-selection": Support(Status.WORKS, "scored on the posterior's mean and variance"),
+    "known-noise": Support(
+        Status.WORKS,
+        "trained on weighted least squares with weights `1 / Yvar` (per point and output); "
+        "`observation_noise=True` and fantasies use the mean known variance, as a "
+        "fixed-noise GP does",
+    ),
 }
 
 #: The cells that the models whose posterior is a finite set of functions

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
+from botorch_nn_uq.models.known_noise import transformed_noise_variance
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP, EnsembleNetwork
 
 if TYPE_CHECKING:
@@ -72,6 +73,10 @@ HEADER_FIELDS: dict[str, tuple[type, ...]] = {
     "fitted_buffers": (list,),
     "fit_seed": (int,),
 }
+#: The header key that marks a model with known observation noise (``train_Yvar``):
+#: written only for such a model, so that the checkpoints of the others stay as they
+#: were, and compared as ``False`` where it is absent.
+KNOWN_NOISE_KEY = "known_noise"
 #: The keys of an ensemble member group's description and the JSON types of their values.
 GROUP_FIELDS: dict[str, tuple[type, ...]] = {
     "input_dim": (int,),
@@ -181,15 +186,15 @@ def prepare_to_load(model: NeuralSurrogateModel, state_dict: dict[str, Any], pre
         name: _placeholder(state_dict[prefix + name], model.train_X)
         for name in header["fitted_buffers"]
     }
-    targets = _retransformed_targets(model, state_dict, prefix + "outcome_transform.")
+    retransformed = _retransformed_targets(model, state_dict, prefix + "outcome_transform.")
     for name in model._fitted_buffers:
         delattr(model, name)
     model._fitted_buffers = set()
     for name, value in buffers.items():
         model._register_fitted_buffer(name, value)
     model.network = network
-    if targets is not None:
-        model.transformed_train_Y = targets
+    if retransformed is not None:
+        model.transformed_train_Y, model.transformed_train_Yvar = retransformed
 
 
 def restore_fit_attributes(model: NeuralSurrogateModel, state: Tensor) -> None:
@@ -226,6 +231,8 @@ def _check_layout(model: NeuralSurrogateModel, header: dict[str, Any]) -> None:
         or not isinstance(header[name], types)
         or (isinstance(header[name], bool) and bool not in types)
     ]
+    if not isinstance(header.get(KNOWN_NOISE_KEY, False), bool):
+        problems.append(f"{KNOWN_NOISE_KEY} is a {type(header[KNOWN_NOISE_KEY]).__name__}")
     if not problems and fields is HEADER_FIELDS:
         buffers = header["fitted_buffers"]
         if not all(isinstance(name, str) for name in buffers):
@@ -361,6 +368,8 @@ def _configuration(model: NeuralSurrogateModel) -> dict[str, Any]:
         "outcome_transform": _type_name(getattr(model, "outcome_transform", None)),
         "hyperparameters": {name: getattr(hp, name) for name in model.checkpoint_hyperparameters},
     }
+    if model.has_known_noise:
+        configuration[KNOWN_NOISE_KEY] = True
     return json.loads(json.dumps(configuration))
 
 
@@ -387,8 +396,16 @@ def _check_header(model: NeuralSurrogateModel, header: dict[str, Any]) -> None:
     differences = [
         f"{name} ({header.get(name)!r} in the checkpoint, {expected[name]!r} in this model)"
         for name in expected
-        if name != "hyperparameters" and header.get(name) != expected[name]
+        if name not in ("hyperparameters", KNOWN_NOISE_KEY) and header.get(name) != expected[name]
     ]
+    saved_known, expected_known = (
+        configuration.get(KNOWN_NOISE_KEY, False) for configuration in (header, expected)
+    )
+    if saved_known != expected_known:
+        differences.append(
+            f"known observation noise, train_Yvar ({'given' if saved_known else 'none'} to "
+            f"the checkpoint's model, {'given' if expected_known else 'none'} to this model)"
+        )
     saved = header.get("hyperparameters", {})
     differences += [
         f"hyperparameter {name} ({saved.get(name)!r} in the checkpoint, {value!r} in this model)"
@@ -472,13 +489,15 @@ def _network_inputs(model: NeuralSurrogateModel) -> Tensor:
 
 def _retransformed_targets(
     model: NeuralSurrogateModel, state_dict: dict[str, Any], prefix: str
-) -> Tensor | None:
-    r"""The model's training targets under the checkpoint's outcome transform.
+) -> tuple[Tensor, Tensor | None] | None:
+    r"""The model's training targets and known noise variances (``None`` without known
+    noise) under the checkpoint's outcome transform; ``None`` without an outcome
+    transform.
 
     The checkpoint's transform replaces the one fitted to the model's own targets, and
-    a later fit must train on targets in the units the posterior maps back from. A
-    ``subset_output`` copy's transform covers its served outputs only; the others stay
-    in the units of the model's construction.
+    a later fit must train on targets (and known noise) in the units the posterior maps
+    back from. A ``subset_output`` copy's transform covers its served outputs only; the
+    others stay in the units of the model's construction.
     """
     transform = getattr(model, "outcome_transform", None)
     if transform is None:
@@ -496,10 +515,17 @@ def _retransformed_targets(
     served = slice(None) if selection is None else selection
     X = _network_inputs(model)
     targets = model.transformed_train_Y.clone()
+    noise = None if model.train_Yvar is None else model.transformed_train_Yvar.clone()
     with torch.no_grad():
         train_Y, _ = transform.untransform(targets[..., served], X=X)
-        targets[..., served] = loaded(train_Y, X=X)[0]
-    return targets
+        if noise is None:
+            targets[..., served] = loaded(train_Y, X=X)[0]
+        else:
+            targets[..., served], served_noise = loaded(
+                train_Y, Yvar=model.train_Yvar[..., served], X=X
+            )
+            noise[..., served] = transformed_noise_variance(served_noise, loaded)
+    return targets, noise
 
 
 def _type_name(transform: nn.Module | None) -> str | None:

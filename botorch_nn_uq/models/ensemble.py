@@ -210,10 +210,13 @@ class DeepEnsemble(MemberEnsemble):
     initialisation, data order and (optionally) bootstrap resample, so the result equals
     ``K`` separate trainings with the same member seeds. The posterior and
     :meth:`uncertainty_decomposition` are those of every
-    :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
+    :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`. With known
+    observation noise ``train_Yvar``, Gaussian heads are trained on the likelihood of the
+    known variances and mean-only members on weighted least squares (see
+    :mod:`botorch_nn_uq.models.known_noise`).
 
     Args:
-        train_X, train_Y, input_transform, outcome_transform: As for every
+        train_X, train_Y, train_Yvar, input_transform, outcome_transform: As for every
             :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
         **hyperparameters: Fields of :class:`DeepEnsembleHyperparameters`.
 
@@ -288,6 +291,7 @@ class DeepEnsemble(MemberEnsemble):
             validation_row_weights=validation_masks,
             dropout_generator=generator,
             training_dtype=hp.training_dtype,
+            known_noise=self._training_known_noise(),
             progress=progress,
             description="deep ensemble",
         )

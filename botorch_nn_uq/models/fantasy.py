@@ -24,10 +24,23 @@ through them in ``eval`` mode, as BoTorch's GPs do; inside ``fantasize`` input
 transforms with ``transform_on_fantasize=False`` (such as ``AppendFeatures``) are not
 applied to the fantasy points, also as for BoTorch's GPs. Conditioning draws nothing
 from any random generator: the same observations give the same model.
+
+Observation noise of the new observations
+-----------------------------------------
+As for BoTorch's GPs: ``condition_on_observations(X, Y, noise=...)`` takes the new
+observations' noise variances (in the transformed outcome space); without ``noise`` the
+model's own noise applies (its estimate, or with known noise ``train_Yvar`` the mean
+known variance). ``fantasize`` without ``observation_noise`` (``None``) draws and
+conditions with the model's own noise, which for a model with known noise is what
+BoTorch's fixed-noise GP uses, the mean of the training noise; with a tensor of noise
+variances it draws with them, and a model with known noise also conditions with them, as
+BoTorch's fixed-noise models do (a model that estimates its noise conditions with its
+estimate, as it did before models took known noise).
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -49,7 +62,7 @@ class ConditioningMixin:
     docstring for the method."""
 
     def condition_on_observations(
-        self: NeuralSurrogateModel, X: Tensor, Y: Tensor, **kwargs: Any
+        self: NeuralSurrogateModel, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any
     ) -> Model:
         r"""The model conditioned on new observations, by an exact update of its last
         layer (see the module docstring).
@@ -59,6 +72,9 @@ class ConditioningMixin:
                 for :meth:`posterior`).
             Y: A ``batch_shape' x n' x m`` tensor of new observations (original outcome
                 units), ``batch_shape'`` broadcastable with ``batch_shape``.
+            noise: The observations' noise variances in the transformed outcome space
+                (as for BoTorch's GPs), broadcastable to ``broadcast(batch_shape,
+                batch_shape') x n' x m``; ``None`` uses the model's own noise.
 
         Returns:
             A :class:`FantasyModel` of batch shape ``broadcast(batch_shape,
@@ -68,10 +84,11 @@ class ConditioningMixin:
         if not self.is_fitted:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
         _validate_observations(self, X, Y)
+        noise = _validated_noise(X, Y, noise)
         if X.shape[-2] == 0:
             return self
         transformed_X, transformed_Y = _transformed_observations(self, X, Y)
-        return FantasyModel(self, transformed_X, transformed_Y)
+        return FantasyModel(self, transformed_X, transformed_Y, noise)
 
     def fantasize(
         self: NeuralSurrogateModel,
@@ -93,9 +110,11 @@ class ConditioningMixin:
             sampler: The sampler of the fantasies; its ``sample_shape`` is the number
                 of fantasies ``num_fantasies``.
             observation_noise: ``None`` or ``True`` draws noisy observations with the
-                model's observation noise, ``False`` noiseless function values, and a
-                tensor broadcastable to ``batch_shape x n' x m`` adds these noise
-                variances (transformed outcome space) instead.
+                model's observation noise, ``False`` noiseless function values (the
+                conditioning uses the model's noise either way), and a tensor
+                broadcastable to ``batch_shape x n' x m`` of noise variances (transformed
+                outcome space) draws with these; a model with known noise (``train_Yvar``)
+                also conditions with them, as BoTorch's fixed-noise models do.
 
         Returns:
             A :class:`FantasyModel` of batch shape ``num_fantasies x batch_shape`` whose
@@ -127,6 +146,10 @@ class FantasyModel(Model):
         X: A ``batch_shape_X x n' x d'`` tensor of transformed conditioning inputs.
         Y: A ``batch_shape_Y x n' x m`` tensor of transformed observations of the
             model's served outputs.
+        noise: An optional tensor of the observations' noise variances (transformed
+            outcome space), broadcastable to ``broadcast(batch_shape_X, batch_shape_Y) x
+            n' x m``, NaN where the model's own noise applies; ``None``: the model's own
+            noise for all.
 
     Example:
         >>> from botorch.sampling import SobolQMCNormalSampler
@@ -140,7 +163,9 @@ class FantasyModel(Model):
         (torch.Size([3, 4]), torch.Size([3, 4, 5, 1]))
     """
 
-    def __init__(self, model: NeuralSurrogateModel, X: Tensor, Y: Tensor) -> None:
+    def __init__(
+        self, model: NeuralSurrogateModel, X: Tensor, Y: Tensor, noise: Tensor | None = None
+    ) -> None:
         super().__init__()
         try:
             batch_shape = torch.broadcast_shapes(X.shape[:-2], Y.shape[:-2])
@@ -154,9 +179,13 @@ class FantasyModel(Model):
         object.__setattr__(self, "_model", model)
         self._conditioning_X = X
         self._conditioning_Y = Y
+        self._conditioning_noise = noise
         self._batch_shape = batch_shape
         full_Y, observed = _observed_outputs(model, Y)
-        self._conditioning = model._conditioning(X, full_Y, observed)
+        # The outputs a subset model does not serve are not observed: their noise is
+        # the model's own (NaN).
+        full_noise = None if noise is None else _on_network_outputs(model, noise, math.nan)
+        self._conditioning = model._conditioning(X, full_Y, observed, full_noise)
         self._fitted_state = model._fitted_state_key()
         # Kept alive so that the key's storage cannot be reused by other tensors.
         self._fitted_tensors = (*model.parameters(), *model.buffers())
@@ -228,20 +257,31 @@ class FantasyModel(Model):
                 predict=self._conditioning.posterior,
             )
 
-    def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> FantasyModel:
+    def condition_on_observations(
+        self, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any
+    ) -> FantasyModel:
         r"""The fitted model conditioned on this model's observations and ``(X, Y)``
         together (arguments as for :meth:`ConditioningMixin.condition_on_observations`;
         the batch shapes broadcast with this model's)."""
         model = self._model
         _check_no_extra_arguments(type(self).__name__, kwargs)
         _validate_observations(model, X, Y)
+        noise = _validated_noise(X, Y, noise)
         if X.shape[-2] == 0:
             return self
         transformed_X, transformed_Y = _transformed_observations(model, X, Y)
+        all_noise = None
+        if noise is not None or self._conditioning_noise is not None:
+            # Observations conditioned on without noise keep the model's own (NaN).
+            all_noise = _concatenate(
+                _noise_or_model_noise(self._conditioning_noise, self._conditioning_Y),
+                _noise_or_model_noise(noise, transformed_Y),
+            )
         return FantasyModel(
             model,
             _concatenate(self._conditioning_X, transformed_X),
             _concatenate(self._conditioning_Y, transformed_Y),
+            all_noise,
         )
 
     def fantasize(
@@ -271,6 +311,9 @@ def _fantasize(
         raise TypeError(f"sampler must be a BoTorch MCSampler; got {type(sampler).__name__}.")
     base = model.model if isinstance(model, FantasyModel) else model
     base._validate_inputs(X)
+    # The noise the conditioning uses instead of the model's own: a tensor given to a model
+    # with known noise, as BoTorch's fixed-noise models use it.
+    noise = None
     if observation_noise is None:
         observation_noise = True
     elif isinstance(observation_noise, Tensor):
@@ -282,21 +325,18 @@ def _fantasize(
                 f"observation_noise of shape {tuple(observation_noise.shape)} does not "
                 f"broadcast to `batch_shape x n' x m` = {tuple(target)}."
             ) from error
+        if base.has_known_noise:
+            noise = observation_noise
     with fantasize_flag():
         if isinstance(model, FantasyModel):
             posterior = model.posterior(X, observation_noise=observation_noise)
         else:
             posterior = model._fantasy_posterior(X, observation_noise)
         Y = sampler(posterior)
-        return model.condition_on_observations(X, Y)
+        return model.condition_on_observations(X, Y, noise=noise)
 
 
 def _check_no_extra_arguments(name: str, kwargs: dict[str, Any]) -> None:
-    if "noise" in kwargs:
-        raise UnsupportedError(
-            f"{name} cannot condition on observations with known noise variances (`noise`): "
-            "its last-layer update weights all observations alike."
-        )
     if kwargs:
         raise UnsupportedError(
             f"{name}.condition_on_observations does not support the argument(s) {sorted(kwargs)}."
@@ -331,6 +371,40 @@ def _validate_observations(model: NeuralSurrogateModel, X: Tensor, Y: Tensor) ->
         ) from error
 
 
+def _validated_noise(X: Tensor, Y: Tensor, noise: Tensor | None) -> Tensor | None:
+    r"""``noise``, the variances of observations ``Y`` at ``X`` (checked before),
+    checked and expanded to ``broadcast(batch_shape_X, batch_shape_Y) x n' x m``; ``None``
+    stays ``None``."""
+    if noise is None:
+        return None
+    if not isinstance(noise, Tensor):
+        raise TypeError(
+            f"noise must be a torch.Tensor of noise variances; got {type(noise).__name__}."
+        )
+    target = torch.broadcast_shapes(X.shape[:-2], Y.shape[:-2]) + Y.shape[-2:]
+    try:
+        noise = noise.expand(target)
+    except RuntimeError as error:
+        raise ValueError(
+            f"noise of shape {tuple(noise.shape)} does not broadcast to the observations' "
+            f"`batch_shape x n' x m` = {tuple(target)}."
+        ) from error
+    if noise.dtype != Y.dtype or noise.device != Y.device:
+        raise ValueError(
+            f"noise ({noise.dtype}, {noise.device}) must have the dtype and device of Y "
+            f"({Y.dtype}, {Y.device})."
+        )
+    if not (noise.isfinite() & (noise >= 0)).all():
+        raise ValueError("noise must hold finite, non-negative variances.")
+    return noise
+
+
+def _noise_or_model_noise(noise: Tensor | None, Y: Tensor) -> Tensor:
+    r"""``noise`` of observations ``Y``, or NaN (the model's own noise) for each of them
+    where none was given."""
+    return torch.full_like(Y, math.nan) if noise is None else noise
+
+
 def _transformed_observations(
     model: NeuralSurrogateModel, X: Tensor, Y: Tensor
 ) -> tuple[Tensor, Tensor]:
@@ -361,11 +435,20 @@ def _observed_outputs(model: NeuralSurrogateModel, Y: Tensor) -> tuple[Tensor, T
     selection = model._output_selection
     if selection is None:
         return Y, None
-    full = Y.new_zeros(*Y.shape[:-1], model._num_outputs)
-    full[..., selection] = Y
     observed = torch.zeros(model._num_outputs, dtype=torch.bool, device=Y.device)
     observed[selection] = True
-    return full, observed
+    return _on_network_outputs(model, Y, 0.0), observed
+
+
+def _on_network_outputs(model: NeuralSurrogateModel, values: Tensor, fill: float) -> Tensor:
+    r"""``values`` of the served outputs (``... x m``) as values of all network outputs
+    (``... x M``), ``fill`` at the outputs a subset model does not serve."""
+    selection = model._output_selection
+    if selection is None:
+        return values
+    full = values.new_full((*values.shape[:-1], model._num_outputs), fill)
+    full[..., selection] = values
+    return full
 
 
 def _concatenate(old: Tensor, new: Tensor) -> Tensor:

@@ -120,6 +120,10 @@ class HyperDeepEnsemble(MemberEnsemble):
     lists every candidate with its configuration, seed, validation NLL and selection
     weight.
 
+    Known observation noise (``train_Yvar``) is refused with an ``UnsupportedError``: the
+    search scores its candidates with their own noise model; a
+    :class:`~botorch_nn_uq.models.ensemble.DeepEnsemble` trains on it.
+
     Args:
         train_X, train_Y, input_transform, outcome_transform: As for every
             :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
@@ -142,6 +146,15 @@ class HyperDeepEnsemble(MemberEnsemble):
         *MemberEnsemble.checkpoint_hyperparameters,
     )
     fit_records = ("search_history", "ensemble_validation_nll")
+    #: Known noise would have to enter every candidate's training and validation score,
+    #: which the search (:mod:`botorch_nn_uq.ensembles`) computes with the members' own
+    #: noise model.
+    trains_with_known_noise = False
+    known_noise_limit = (
+        "its search trains and scores every candidate with the members' own noise model "
+        "(their validation likelihood), which known noise would have to replace. A "
+        "DeepEnsemble trains on known noise."
+    )
 
     def _build_network(self, input_dim: int, output_dim: int, generator: torch.Generator) -> None:
         r"""None: the search chooses the members (so ``warm_start`` is not supported)."""

@@ -20,8 +20,9 @@ function is a Gaussian process with kernel ``s^2 k(x, x')``, mean the function i
 Its magnitude ``s^2`` is calibrated to the model, not to the last layer: it makes the
 last layer's variance at the observed points, on average, the model's own variance
 ``sigma^2`` there (the spread of a function bank, NOMU's variance), and the observation
-noise ``N`` is the model's (its noise estimate, or its members' predicted variances).
-Each function is conditioned exactly:
+noise ``N`` is the model's (its noise estimate, its members' predicted variances, or its
+known noise), unless the observations come with their own noise variances. Each function
+is conditioned exactly:
 
 ``f'(x) = f(x) + s^2 k(x, X') (s^2 k(X', X') + N)^{-1} (y' + eps - f(X'))``.
 
@@ -329,16 +330,29 @@ class GaussianConditioning:
         Y: ``batch_Y x n' x M`` transformed observations of all ``M`` network outputs.
         observed: An optional ``M``-vector marking the observed outputs (the others are
             not conditioned); ``None``: all.
+        noise: An optional ``batch x n' x M`` tensor of the observations' noise variances
+            (transformed outcome space), NaN where the model's own noise applies;
+            ``None``: the model's own noise ``N`` for every observation.
     """
 
     def __init__(
-        self, model: NeuralSurrogateModel, X: Tensor, Y: Tensor, observed: Tensor | None
+        self,
+        model: NeuralSurrogateModel,
+        X: Tensor,
+        Y: Tensor,
+        observed: Tensor | None,
+        noise: Tensor | None = None,
     ) -> None:
         self._model = model
         self._covariance = training_precision(model).covariance  # s' x H x H
         prediction = model._predict(X, observation_noise=True, return_features=True)
         self._bank = isinstance(prediction.posterior, MixtureOfGaussiansPosterior)
         moments = _moments(prediction)
+        observation_noise = (
+            moments.noise
+            if noise is None
+            else torch.where(noise.isnan(), moments.noise, noise.to(moments.noise))
+        )
         self._whitened = broadcast_matmul(moments.features, self._covariance)
         kernel = broadcast_matmul(self._whitened, moments.features.transpose(-2, -1))
         own = kernel.diagonal(dim1=-2, dim2=-1).clamp_min(min_variance(X.dtype))
@@ -346,20 +360,20 @@ class GaussianConditioning:
         # that the last layer's variance at the observed points is the model's variance.
         variance = moments.std.pow(2).transpose(-2, -1).unsqueeze(-3)  # batch_X x 1 x M x n'
         self._scale = (variance / own.unsqueeze(-2)).mean(-1, keepdim=True)  # bX x s' x M x 1
-        noise = (moments.noise + RELATIVE_JITTER * moments.std.pow(2)).clamp_min(
+        jittered_noise = (observation_noise + RELATIVE_JITTER * moments.std.pow(2)).clamp_min(
             min_variance(X.dtype)
         )
         covariance = self._scale.unsqueeze(-1) * kernel.unsqueeze(-3)
         # With little noise (NOMU is noiseless) and nearly collinear features the matrix is
         # singular up to rounding, in float32 especially: jitter is added where needed.
         self._factor = psd_safe_cholesky(
-            covariance + torch.diag_embed(noise.transpose(-2, -1).unsqueeze(-3))
-        )  # batch_X x s' x M x n' x n'
+            covariance + torch.diag_embed(jittered_noise.transpose(-2, -1).unsqueeze(-3))
+        )  # batch x s' x M x n' x n'
         targets = Y.unsqueeze(-3)
         if self._bank:
             weights = prediction.posterior.weights
             perturbations = observation_perturbations(weights, moments.functions)
-            targets = targets + perturbations * moments.noise.unsqueeze(-3).sqrt()
+            targets = targets + perturbations * observation_noise.unsqueeze(-3).sqrt()
         residuals = targets - moments.functions  # batch x s x n' x M
         if observed is not None:
             residuals = residuals * observed

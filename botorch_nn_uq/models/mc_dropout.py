@@ -34,6 +34,7 @@ from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.config import TrainedWithLoop, TrainingResult
 from botorch_nn_uq.training.loop import train_network
+from botorch_nn_uq.training.losses import mean_squared_error
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class MCDropoutHyperparameters(TrainedWithLoop):
         early_stopping_patience: Early-stopping patience on the training loss; ``None`` disables it.
         noise_variance: Observation-noise variance in the transformed outcome space
             used for ``observation_noise=True``; ``None`` estimates it after training
-            as the mean squared residual of the MC mean on the training data.
+            as the mean squared residual of the MC mean on the training data (with
+            known noise ``train_Yvar``, which replaces it, leave it ``None``).
     """
 
     hidden_widths: tuple[int, ...] = (64, 64)
@@ -85,9 +87,10 @@ class MCDropoutHyperparameters(TrainedWithLoop):
 class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
     r"""Monte Carlo dropout surrogate.
 
-    An MLP trained with dropout (MSE loss); at test time dropout stays on, with a
-    FIXED bank of ``num_masks`` dropout masks drawn from the fit's seed. The posterior
-    is therefore a deterministic finite set of ``s`` functions
+    An MLP trained with dropout (MSE loss; with known observation noise ``train_Yvar``,
+    weighted least squares, see :mod:`botorch_nn_uq.models.known_noise`); at test time
+    dropout stays on, with a FIXED bank of ``num_masks`` dropout masks drawn from the
+    fit's seed. The posterior is therefore a deterministic finite set of ``s`` functions
     (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`), all evaluated in one
     batched forward pass; MC samples are joint across the q-batch and ``optimize_acqf``
     sees a smooth deterministic acquisition. With ``observation_noise=True`` the
@@ -99,6 +102,8 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
     Args:
         train_X: An ``n x d`` tensor of training inputs.
         train_Y: An ``n x m`` tensor of training targets.
+        train_Yvar: An optional ``n x m`` tensor of known observation-noise variances
+            (as for ``SingleTaskGP``); ``observation_noise=True`` then adds their mean.
         input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
         outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
         **hyperparameters: Fields of :class:`MCDropoutHyperparameters`.
@@ -138,9 +143,13 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
         hp = self.hyperparameters
         network = self.network
 
+        known_noise = self._training_known_noise()
+
         def mse_loss(indices: Tensor | None) -> Tensor:
             X, Y = (train_X, train_Y) if indices is None else (train_X[indices], train_Y[indices])
-            return (network(X, generator=generator) - Y).pow(2).mean()
+            # With known noise: weighted least squares (see `KnownNoise`).
+            weights = None if known_noise is None else known_noise.rows(indices).weights
+            return mean_squared_error(network(X, generator=generator), Y, weights)
 
         result = train_network(
             network,

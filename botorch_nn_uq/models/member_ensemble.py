@@ -78,7 +78,8 @@ class MemberEnsembleHyperparameters:
         min_std: Floor of a Gaussian member's standard deviation (transformed units).
         noise_variance: For ``"mse"`` members, the observation-noise variance
             (transformed units) used with ``observation_noise=True``; ``None`` estimates
-            it as the ensemble mean's mean squared training residual.
+            it as the ensemble mean's mean squared training residual (with known noise
+            ``train_Yvar``, which replaces it, leave it ``None``).
     """
 
     ensemble_size: int = 5
@@ -127,7 +128,9 @@ class MemberEnsemble(NeuralSurrogateModel):
     - ``observation_noise=True``: with Gaussian heads, the mixture of the members'
       Gaussians (:class:`~botorch_nn_uq.posteriors.MixtureOfGaussiansPosterior`:
       aleatoric plus epistemic variance); with mean-only members, the member means plus
-      homoscedastic noise (``noise_variance``).
+      homoscedastic noise (``noise_variance``); with known noise (``train_Yvar``), the
+      member means plus the mean known variance, whatever the members predict (see
+      :mod:`botorch_nn_uq.models.known_noise`).
 
     :meth:`uncertainty_decomposition` returns mean, aleatoric and epistemic variance.
     Conditioning on new observations (``condition_on_observations``, ``fantasize``)
@@ -140,6 +143,8 @@ class MemberEnsemble(NeuralSurrogateModel):
     Args:
         train_X: An ``n x d`` tensor of training inputs.
         train_Y: An ``n x m`` tensor of training targets.
+        train_Yvar: An optional ``n x m`` tensor of known observation-noise variances (as
+            for ``SingleTaskGP``), for the ensembles that train on it.
         input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
         outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
         **hyperparameters: Fields of the subclass's ``hyperparameter_class``.
@@ -163,7 +168,7 @@ class MemberEnsemble(NeuralSurrogateModel):
         Registers the normalised weights, warns when a selection kept a single member
         (without observation noise the posterior then has zero variance everywhere,
         which acquisitions read as certainty) and, for mean-only members, estimates the
-        observation noise.
+        observation noise (with known noise, for any members, takes its mean).
 
         Args:
             network: The ``K`` trained members.
@@ -183,8 +188,8 @@ class MemberEnsemble(NeuralSurrogateModel):
             )
         # Gaussian members predict their own noise, which observation_noise=True serves;
         # the homoscedastic estimate (a forward pass over all n rows) is mean-only
-        # members'.
-        if not network.gaussian_head:
+        # members', and known noise replaces both.
+        if not network.gaussian_head or self.has_known_noise:
             self._set_noise_variance(train_X, train_Y, self.hyperparameters.noise_variance)
 
     def set_member_weights(self, weights: Tensor) -> None:
@@ -211,7 +216,7 @@ class MemberEnsemble(NeuralSurrogateModel):
         weights = {"weights": self.member_weights, "check_weights": False}
         if not observation_noise:
             posterior = FunctionEnsemblePosterior(output.mean, **weights)
-        elif output.std is not None:
+        elif output.std is not None and not self.has_known_noise:
             posterior = MixtureOfGaussiansPosterior(output.mean, output.std.pow(2), **weights)
         else:
             posterior = FunctionEnsemblePosterior(output.mean, **weights).add_observation_noise(
@@ -242,7 +247,8 @@ class MemberEnsemble(NeuralSurrogateModel):
         Returns:
             An :class:`UncertaintyDecomposition` of ``batch_shape x q x m`` tensors in
             original outcome units (members with mean-only heads report the
-            homoscedastic ``noise_variance`` as aleatoric variance).
+            homoscedastic ``noise_variance`` as aleatoric variance, and a model with
+            known noise ``train_Yvar`` the mean known variance).
         """
         with torch.no_grad():
             posterior = self.posterior(X, observation_noise=True)
@@ -287,6 +293,14 @@ ENSEMBLE_FAMILY = Family(
             Status.WORKS,
             "Gaussian heads: the members' mixture; mean-only members: homoscedastic noise "
             "estimated from the residuals",
+        ),
+        "known-noise": Support(
+            Status.APPROXIMATE,
+            "deep ensembles: Gaussian heads trained on the likelihood of the known variances, "
+            "mean-only members on weighted least squares; `observation_noise=True`, "
+            "fantasies and `uncertainty_decomposition` use the mean known variance. "
+            "Hyper-deep, NES and AutoDEUQ refuse `train_Yvar` (`UnsupportedError`: their "
+            "searches score candidates with the members' own noise model)",
         ),
     },
 )

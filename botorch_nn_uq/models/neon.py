@@ -114,7 +114,8 @@ class NEONHyperparameters(TrainedWithLoop):
             three times faster than whole inputs (see
             ``benchmarks/docs/protocol-3-neon-composite.md``, "NEON at PDE scale").
         noise_variance: Observation-noise variance (transformed units) for
-            ``observation_noise=True``; ``None`` estimates it from the residuals.
+            ``observation_noise=True``; ``None`` estimates it from the residuals (with
+            known noise ``train_Yvar``, which replaces it, leave it ``None``).
     """
 
     encoder_widths: tuple[int, ...] = (64, 64)
@@ -200,6 +201,11 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
     Args:
         train_X: An ``n x d`` tensor of inputs ``u``.
         train_Y: An ``n x (m * d_s)`` tensor of outputs (``n x m`` without a grid).
+        train_Yvar: An optional tensor of ``train_Y``'s shape, the outputs' known
+            observation-noise variances (as for ``SingleTaskGP``): the loss weighs every
+            training row's squared errors by their precision (weighted least squares,
+            see :mod:`botorch_nn_uq.models.known_noise`), and ``observation_noise=True``
+            adds their mean.
         input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
         outcome_transform: An optional outcome transform, e.g. ``Standardize(m * d_s)``.
         output_grid: An ``m x d_y`` tensor of query coordinates (standardised inside),
@@ -240,6 +246,7 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
         self,
         train_X: Tensor,
         train_Y: Tensor,
+        train_Yvar: Tensor | None = None,
         input_transform: InputTransform | None = None,
         outcome_transform: OutcomeTransform | _DefaultType | None = DEFAULT,
         *,
@@ -271,6 +278,7 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
         super().__init__(
             train_X,
             train_Y,
+            train_Yvar,
             input_transform=input_transform,
             outcome_transform=outcome_transform,
             **hyperparameters,
@@ -319,7 +327,8 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
         return EpistemicOperatorNetwork(backbone, epinet, hp.output_activation)
 
     def _rows(self, train_X: Tensor, train_Y: Tensor) -> tuple[int, Tensor]:
-        r"""The number of training rows and the ``n x m' x c`` targets."""
+        r"""The number of training rows and the ``n x m' x c`` targets (or any other
+        ``n x m`` tensor of per-output values, such as known-noise weights)."""
         if self.is_function_valued:
             num_points = self.query_points.shape[0]
             targets = train_Y.unflatten(-1, (num_points, self.num_channels))
@@ -347,12 +356,23 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
         rows_per_function = num_rows // train_X.shape[0]
         row_norms = function_norms.repeat_interleave(rows_per_function)
         all_rows = torch.arange(num_rows, device=train_X.device)
+        known_noise = self._training_known_noise()
+        # With known noise, each row's squared errors weighted by their precision (weighted
+        # least squares, see `KnownNoise`), laid out as the targets.
+        row_weights = (
+            None
+            if known_noise is None
+            else self._rows(train_X, known_noise.weights)[1].reshape(num_rows, -1)
+        )
 
         def loss(indices: Tensor | None) -> Tensor:
             indices = all_rows if indices is None else indices.to(train_X.device)
             Z = torch.randn(hp.num_training_indices, hp.index_dim, generator=generator).to(train_X)
             samples = self._evaluate_rows(train_X, indices, Z)
-            errors = (samples - flat_targets[indices].unsqueeze(-2)).pow(2).mean(dim=(-2, -1))
+            squared_errors = (samples - flat_targets[indices].unsqueeze(-2)).pow(2)
+            if row_weights is not None:
+                squared_errors = squared_errors * row_weights[indices].unsqueeze(-2)
+            errors = squared_errors.mean(dim=(-2, -1))
             if hp.loss == "relative_l2":
                 errors = errors / row_norms[indices]
             return errors.mean()
@@ -429,7 +449,9 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
             return values
         return values, features.reshape(*X.shape[:-1], *features.shape[-2:])
 
-    def _conditioning(self, X: Tensor, Y: Tensor, observed: Tensor | None) -> Any:
+    def _conditioning(
+        self, X: Tensor, Y: Tensor, observed: Tensor | None, noise: Tensor | None = None
+    ) -> Any:
         if self.hyperparameters.output_activation != "identity":
             raise UnsupportedError(
                 "NEON with output_activation="
@@ -437,7 +459,7 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
                 "observations: its outputs are not linear in the last layer. Use the default "
                 "'identity' for fantasies (qKnowledgeGradient, qNegIntegratedPosteriorVariance)."
             )
-        return super()._conditioning(X, Y, observed)
+        return super()._conditioning(X, Y, observed, noise)
 
     def _predict(
         self, X: Tensor, observation_noise: bool, return_features: bool = False

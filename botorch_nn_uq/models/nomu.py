@@ -236,12 +236,17 @@ class NOMU(NeuralSurrogateModel):
     Observation noise: the noiseless model (default) has no noise model, so
     ``posterior(X, observation_noise=True)`` equals the latent posterior (as for a
     BoTorch model with zero noise). With ``learn_noise=True`` (App. C.1) it adds the
-    learned ``sigma_hat_n(x)^2``.
+    learned ``sigma_hat_n(x)^2``; with known noise ``train_Yvar``, the mean of the known
+    variances (as BoTorch's fixed-noise GP), and the loss weighs the data-fit and
+    in-sample terms of every row by its precision (App. C.1's noisy loss with the known
+    variances, see :mod:`botorch_nn_uq.training.nomu_loss`).
 
     Args:
         train_X: An ``n x d`` tensor of training inputs.
         train_Y: An ``n x m`` tensor of training targets (every output gets its own mean
             and raw-uncertainty output; the loss terms are summed over outputs).
+        train_Yvar: An optional ``n x m`` tensor of known observation-noise variances (as
+            for ``SingleTaskGP``); not with ``learn_noise=True``, which learns them.
         input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
         outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
         bounds: A ``2 x d`` tensor, the input box of the artificial points in original
@@ -271,7 +276,8 @@ class NOMU(NeuralSurrogateModel):
     """
 
     hyperparameter_class = NOMUHyperparameters
-    fitted_buffer_names = ("fitted_artificial_input_box",)
+    # The noise variance only with known noise: NOMU has no noise estimate of its own.
+    fitted_buffer_names = ("fitted_artificial_input_box", "noise_variance")
     input_transform_limit = (
         "its two branches train on separate objectives, with artificial inputs drawn in "
         "the transformed input box, which a learned transform would move."
@@ -292,6 +298,7 @@ class NOMU(NeuralSurrogateModel):
         self,
         train_X: Tensor,
         train_Y: Tensor,
+        train_Yvar: Tensor | None = None,
         input_transform: InputTransform | None = None,
         outcome_transform: OutcomeTransform | _DefaultType | None = DEFAULT,
         *,
@@ -309,6 +316,7 @@ class NOMU(NeuralSurrogateModel):
         super().__init__(
             train_X,
             train_Y,
+            train_Yvar,
             input_transform=input_transform,
             outcome_transform=outcome_transform,
             **hyperparameters,
@@ -334,6 +342,15 @@ class NOMU(NeuralSurrogateModel):
         self.pretrained_mean_network = mean_network
         self.register_buffer("calibration_constant", torch.ones(self.num_outputs).to(train_X))
         self.set_calibration_constant(calibration_constant)
+
+    def _check_noise_options(self, hyperparameters: NOMUHyperparameters) -> None:
+        r"""Refuse a learned noise head next to known noise (``train_Yvar``)."""
+        super()._check_noise_options(hyperparameters)
+        if self.has_known_noise and hyperparameters.learn_noise:
+            raise ValueError(
+                "NOMU got both train_Yvar (the known noise of every observation) and "
+                "learn_noise=True (a learned noise head); give one."
+            )
 
     def subset_output(self, idcs: list[int]) -> NOMU:
         r"""A copy of the model that serves only the outputs ``idcs`` (see
@@ -416,6 +433,8 @@ class NOMU(NeuralSurrogateModel):
         hp = self.hyperparameters
         box = self.artificial_input_box()
         self._register_fitted_buffer("fitted_artificial_input_box", box)
+        if self.has_known_noise:
+            self._set_noise_variance(train_X, train_Y, fixed=None)
         return train_nomu_network(
             self.network,
             train_X,
@@ -430,6 +449,7 @@ class NOMU(NeuralSurrogateModel):
             l2_regularization=hp.l2_regularization,
             uncertainty_l2_regularization=hp.uncertainty_l2_regularization,
             train_mean=self.pretrained_mean_network is None,
+            known_noise=self._training_known_noise(),
             generator=generator,
             progress=progress,
         )
@@ -446,6 +466,8 @@ class NOMU(NeuralSurrogateModel):
         noise_variance = torch.zeros_like(variance)
         if observation_noise and output.noise_std is not None:
             noise_variance = output.noise_std.square()
+        elif observation_noise and self.has_known_noise:
+            noise_variance = self.noise_variance.expand_as(variance)
         posterior = GaussianMarginalPosterior(output.mean, variance + noise_variance)
         if not return_features:
             return posterior
@@ -635,7 +657,15 @@ NOMU_FAMILY = Family(
             error_match="cannot learn the parameters",
         ),
         "observation-noise": Support(
-            Status.APPROXIMATE, "noiseless unless `learn_noise=True`: `True` then adds nothing"
+            Status.APPROXIMATE,
+            "noiseless unless `learn_noise=True` or `train_Yvar` is given: without them "
+            "`True` adds nothing",
+        ),
+        "known-noise": Support(
+            Status.WORKS,
+            "the data-fit and in-sample terms of its loss weighted by `1 / Yvar` (the paper's "
+            "noisy loss with the known variances); `observation_noise=True` and fantasies use "
+            "the mean known variance; not with `learn_noise=True`",
         ),
     },
 )

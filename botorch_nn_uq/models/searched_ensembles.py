@@ -234,7 +234,11 @@ class AutoDEUQHyperparameters(SearchedEnsembleHyperparameters):
 
 class SearchedEnsemble(MemberEnsemble):
     r"""Base of the searched ensembles: split, search, assemble (see the module
-    docstring). Subclasses name the ``method`` and implement :meth:`_search`."""
+    docstring). Subclasses name the ``method`` and implement :meth:`_search`.
+
+    Known observation noise (``train_Yvar``) is refused with an ``UnsupportedError``: the
+    search scores its candidates with their own noise model; a
+    :class:`~botorch_nn_uq.models.ensemble.DeepEnsemble` trains on it."""
 
     method: ClassVar[str]
     # Two held-out and two training rows (see `holdout_size`).
@@ -242,6 +246,15 @@ class SearchedEnsemble(MemberEnsemble):
     # The search chooses the architectures (the checkpoint describes them), so only the
     # hyperparameters of every ensemble shape the served network.
     fit_records = ("search_history",)
+    #: Known noise would have to enter every candidate's training and validation score,
+    #: which the search (:mod:`botorch_nn_uq.ensembles`) computes with the members' own
+    #: noise model.
+    trains_with_known_noise = False
+    known_noise_limit = (
+        "its search trains and scores every candidate with the members' own noise model "
+        "(their validation likelihood), which known noise would have to replace. A "
+        "DeepEnsemble trains on known noise."
+    )
 
     def _build_network(self, input_dim: int, output_dim: int, generator: torch.Generator) -> None:
         r"""None: the search chooses the members (``warm_start`` is not supported)."""

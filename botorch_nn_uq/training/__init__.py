@@ -10,7 +10,13 @@ from botorch_nn_uq.training.config import (
     TrainingResult,
 )
 from botorch_nn_uq.training.loop import train_network
-from botorch_nn_uq.training.losses import BatchLoss, IndexedLoss, l2_penalty
+from botorch_nn_uq.training.losses import (
+    BatchLoss,
+    IndexedLoss,
+    KnownNoise,
+    l2_penalty,
+    mean_squared_error,
+)
 from botorch_nn_uq.training.members import CommonPathLoss, fit_members
 from botorch_nn_uq.training.seeding import draw_seed, resolve_seed, seeded
 
@@ -19,6 +25,7 @@ __all__ = [
     "BatchLoss",
     "CommonPathLoss",
     "IndexedLoss",
+    "KnownNoise",
     "NonFiniteLossError",
     "TrainedWithLoop",
     "TrainingConfig",
@@ -26,6 +33,7 @@ __all__ = [
     "draw_seed",
     "fit_members",
     "l2_penalty",
+    "mean_squared_error",
     "resolve_seed",
     "seeded",
     "train_network",

@@ -1,12 +1,14 @@
 r"""What the training loop minimises: :class:`BatchLoss`, through which
 :func:`~botorch_nn_uq.training.loop.train_network` hands an epoch's mini-batches to a loss;
-:class:`IndexedLoss`, a loss from a function of the batch's row indices; and the L2 penalty
-that the models add to their losses."""
+:class:`IndexedLoss`, a loss from a function of the batch's row indices; the L2 penalty
+that the models add to their losses; and :class:`KnownNoise`, the known observation noise
+of the training rows that a model's loss weighs its errors with."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -16,6 +18,70 @@ def l2_penalty(module: nn.Module) -> Tensor:
     r"""Keras-style L2 penalty ``sum ||theta||^2`` over all trainable weights and biases
     of ``module`` (multiply by ``lambda`` in the loss)."""
     return sum((p**2).sum() for p in module.parameters() if p.requires_grad)
+
+
+class KnownNoise(NamedTuple):
+    r"""The known observation-noise variances of the training rows (a model's
+    ``train_Yvar``, in the units the network trains on), as the losses read them.
+
+    A network with a Gaussian head is trained on the Gaussian negative log-likelihood with
+    ``variance`` in place of the head's own variance; a network that predicts a mean only
+    is trained on weighted least squares with ``weights``: the Gaussian log-likelihood with
+    these variances up to a constant factor and offset, at the scale of the unweighted
+    mean squared error, so that learning rates, L2 penalties and the balance with other
+    loss terms (NOMU's) keep the meaning they have without known noise.
+
+    Attributes:
+        variance: ``n x m`` positive, finite noise variances (one per training row and
+            output).
+        weights: ``n x m`` precision weights ``1 / variance`` normalised to mean one over
+            all entries (constant variances give weights of one). Normalised weights are
+            bounded by the number of entries however small a variance is, so one nearly
+            noiseless row cannot blow up the loss's scale, only dominate it.
+    """
+
+    variance: Tensor
+    weights: Tensor
+
+    @classmethod
+    def from_variance(cls, variance: Tensor) -> KnownNoise:
+        r"""The known noise of variances ``variance`` (``n x m``), with their weights.
+
+        Raises:
+            ValueError: If a variance is not positive and finite (a model floors zeros
+                before, see :mod:`botorch_nn_uq.models.known_noise`).
+        """
+        if not (variance.isfinite() & (variance > 0)).all():
+            raise ValueError(
+                "Known noise variances must be positive and finite to weight a loss; floor "
+                "zero variances first."
+            )
+        precision = variance.reciprocal()
+        return cls(variance, precision / precision.mean())
+
+    def rows(self, indices: Tensor | None) -> KnownNoise:
+        r"""The known noise of the training rows ``indices`` (any shape of row indices,
+        e.g. ``b`` or ``K x b``); all rows for ``None`` (a full batch)."""
+        if indices is None:
+            return self
+        return KnownNoise(self.variance[indices], self.weights[indices])
+
+    def to(self, dtype: torch.dtype, device: torch.device | str | None = None) -> KnownNoise:
+        r"""The known noise in ``dtype`` on ``device``."""
+        return KnownNoise(
+            self.variance.to(dtype=dtype, device=device),
+            self.weights.to(dtype=dtype, device=device),
+        )
+
+
+def mean_squared_error(prediction: Tensor, target: Tensor, weights: Tensor | None = None) -> Tensor:
+    r"""The mean squared error of ``prediction`` against ``target`` (same shapes), each
+    squared error multiplied by its weight if ``weights`` are given (weighted least
+    squares, e.g. with :attr:`KnownNoise.weights`; broadcastable to the errors)."""
+    squared_errors = (prediction - target).pow(2)
+    if weights is None:
+        return squared_errors.mean()
+    return (weights * squared_errors).mean()
 
 
 class BatchLoss(ABC):

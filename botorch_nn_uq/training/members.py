@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from botorch_nn_uq.nn.batched_mlp import DATA_ORDER_STREAM, BatchedMLP
 from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.loop import train_network
-from botorch_nn_uq.training.losses import BatchLoss
+from botorch_nn_uq.training.losses import BatchLoss, KnownNoise
 
 #: The Gaussian negative log-likelihood's constant per output, ``0.5 log(2 pi)``.
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -23,6 +23,7 @@ def member_row_losses(
     Y: Tensor,
     per_member: bool,
     generator: torch.Generator | None = None,
+    known_noise: KnownNoise | None = None,
 ) -> Tensor:
     r"""Per-member, per-row losses: squared error (mean-only members, averaged over
     outputs) or the Gaussian negative log-likelihood ``0.5 log(2 pi sigma^2) + (y -
@@ -35,6 +36,10 @@ def member_row_losses(
         per_member: Whether ``X`` and ``Y`` hold one row set per member.
         generator: The source of the training-time dropout masks; ``None`` draws from
             torch's global generator.
+        known_noise: The rows' known observation noise (``n x m``, or ``K x n x m`` with
+            ``per_member``): a Gaussian head's likelihood takes its variances instead
+            of the head's own, and a mean-only member's squared errors are multiplied
+            by its weights (weighted least squares).
 
     Returns:
         A ``K x n`` tensor of losses.
@@ -42,8 +47,11 @@ def member_row_losses(
     output = network(X, per_member=per_member, generator=generator)
     residuals = output.mean - Y
     if output.std is None:
-        return residuals.pow(2).mean(-1)
-    variance = output.std.pow(2)
+        squared_errors = residuals.pow(2)
+        if known_noise is not None:
+            squared_errors = known_noise.weights * squared_errors
+        return squared_errors.mean(-1)
+    variance = output.std.pow(2) if known_noise is None else known_noise.variance
     nll = 0.5 * (torch.log(2 * math.pi * variance) + residuals.pow(2) / variance)
     return nll.sum(-1)
 
@@ -173,6 +181,7 @@ def fit_members(
     lr_reduction_patience: Tensor | None = None,
     dropout_generator: torch.Generator | None = None,
     training_dtype: torch.dtype | None = None,
+    known_noise: KnownNoise | None = None,
     progress: bool = False,
     description: str = "ensemble members",
 ) -> TrainingResult:
@@ -192,8 +201,13 @@ def fit_members(
     resampled rows exactly; with mini-batches every batch's loss is the weighted mean
     over its rows (equal in expectation, not step by step).
 
+    With ``known_noise`` (a model's ``train_Yvar``) every row's loss uses its known noise
+    (see :func:`member_row_losses`): Gaussian heads are trained on the likelihood of the
+    known variances, mean-only members on weighted least squares.
+
     The common case (no row weights, no validation rows, one ``lambda``, no dropout, no
-    per-member learning rates or plateau reductions, no gradient clipping, Adam) trains
+    per-member learning rates or plateau reductions, no gradient clipping, Adam, no
+    known noise) trains
     on a fast path (:class:`CommonPathLoss`, a fused optimizer, a CUDA graph on a GPU)
     that gives the same weights as the general one up to rounding.
 
@@ -218,6 +232,9 @@ def fit_members(
         training_dtype: The floating-point type to train in (e.g. ``torch.float32``,
             faster on a CPU core); ``None`` trains in the dtype of ``train_Y``. The
             network is returned in the dtype it came in.
+        known_noise: The known observation noise of the ``n`` training rows (``n x m``);
+            ``None`` trains on the members' own noise model (Gaussian heads) or the
+            unweighted squared error.
         progress: Show a progress bar.
         description: The progress bar's label.
 
@@ -239,6 +256,11 @@ def fit_members(
             )
         if (weights.sum(-1) <= 0).any():
             raise ValueError(f"Every member needs at least one row with positive {name}.")
+    if known_noise is not None and known_noise.variance.shape != train_Y.shape:
+        raise ValueError(
+            f"known_noise must have the shape of train_Y {tuple(train_Y.shape)}; got "
+            f"{tuple(known_noise.variance.shape)}."
+        )
     served_dtype = next(network.parameters()).dtype
     dtype = train_Y.dtype if training_dtype is None else training_dtype
     if not dtype.is_floating_point:
@@ -266,6 +288,7 @@ def fit_members(
             early_stopping_patience=early_stopping_patience,
             lr_reduction_patience=lr_reduction_patience,
             dropout_generator=dropout_generator,
+            known_noise=None if known_noise is None else known_noise.to(**on_device),
             progress=progress,
             description=description,
         )
@@ -286,6 +309,7 @@ def _fit_members(
     early_stopping_patience: Tensor | None,
     lr_reduction_patience: Tensor | None,
     dropout_generator: torch.Generator | None,
+    known_noise: KnownNoise | None,
     progress: bool,
     description: str,
 ) -> TrainingResult:
@@ -301,6 +325,7 @@ def _fit_members(
         and config.lr_reduction_patience is None
         and config.gradient_clip_norm is None
         and config.optimizer == "adam"
+        and known_noise is None
     )
     training = {
         "num_data": num_data,
@@ -329,7 +354,12 @@ def _fit_members(
     def loss(indices: Tensor | None) -> Tensor:
         if indices is None:
             row_losses = member_row_losses(
-                network, train_X, train_Y, per_member=False, generator=dropout_generator
+                network,
+                train_X,
+                train_Y,
+                per_member=False,
+                generator=dropout_generator,
+                known_noise=known_noise,
             )
             weights = row_weights
         else:
@@ -339,6 +369,7 @@ def _fit_members(
                 train_Y[indices],
                 per_member=True,
                 generator=dropout_generator,
+                known_noise=None if known_noise is None else known_noise.rows(indices),
             )
             weights = row_weights.gather(1, indices)
         data_loss = _weighted_sum(row_losses, weights) / weights.sum(-1).clamp_min(1e-12)
@@ -348,7 +379,9 @@ def _fit_members(
     if validation_row_weights is not None:
 
         def validation_loss() -> Tensor:
-            row_losses = member_row_losses(network, train_X, train_Y, per_member=False)
+            row_losses = member_row_losses(
+                network, train_X, train_Y, per_member=False, known_noise=known_noise
+            )
             weights = validation_row_weights
             return _weighted_sum(row_losses, weights) / weights.sum(-1)
 

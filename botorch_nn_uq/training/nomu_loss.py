@@ -10,6 +10,16 @@ input box at every gradient step::
 Terms (b) and (c) act on the RAW uncertainty ``r_hat``. With ``m`` outputs every term is
 also summed over the outputs. The L2 penalty ``lambda * ||theta||^2`` is added by the
 model (:func:`botorch_nn_uq.training.l2_penalty`).
+
+With known observation noise (a model's ``train_Yvar``), terms (a) and (b) weigh each
+row and output by its precision weight ``w_i`` (``1 / sigma_i^2`` normalised to mean one,
+:class:`~botorch_nn_uq.training.losses.KnownNoise`). This is the noisy loss of App. C.1
+(Eq. 57) with the known variances in place of learned ones, multiplied by a constant:
+Eq. 57 divides both terms by ``2 sigma_i^2`` and ``pi_exp`` and ``lambda`` by ``2
+mean(sigma^2)``; the weights correspond to dividing ``pi_exp`` and ``lambda`` by twice the
+harmonic mean of the variances instead, which is the same for homoscedastic noise (where
+the loss is then the noiseless one) and keeps the loss's scale bounded however small a
+variance is.
 """
 
 from __future__ import annotations
@@ -40,11 +50,19 @@ def exponential_barrier(raw_uncertainty: Tensor, c_exp: float, stable: bool) -> 
     return torch.where(raw_uncertainty >= 0, exponential, 1.0 - c_exp * raw_uncertainty)
 
 
-def data_fit_loss(mean: Tensor, train_Y: Tensor, noise_std: Tensor | None = None) -> Tensor:
-    r"""Term (a): ``sum_i (f_hat(x_i) - y_i)^2``, or with ``noise_std`` (``n x m``) the
-    Gaussian negative log-likelihood ``sum_i (f_hat - y)^2 / (2 sigma_n^2) + ln sigma_n``
-    (App. C.1, without the constant ``n/2 ln 2 pi``)."""
+def data_fit_loss(
+    mean: Tensor,
+    train_Y: Tensor,
+    noise_std: Tensor | None = None,
+    weights: Tensor | None = None,
+) -> Tensor:
+    r"""Term (a): ``sum_i (f_hat(x_i) - y_i)^2``; with ``noise_std`` (``n x m``, learned)
+    the Gaussian negative log-likelihood ``sum_i (f_hat - y)^2 / (2 sigma_n^2) + ln
+    sigma_n`` (App. C.1, without the constant ``n/2 ln 2 pi``); with ``weights`` (``n x
+    m`` precision weights of known noise) the weighted sum ``sum_i w_i (f_hat - y)^2``."""
     squared_error = (mean - train_Y).square()
+    if weights is not None:
+        return (weights * squared_error).sum()
     if noise_std is None:
         return squared_error.sum()
     return (squared_error / (2.0 * noise_std.square()) + noise_std.log()).sum()
@@ -60,6 +78,7 @@ def nomu_loss(
     c_exp: float,
     stable: bool = False,
     noise_std: Tensor | None = None,
+    weights: Tensor | None = None,
 ) -> Tensor:
     r"""NOMU's loss without the L2 penalty.
 
@@ -78,6 +97,9 @@ def nomu_loss(
             for the noisy loss (App. C.1, Eq. 57): term (a) becomes the Gaussian negative
             log-likelihood ``sum_i (f_hat - y)^2 / (2 sigma_n^2) + ln sigma_n`` and the
             penalty of term (b) is divided by ``2 sigma_n^2``.
+        weights: ``n x m`` precision weights of known observation noise (see the module
+            docstring): the squared errors of term (a) and the penalties of term (b) are
+            multiplied by them. Not together with ``noise_std``.
 
     Returns:
         The scalar loss.
@@ -87,16 +109,22 @@ def nomu_loss(
         >>> nomu_loss(zeros, zeros, zeros, torch.zeros(4, 1), 0.1, 0.01, 30.0)
         tensor(0.0100)
     """
+    if noise_std is not None and weights is not None:
+        raise ValueError(
+            "nomu_loss takes learned noise (noise_std) or known noise (weights), not both."
+        )
     in_sample = squared_or_huber(raw_uncertainty_at_data, stable)
     if noise_std is not None:
         in_sample = in_sample / (2.0 * noise_std.square())
+    if weights is not None:
+        in_sample = weights * in_sample
     loss = pi_sqr * in_sample.sum()
     loss = (
         loss
         + (pi_exp * exponential_barrier(raw_uncertainty_artificial, c_exp, stable)).sum(-1).mean()
     )
     if mean is not None:
-        loss = loss + data_fit_loss(mean, train_Y, noise_std)
+        loss = loss + data_fit_loss(mean, train_Y, noise_std, weights)
     return loss
 
 

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from botorch_nn_uq.nn.nomu import NOMUNetwork
 from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.loop import train_network
-from botorch_nn_uq.training.losses import l2_penalty
+from botorch_nn_uq.training.losses import KnownNoise, l2_penalty
 from botorch_nn_uq.training.nomu_loss import artificial_inputs, data_fit_loss, nomu_loss
 
 
@@ -77,6 +77,7 @@ def train_nomu_network(
     l2_regularization: float,
     uncertainty_l2_regularization: float | None = None,
     train_mean: bool = True,
+    known_noise: KnownNoise | None = None,
     generator: torch.Generator | None = None,
     progress: bool = False,
 ) -> TrainingResult:
@@ -88,7 +89,9 @@ def train_nomu_network(
     noise head (``learn_noise``, App. C.1) the mean branch and the noise head are first
     trained on the Gaussian likelihood, then frozen, and the uncertainty branch is
     trained on the noisy loss (57), with ``pi_exp`` and ``lambda`` divided by ``2
-    mean(sigma_hat_n^2)`` over the training inputs.
+    mean(sigma_hat_n^2)`` over the training inputs. With known observation noise (one
+    stage, no noise head), terms (a) and (b) weigh every row by its precision weight (see
+    :mod:`~botorch_nn_uq.training.nomu_loss`).
 
     Args:
         network: The network to train.
@@ -106,6 +109,8 @@ def train_nomu_network(
         uncertainty_l2_regularization: The uncertainty branch's own ``lambda``.
         train_mean: Include the data-fit term (a) in the one-stage loss; ``False`` for a
             frozen, pre-trained mean branch.
+        known_noise: The known observation noise of the training rows (``n x m``), for a
+            network without a noise head.
         generator: The source of every random choice of the training (mini-batch order
             and artificial inputs, drawn in the order the steps need them); ``None``
             draws from torch's global generator.
@@ -115,6 +120,11 @@ def train_nomu_network(
         The :class:`~botorch_nn_uq.training.TrainingResult` of the (last) stage.
     """
     num_data = train_X.shape[0]
+    if known_noise is not None and network.noise_layer is not None:
+        raise ValueError(
+            "A NOMU network with a noise head learns the noise; known noise trains a "
+            "network without one."
+        )
 
     def rows(indices: Tensor | None) -> tuple[Tensor, Tensor]:
         return (train_X, train_Y) if indices is None else (train_X[indices], train_Y[indices])
@@ -135,6 +145,7 @@ def train_nomu_network(
                 pi_exp=pi_exp,
                 c_exp=c_exp,
                 stable=stable_loss,
+                weights=None if known_noise is None else known_noise.rows(indices).weights,
             ) + nomu_l2_penalty(network, l2_regularization, uncertainty_l2_regularization)
 
         return train_network(

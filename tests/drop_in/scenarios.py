@@ -71,6 +71,7 @@ from tests.drop_in.setting import (
     query_points,
     toy_data,
 )
+from tests.drop_in.tutorial_patterns import known_noise_scenario
 
 #: Feature key -> the scenario that checks its cells.
 SCENARIOS: dict[str, Callable[[str], None]] = {}
@@ -478,6 +479,10 @@ def _(family: str) -> None:
     assert (noisy.variance >= latent.variance).all()
     explicit = model.posterior(X, observation_noise=torch.full((4, 2, 1), 0.1, dtype=X.dtype))
     assert (explicit.variance > latent.variance).all()
+
+
+#: BoTorch's tutorials' uses of known observation noise (``tests/drop_in/tutorial_patterns.py``).
+scenario("known-noise")(known_noise_scenario)
 
 
 @scenario("posterior-transform")

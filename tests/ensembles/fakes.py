@@ -18,6 +18,14 @@ def architecture_row(spec: CandidateSpec) -> torch.Tensor:
     return -1.0 - 3 * torch.rand(NUM_POINTS, generator=generator, dtype=torch.float64)
 
 
+def shifted_row(spec: CandidateSpec) -> torch.Tensor:
+    r"""Log-likelihoods on a crafted shifted validation set: like :func:`architecture_row`
+    but from another hash, so the shifted set ranks the architectures differently."""
+    text = f"shifted {spec.architecture}"
+    generator = torch.Generator().manual_seed(zlib.crc32(text.encode()))
+    return -1.0 - 3 * torch.rand(NUM_POINTS, generator=generator, dtype=torch.float64)
+
+
 def favouring(candidate_id: int) -> Callable[[CandidateSpec], torch.Tensor]:
     r"""A score under which candidate ``candidate_id`` is by far the best network: its
     :func:`architecture_row` raised by 10, every other candidate's as it is."""
@@ -78,3 +86,21 @@ class FakeTrainer:
         outcomes = [crafted_candidate(spec, self.score(spec)) for spec in specs]
         self.candidates.extend(outcomes)
         return outcomes
+
+
+class FakeScorer:
+    r"""A stand-in validation scorer (``CandidateScorer``) of crafted scores: scores
+    nothing by a network and records the ids of every call's candidates.
+
+    Args:
+        score: Maps a spec to its log-likelihood row on the scorer's validation set.
+    """
+
+    def __init__(self, score: Callable[[CandidateSpec], torch.Tensor] = shifted_row) -> None:
+        self.score = score
+        self.calls: list[tuple[int, ...]] = []
+
+    def __call__(self, candidates: list[TrainedCandidate]) -> torch.Tensor:
+        self.calls.append(tuple(c.spec.candidate_id for c in candidates))
+        failed = torch.full((NUM_POINTS,), -math.inf, dtype=torch.float64)
+        return torch.stack([failed if c.failed else self.score(c.spec) for c in candidates])

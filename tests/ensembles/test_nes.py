@@ -2,6 +2,8 @@
 validation log-likelihoods are crafted, so the search mechanics are checked exactly and
 without training a network."""
 
+from collections.abc import Callable
+
 import pytest
 import torch
 
@@ -10,8 +12,8 @@ from botorch_nn_uq.ensembles.history import stack_log_likelihoods
 from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.ensembles.nes import nes_random_search, nes_regularized_evolution
 from botorch_nn_uq.ensembles.pool import CandidateSpec, TrainedCandidate
-from botorch_nn_uq.ensembles.selection import forward_select
-from tests.ensembles.fakes import FakeTrainer, architecture_row, favouring
+from botorch_nn_uq.ensembles.selection import SelectionResult, forward_select
+from tests.ensembles.fakes import FakeScorer, FakeTrainer, architecture_row, favouring
 
 SPACE = ArchitectureSpace(num_nodes=3, units=(8, 16, 32), activations=("relu", "tanh"))
 HYPERPARAMETERS = TrainingHyperparameters(
@@ -125,14 +127,22 @@ def test_nes_re_trains_pool_size_candidates_in_generations(
     assert all(spec.hyperparameters == HYPERPARAMETERS for spec in _specs(trainer))
 
 
-def _check_parents(trainer: FakeTrainer, population_size: int, num_parents: int) -> None:
+def _check_parents(
+    trainer: FakeTrainer,
+    population_size: int,
+    num_parents: int,
+    scores: list[Callable[[list[TrainedCandidate]], torch.Tensor]] | None = None,
+) -> None:
     r"""Every child mutates one variable of a member of ForwardSelect(population, m),
-    the population being the last ``population_size`` candidates before its generation."""
+    the population being the last ``population_size`` candidates before its generation
+    and ForwardSelect scoring them with the generation's validation scorer (``scores``,
+    one per generation; default: the plain validation set)."""
     created: list[TrainedCandidate] = list(trainer.candidates[: len(trainer.calls[0])])
-    for call in trainer.calls[1:]:
+    for generation, call in enumerate(trainer.calls[1:]):
         population = created[-population_size:]
         usable = [c for c in population if not c.failed]
-        chosen = forward_select(stack_log_likelihoods(usable), num_parents).indices.tolist()
+        score = stack_log_likelihoods if scores is None else scores[generation]
+        chosen = forward_select(score(usable), num_parents).indices.tolist()
         parents = [usable[i].spec.architecture for i in chosen]
         for spec in call:
             assert SPACE.contains(spec.architecture)
@@ -245,3 +255,136 @@ def test_nes_re_rejects_invalid_settings(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         _run_re(trainer, **kwargs)
     assert trainer.calls == []
+
+
+# ------------------------------------------------------------------------------------
+# Under dataset shift: selection on a shifted validation set
+# ------------------------------------------------------------------------------------
+
+
+def _same_selection(first: SelectionResult, second: SelectionResult) -> bool:
+    return (
+        torch.equal(first.indices, second.indices)
+        and torch.equal(first.weights, second.weights)
+        and first.loss_history == second.loss_history
+    )
+
+
+def test_nes_rs_selects_on_the_shifted_validation_set_from_the_same_pool() -> None:
+    plain_trainer, shifted_trainer = FakeTrainer(), FakeTrainer()
+    options = {"pool_size": 12, "ensemble_size": 3}
+    _, plain = nes_random_search(
+        plain_trainer, SPACE, HYPERPARAMETERS, generator=_generator(), **options
+    )
+    scorer = FakeScorer()
+    usable, shifted = nes_random_search(
+        shifted_trainer,
+        SPACE,
+        HYPERPARAMETERS,
+        generator=_generator(),
+        shifted_validation=scorer,
+        **options,
+    )
+    assert _specs(shifted_trainer) == _specs(plain_trainer)
+    assert scorer.calls == [tuple(range(12))]
+    assert _same_selection(shifted, forward_select(scorer(usable), 3))
+    assert not torch.equal(shifted.indices, plain.indices)
+
+
+def test_nes_rs_with_the_plain_set_as_shifted_set_is_plain_nes_rs() -> None:
+    plain_trainer, shifted_trainer = FakeTrainer(), FakeTrainer()
+    options = {"pool_size": 9, "ensemble_size": 3}
+    plain = nes_random_search(
+        plain_trainer, SPACE, HYPERPARAMETERS, generator=_generator(), **options
+    )
+    shifted = nes_random_search(
+        shifted_trainer,
+        SPACE,
+        HYPERPARAMETERS,
+        generator=_generator(),
+        shifted_validation=FakeScorer(architecture_row),
+        **options,
+    )
+    assert _specs(shifted_trainer) == _specs(plain_trainer)
+    assert _same_selection(shifted[1], plain[1])
+
+
+@pytest.mark.parametrize("evolve_on_plain_validation", [False, True])
+def test_nes_re_with_the_plain_set_as_shifted_set_is_plain_nes_re(
+    evolve_on_plain_validation: bool,
+) -> None:
+    plain_trainer, shifted_trainer = FakeTrainer(), FakeTrainer()
+    _, plain = _run_re(plain_trainer, seed=2, pool_size=20)
+    _, shifted = _run_re(
+        shifted_trainer,
+        seed=2,
+        pool_size=20,
+        shifted_validation=FakeScorer(architecture_row),
+        evolve_on_plain_validation=evolve_on_plain_validation,
+    )
+    assert _specs(shifted_trainer) == _specs(plain_trainer)
+    assert _same_selection(shifted, plain)
+
+
+def _generations_on_the_shifted_set(trainer: FakeTrainer, scorer: FakeScorer) -> list[bool]:
+    r"""Whether each generation selected its parents on the shifted set: the scorer saw
+    that generation's population (its newest member identifies it)."""
+    newest_scored = {max(call) for call in scorer.calls}
+    return [call[0].candidate_id - 1 in newest_scored for call in trainer.calls[1:]]
+
+
+def test_nes_re_draws_the_plain_or_the_shifted_set_uniformly_per_generation() -> None:
+    population_size, num_parents = 4, 2
+    used = []
+    for seed in range(6):
+        trainer, scorer = FakeTrainer(), FakeScorer()
+        usable, selection = _run_re(
+            trainer,
+            seed=seed,
+            pool_size=84,
+            population_size=population_size,
+            num_parents=num_parents,
+            children_per_generation=1,
+            shifted_validation=scorer,
+        )
+        on_shift = _generations_on_the_shifted_set(trainer, scorer)
+        # One scoring per generation on the shifted set, one for the final selection.
+        assert len(scorer.calls) == sum(on_shift) + 1
+        assert scorer.calls[-1] == tuple(range(84))
+        assert _same_selection(selection, forward_select(scorer(usable), 3))
+        _check_parents(
+            trainer,
+            population_size,
+            num_parents,
+            scores=[scorer if shift else stack_log_likelihoods for shift in on_shift],
+        )
+        used += on_shift
+    # 480 fair draws: a share outside (0.4, 0.6) is four standard deviations off.
+    assert len(used) == 480
+    assert 0.4 < sum(used) / len(used) < 0.6
+
+
+def test_nes_re_0_evolves_on_the_plain_set_and_selects_on_the_shifted_set() -> None:
+    plain_trainer, trainer, scorer = FakeTrainer(), FakeTrainer(), FakeScorer()
+    _run_re(plain_trainer, seed=1)
+    usable, selection = _run_re(
+        trainer, seed=1, shifted_validation=scorer, evolve_on_plain_validation=True
+    )
+    assert _specs(trainer) == _specs(plain_trainer)
+    assert scorer.calls == [tuple(range(14))]
+    assert _same_selection(selection, forward_select(scorer(usable), 3))
+
+
+def test_nes_re_under_shift_is_determined_by_the_generator_seed() -> None:
+    runs = [FakeTrainer() for _ in range(3)]
+    results = [
+        _run_re(trainer, seed=seed, shifted_validation=FakeScorer())[1]
+        for trainer, seed in zip(runs, (3, 3, 4), strict=True)
+    ]
+    assert _specs(runs[0]) == _specs(runs[1]) and _same_selection(results[0], results[1])
+    assert _specs(runs[0]) != _specs(runs[2])
+
+
+def test_nes_re_refuses_a_non_boolean_evolution_flag() -> None:
+    with pytest.raises(ValueError, match="evolve_on_plain_validation must be True or False"):
+        _run_re(FakeTrainer(), shifted_validation=FakeScorer(), evolve_on_plain_validation=1)

@@ -8,7 +8,7 @@ import torch
 from botorch.models.transforms import Normalize, Standardize
 from botorch.utils.datasets import SupervisedDataset
 
-from botorch_nn_uq.models import DeepEnsemble, MCDropout
+from botorch_nn_uq.models import DeepEnsemble, MCDropout, NESRandomSearch
 from tests.cards import NEURAL_CARDS, fast_settings
 
 DTYPE = torch.float64
@@ -50,12 +50,29 @@ def test_the_transforms_are_positional_or_keyword_arguments(model_class) -> None
 
 
 def test_construct_inputs_passes_the_model_options_through() -> None:
-    inputs = DeepEnsemble.construct_inputs(_dataset(with_noise=True), ensemble_size=3)
+    inputs = DeepEnsemble.construct_inputs(_dataset(), ensemble_size=3)
     dataset = _dataset()
     assert set(inputs) == {"train_X", "train_Y", "ensemble_size"}
     assert torch.equal(inputs["train_X"], dataset.X)
     assert torch.equal(inputs["train_Y"], dataset.Y)
     assert DeepEnsemble(**inputs).hyperparameters.ensemble_size == 3
+
+
+def test_construct_inputs_passes_observed_noise_as_train_Yvar() -> None:
+    # As BoTorch's Model.construct_inputs does for a GP.
+    dataset = _dataset(with_noise=True)
+    inputs = DeepEnsemble.construct_inputs(dataset, ensemble_size=3)
+    assert set(inputs) == {"train_X", "train_Y", "train_Yvar", "ensemble_size"}
+    assert torch.equal(inputs["train_Yvar"], dataset.Yvar)
+    assert DeepEnsemble(**inputs).has_known_noise
+    with pytest.raises(TypeError, match=r"got \['train_Yvar'\] in the model options"):
+        DeepEnsemble.construct_inputs(dataset, train_Yvar=dataset.Yvar)
+
+
+def test_a_model_without_known_noise_support_warns_and_ignores_observed_noise() -> None:
+    with pytest.warns(UserWarning, match="ignores the data's noise variances"):
+        inputs = NESRandomSearch.construct_inputs(_dataset(with_noise=True))
+    assert set(inputs) == {"train_X", "train_Y"}
 
 
 def test_construct_inputs_refuses_a_second_copy_of_the_training_data() -> None:

@@ -253,7 +253,10 @@ def test_models_that_cannot_be_conditioned_say_why() -> None:
         ({"Y": torch.zeros(3, 2, 1, **F64), "X": points(4, 2)}, ValueError, "do not broadcast"),
         ({"X": points(2)[:, :1]}, ValueError, "input dimensions"),
         ({"X": torch.full((2, DIM), float("nan"), **F64)}, ValueError, "NaN"),
-        ({"noise": torch.ones(2, 1, **F64)}, UnsupportedError, "known noise"),
+        ({"noise": -torch.ones(2, 1, **F64)}, ValueError, "non-negative"),
+        ({"noise": torch.ones(3, 1, **F64)}, ValueError, "does not broadcast"),
+        ({"noise": torch.ones(2, 1)}, ValueError, "dtype and device of Y"),
+        ({"noise": 0.1}, TypeError, "noise must be a torch.Tensor"),
         ({"propagate_grads": True}, UnsupportedError, "propagate_grads"),
     ],
 )

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from botorch_nn_uq.nn.batched_mlp import DATA_ORDER_STREAM, BatchedMLP
-from botorch_nn_uq.training import NonFiniteLossError, TrainingConfig, train_network
+from botorch_nn_uq.training import KnownNoise, NonFiniteLossError, TrainingConfig, train_network
 from botorch_nn_uq.training import loop as loop_module
 from botorch_nn_uq.training import members as members_module
 from botorch_nn_uq.training.members import fit_members, member_row_losses
@@ -525,3 +525,65 @@ def test_the_forward_and_loss_of_a_step_trace_as_one_graph():
     explanation = torch._dynamo.explain(loss)()
     assert explanation.graph_break_count == 0
     assert explanation.graph_count == 1
+
+
+# ---------------------------------------------------------------------------
+# Known observation noise
+
+
+def _known_noise(n: int, outputs: int = 2) -> KnownNoise:
+    variance = torch.linspace(0.01, 1.0, n * outputs, dtype=DTYPE).reshape(n, outputs)
+    return KnownNoise.from_variance(variance)
+
+
+@pytest.mark.parametrize("gaussian_head", [True, False])
+def test_row_losses_with_known_noise_by_hand(gaussian_head):
+    network = BatchedMLP(2, 2, (6,), [1, 2], gaussian_head=gaussian_head).to(DTYPE)
+    X, _ = _data(n=5)
+    Y = torch.randn(5, 2, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+    known = _known_noise(5)
+    losses = member_row_losses(network, X, Y, per_member=False, known_noise=known)
+    residuals = network(X).mean - Y
+    if gaussian_head:
+        # The Gaussian likelihood of the known variances, not the heads' own.
+        variance = known.variance
+        expected = 0.5 * torch.log(2 * torch.pi * variance) + residuals.pow(2) / (2 * variance)
+        expected = expected.sum(-1)
+    else:
+        # Weighted least squares, output by output.
+        expected = (known.weights * residuals.pow(2)).mean(-1)
+    torch.testing.assert_close(losses, expected)
+    # Per-member rows gather each member's rows' noise.
+    indices = torch.tensor([[0, 3], [4, 4]])
+    per_member = member_row_losses(
+        network, X[indices], Y[indices], per_member=True, known_noise=known.rows(indices)
+    )
+    torch.testing.assert_close(per_member, expected.gather(1, indices))
+
+
+@pytest.mark.parametrize("gaussian_head", [True, False])
+def test_known_noise_trains_on_the_general_path_and_lets_precise_rows_dominate(
+    monkeypatch, gaussian_head
+):
+    built = _spy_on_common_path(monkeypatch)
+    X, Y = _data(n=24, noise=0.0)
+    noisy = torch.arange(24) % 2 == 1
+    offset_Y = Y + 2.0 * noisy.unsqueeze(-1)
+    variance = torch.where(noisy, 4.0, 1e-4).to(DTYPE).unsqueeze(-1)
+    config = TrainingConfig(epochs=300, learning_rate=1e-2)
+    weighted = _network(gaussian_head=gaussian_head)
+    fit_members(weighted, X, offset_Y, config, known_noise=KnownNoise.from_variance(variance))
+    assert built == []
+    unweighted = _network(gaussian_head=gaussian_head)
+    fit_members(unweighted, X, offset_Y, config)
+
+    def error(network):
+        return (network(X).mean - Y).abs().mean().item()
+
+    assert error(weighted) < 0.5 * error(unweighted)
+
+
+def test_known_noise_must_have_the_targets_shape():
+    X, Y = _data(n=8)
+    with pytest.raises(ValueError, match="shape of train_Y"):
+        fit_members(_network(), X, Y, TrainingConfig(epochs=1), known_noise=_known_noise(8))

@@ -106,3 +106,23 @@ def test_enlarge_box() -> None:
     torch.testing.assert_close(enlarge_box(box, 0.0), box)
     with pytest.raises(ValueError, match="enlargement"):
         enlarge_box(box, -0.1)
+
+
+def test_known_noise_weighs_the_data_fit_and_in_sample_terms_by_hand() -> None:
+    mean = torch.tensor([[0.0], [1.0]], dtype=DTYPE)
+    train_Y = torch.tensor([[0.2], [0.7]], dtype=DTYPE)
+    weights = torch.tensor([[1.5], [0.5]], dtype=DTYPE)
+    raw = torch.tensor([[0.3], [0.1]], dtype=DTYPE)
+    artificial = torch.tensor([[0.2]], dtype=DTYPE)
+    fit = 1.5 * 0.04 + 0.5 * 0.09
+    assert data_fit_loss(mean, train_Y, weights=weights).item() == pytest.approx(fit, rel=1e-12)
+    in_sample = 2.0 * (1.5 * 0.09 + 0.5 * 0.01)
+    out_of_sample = 0.5 * math.exp(-4.0 * 0.2)
+    loss = nomu_loss(mean, train_Y, raw, artificial, 2.0, 0.5, 4.0, weights=weights)
+    assert loss.item() == pytest.approx(fit + in_sample + out_of_sample, rel=1e-12)
+    # Weights of one are the noiseless loss, exactly.
+    ones = torch.ones_like(weights)
+    arguments = (mean, train_Y, raw, artificial, 2.0, 0.5, 4.0)
+    assert torch.equal(nomu_loss(*arguments, weights=ones), nomu_loss(*arguments))
+    with pytest.raises(ValueError, match="not both"):
+        nomu_loss(*arguments, noise_std=ones, weights=ones)
