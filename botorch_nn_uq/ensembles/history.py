@@ -276,9 +276,11 @@ def _replace_atomically(path: Path, content: bytes) -> None:
 
 
 def pool_fingerprint(data: PoolData, settings: PoolSettings) -> str:
-    r"""A digest of the data (values, shapes, dtypes) and the pool settings."""
+    r"""A digest of the data (values, shapes, dtypes; the known noise variances where
+    given) and the pool settings."""
     digest = hashlib.sha256(repr(settings).encode())
-    for tensor in (data.train_X, data.train_Y, data.validation_X, data.validation_Y):
+    known_noise = [data.train_Yvar, data.validation_Yvar] if data.train_Yvar is not None else []
+    for tensor in (data.train_X, data.train_Y, data.validation_X, data.validation_Y, *known_noise):
         values = tensor.detach().cpu().contiguous()
         digest.update(f"{tuple(values.shape)}{values.dtype}".encode())
         digest.update(values.numpy().tobytes())

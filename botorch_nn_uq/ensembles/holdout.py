@@ -23,6 +23,7 @@ from torch import Tensor
 
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
 from botorch_nn_uq.training.config import TrainingConfig
+from botorch_nn_uq.training.losses import KnownNoise
 from botorch_nn_uq.training.members import fit_members
 
 VALIDATION_SCHEMES = ("auto", "cross-validation", "holdout")
@@ -130,17 +131,22 @@ def make_validation_splits(
     return ValidationSplits(train_weights=1.0 - validation, validation_weights=validation)
 
 
-def member_log_likelihoods(network: BatchedMLP, X: Tensor, Y: Tensor) -> Tensor:
+def member_log_likelihoods(
+    network: BatchedMLP, X: Tensor, Y: Tensor, Yvar: Tensor | None = None
+) -> Tensor:
     r"""Each member's predictive log density ``log p_k(y_n | x_n)`` (summed over outputs).
 
     Gaussian heads use their predicted standard deviation; mean-only members use a
     Gaussian with their own maximum-likelihood variance (mean squared residual over the
-    given rows).
+    given rows). With known observation noise ``Yvar``, every member uses it instead:
+    the likelihood a model with known noise (``train_Yvar``) serves.
 
     Args:
         network: ``K`` members (evaluated in ``eval`` mode).
         X: ``n x d`` inputs.
         Y: ``n x m`` targets.
+        Yvar: ``n x m`` known noise variances of the rows (positive, in the units of
+            ``Y``), or ``None``.
 
     Returns:
         A ``K x n`` tensor.
@@ -149,7 +155,9 @@ def member_log_likelihoods(network: BatchedMLP, X: Tensor, Y: Tensor) -> Tensor:
     with torch.no_grad():
         output = network(X)
     residuals = output.mean - Y
-    if output.std is None:
+    if Yvar is not None:
+        variance = Yvar
+    elif output.std is None:
         variance = residuals.pow(2).mean(dim=-2, keepdim=True).clamp_min(1e-12)
     else:
         variance = output.std.pow(2)
@@ -167,6 +175,7 @@ def validation_log_likelihoods(
     l2_regularization: Tensor,
     learning_rates: Tensor,
     dropout_generator: torch.Generator | None = None,
+    known_noise: KnownNoise | None = None,
     progress: bool = False,
 ) -> Tensor:
     r"""Cached validation log-likelihoods of ``C`` candidate configurations.
@@ -187,6 +196,10 @@ def validation_log_likelihoods(
         learning_rates: ``C``-vector of each candidate's learning rate.
         dropout_generator: The source of the training-time dropout masks; ``None``
             draws from torch's global generator.
+        known_noise: The known observation noise of the ``n`` rows (``n x m``), or
+            ``None``: every copy trains on it (see
+            :func:`~botorch_nn_uq.training.members.fit_members`) and is scored with the
+            held-out rows' known variances (see :func:`member_log_likelihoods`).
         progress: Show a progress bar.
 
     Returns:
@@ -206,6 +219,7 @@ def validation_log_likelihoods(
         row_weights=splits.train_weights.to(train_X).repeat(num_candidates, 1),
         learning_rates=learning_rates.repeat_interleave(num_splits),
         dropout_generator=dropout_generator,
+        known_noise=known_noise,
         progress=progress,
         description="validation copies",
     )
@@ -215,7 +229,12 @@ def validation_log_likelihoods(
     for split in range(num_splits):
         # Mean-only members estimate their variance on each split's own held-out rows.
         held_out = splits.validation_weights[split].nonzero().squeeze(-1)
-        split_scores = member_log_likelihoods(network, train_X[held_out], train_Y[held_out])
+        split_scores = member_log_likelihoods(
+            network,
+            train_X[held_out],
+            train_Y[held_out],
+            None if known_noise is None else known_noise.variance[held_out],
+        )
         positions = torch.searchsorted(rows, held_out)
         scores[:, positions] = split_scores
     # A copy that never had a finite training loss has no usable prediction.

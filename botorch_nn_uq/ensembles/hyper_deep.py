@@ -36,6 +36,7 @@ from botorch_nn_uq.ensembles.holdout import (
 from botorch_nn_uq.ensembles.selection import SelectionResult, caruana_select
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
 from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
+from botorch_nn_uq.training.losses import KnownNoise
 from botorch_nn_uq.training.members import fit_members
 
 
@@ -183,6 +184,7 @@ def search_hyper_deep_ensemble(
     validation_fraction: float = 0.2,
     max_selection_iterations: int | None = None,
     training_dtype: torch.dtype | None = None,
+    known_noise: KnownNoise | None = None,
     progress: bool = False,
 ) -> HyperDeepEnsembleSearch:
     r"""Build a hyper-deep ensemble (see the module docstring). All randomness comes
@@ -210,6 +212,10 @@ def search_hyper_deep_ensemble(
             (e.g. ``torch.float32``, faster on CPUs than float64 for these stacked
             networks, see ``benchmarks/docs/hyper-deep-search-cost.md``); the returned
             members are cast back to ``train_X``'s dtype. ``None`` trains in ``train_X``'s dtype.
+        known_noise: The known observation noise of the ``n`` rows (``n x m``, a model's
+            transformed ``train_Yvar``), or ``None``: every validation copy and the refit
+            train on it, and the out-of-fold scores use the held-out rows' known
+            variances (see :func:`~botorch_nn_uq.ensembles.holdout.validation_log_likelihoods`).
         progress: Show progress bars.
 
     Returns:
@@ -224,6 +230,8 @@ def search_hyper_deep_ensemble(
     data_dtype = train_X.dtype
     if training_dtype is not None:
         train_X, train_Y = train_X.to(training_dtype), train_Y.to(training_dtype)
+        if known_noise is not None:
+            known_noise = known_noise.to(training_dtype, train_X.device)
     search_space = search_space or HyperDeepSearchSpace()
     splits = make_validation_splits(
         train_X.shape[0],
@@ -247,6 +255,7 @@ def search_hyper_deep_ensemble(
             ensemble_size,
             max_selection_iterations,
             generator,
+            known_noise,
             progress,
         )
 
@@ -272,6 +281,7 @@ def search_hyper_deep_ensemble(
         l2_regularization=chosen_configurations["l2_regularization"].to(train_X),
         learning_rates=chosen_configurations["learning_rate"].to(train_X),
         dropout_generator=generator,
+        known_noise=known_noise,
         progress=progress,
         description="hyper-deep ensemble refit",
     )
@@ -307,6 +317,7 @@ def _score_and_select(
     ensemble_size: int,
     max_selection_iterations: int | None,
     generator: torch.Generator,
+    known_noise: KnownNoise | None,
     progress: bool,
 ) -> _Stage:
     num_splits = splits.num_splits
@@ -328,6 +339,7 @@ def _score_and_select(
         l2_regularization=configurations["l2_regularization"].to(train_X),
         learning_rates=configurations["learning_rate"].to(train_X),
         dropout_generator=generator,
+        known_noise=known_noise,
         progress=progress,
     ).to(device="cpu", dtype=torch.float64)
     selection = caruana_select(log_likelihoods, ensemble_size, max_selection_iterations)

@@ -31,6 +31,7 @@ from botorch_nn_uq.ensembles.holdout import member_log_likelihoods
 from botorch_nn_uq.ensembles.hyperparameter_space import TrainingHyperparameters
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP, EnsembleNetwork
 from botorch_nn_uq.training.config import NonFiniteLossError, TrainingConfig
+from botorch_nn_uq.training.losses import KnownNoise
 from botorch_nn_uq.training.members import fit_members
 
 
@@ -106,17 +107,40 @@ class PoolSettings:
 class PoolData:
     r"""Transformed training and validation data of a pool.
 
+    With known observation noise (a model's transformed ``train_Yvar``, split with its
+    rows), the candidates train on it as a
+    :class:`~botorch_nn_uq.models.ensemble.DeepEnsemble`'s members do, and their
+    validation log-likelihoods use the validation rows' known variances.
+
     Attributes:
         train_X: ``n x d`` training inputs.
         train_Y: ``n x m`` training targets.
         validation_X: ``v x d`` validation inputs.
         validation_Y: ``v x m`` validation targets.
+        train_Yvar: ``n x m`` known noise variances of the training rows (positive), or
+            ``None`` without known noise.
+        validation_Yvar: ``v x m`` known noise variances of the validation rows; given
+            exactly when ``train_Yvar`` is.
     """
 
     train_X: Tensor
     train_Y: Tensor
     validation_X: Tensor
     validation_Y: Tensor
+    train_Yvar: Tensor | None = None
+    validation_Yvar: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if (self.train_Yvar is None) != (self.validation_Yvar is None):
+            raise ValueError("Give known noise for both the training and the validation rows.")
+
+    @property
+    def known_noise(self) -> KnownNoise | None:
+        r"""The known noise of the training rows followed by the validation rows
+        (``(n + v) x m``, as :func:`train_candidate_group` stacks them), or ``None``."""
+        if self.train_Yvar is None:
+            return None
+        return KnownNoise.from_variance(torch.cat([self.train_Yvar, self.validation_Yvar]))
 
 
 @dataclass
@@ -264,7 +288,8 @@ def train_candidate_group(
 
     Training rows and validation rows are stacked; each member trains on the training
     rows with its own learning rate, early-stopping and plateau patience, and keeps the
-    weights of its minimum validation loss.
+    weights of its minimum validation loss (with the data's known noise, both losses and
+    the validation log-likelihoods use it).
 
     Args:
         specs: Candidates with one group key.
@@ -319,11 +344,14 @@ def train_candidate_group(
                 [h.early_stopping_patience for h in hyperparameters]
             ),
             lr_reduction_patience=torch.tensor([h.lr_reduction_patience for h in hyperparameters]),
+            known_noise=data.known_noise,
             description="candidates",
         )
         steps = result.steps_run
         trained = torch.isfinite(result.best_loss)
-        log_likelihoods = member_log_likelihoods(network, data.validation_X, data.validation_Y)
+        log_likelihoods = member_log_likelihoods(
+            network, data.validation_X, data.validation_Y, data.validation_Yvar
+        )
         trained &= torch.isfinite(log_likelihoods).all(-1).cpu()
     except NonFiniteLossError as failure:
         error = str(failure)

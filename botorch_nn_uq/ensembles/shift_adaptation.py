@@ -70,13 +70,18 @@ class CandidateScorer:
         Y: ``v x m`` targets, in the same coordinates (a model's transformed outcomes).
         settings: The pool's settings, which say how the candidates predict (their
             heads), e.g. ``CandidateTrainer.settings``.
+        Yvar: ``v x m`` known noise variances of the rows (positive, in the coordinates of
+            ``Y``: a model's transformed ``train_Yvar``), or ``None``: the candidates are
+            scored with them in place of their own noise model, as a pool with known
+            noise scores its validation set.
 
     Calling it with ``candidates`` returns their ``len(candidates) x v`` float64 matrix of
     ``log p_k(y_n | x_n)`` (summed over the outputs), as
     :func:`~botorch_nn_uq.ensembles.history.stack_log_likelihoods` does for the validation
     set they were trained with: ``-inf`` rows for failed candidates, ``-inf`` for NaN.
     Mean-only members score with their own mean squared residual on ``(X, Y)`` as
-    variance, as on the plain validation set. The scorer holds the scored candidates (by
+    variance, as on the plain validation set; with ``Yvar``, every candidate scores with
+    the known variances instead. The scorer holds the scored candidates (by
     identity), so a candidate is evaluated once however often it is scored.
 
     Example:
@@ -87,7 +92,9 @@ class CandidateScorer:
         ... )
     """
 
-    def __init__(self, X: Tensor, Y: Tensor, settings: PoolSettings) -> None:
+    def __init__(
+        self, X: Tensor, Y: Tensor, settings: PoolSettings, Yvar: Tensor | None = None
+    ) -> None:
         if not (isinstance(X, Tensor) and isinstance(Y, Tensor) and X.ndim == Y.ndim == 2):
             raise ValueError("X and Y must be 2-dim tensors, v x d inputs and v x m targets.")
         if X.shape[0] != Y.shape[0] or X.shape[0] < 1:
@@ -97,7 +104,12 @@ class CandidateScorer:
             )
         if not isinstance(settings, PoolSettings):
             raise TypeError(f"settings must be the pool's PoolSettings; got {settings!r}.")
+        if Yvar is not None and not (
+            isinstance(Yvar, Tensor) and Yvar.shape == Y.shape and (Yvar > 0).all()
+        ):
+            raise ValueError("Yvar must be a tensor of positive variances with the shape of Y.")
         self.X, self.Y, self.settings = X.detach(), Y.detach(), settings
+        self.Yvar = None if Yvar is None else Yvar.detach()
         self._scores: dict[int, tuple[TrainedCandidate, Tensor]] = {}
 
     def __call__(self, candidates: Sequence[TrainedCandidate]) -> Tensor:
@@ -108,7 +120,9 @@ class CandidateScorer:
             if not candidate.failed and id(candidate) not in self._scores
         }
         if unscored:
-            rows = candidate_log_likelihoods(list(unscored.values()), self.X, self.Y, self.settings)
+            rows = candidate_log_likelihoods(
+                list(unscored.values()), self.X, self.Y, self.settings, self.Yvar
+            )
             self._scores.update(
                 (key, (candidate, row))
                 for (key, candidate), row in zip(unscored.items(), rows, strict=True)
@@ -118,7 +132,11 @@ class CandidateScorer:
 
 
 def candidate_log_likelihoods(
-    candidates: Sequence[TrainedCandidate], X: Tensor, Y: Tensor, settings: PoolSettings
+    candidates: Sequence[TrainedCandidate],
+    X: Tensor,
+    Y: Tensor,
+    settings: PoolSettings,
+    Yvar: Tensor | None = None,
 ) -> Tensor:
     r"""Trained candidates' log-likelihoods on ``(X, Y)`` from their trained weights: the
     candidates are loaded into one member group per architecture and evaluated in one
@@ -129,6 +147,8 @@ def candidate_log_likelihoods(
         X: ``v x d`` inputs, in the coordinates of the pool's data.
         Y: ``v x m`` targets, likewise.
         settings: The pool's settings (the members' heads).
+        Yvar: ``v x m`` known noise variances of the rows, used in place of the
+            candidates' own noise model; ``None`` scores with their own.
 
     Returns:
         A ``len(candidates) x v`` float64 CPU tensor of ``log p_k(y_n | x_n)`` (``-inf``
@@ -139,7 +159,7 @@ def candidate_log_likelihoods(
     positions = torch.arange(len(candidates), dtype=torch.float64)
     network, order = assemble_ensemble(candidates, positions, X.shape[-1], Y.shape[-1], settings)
     network = network.to(X)
-    scores = torch.cat([member_log_likelihoods(group, X, Y) for group in network.groups])
+    scores = torch.cat([member_log_likelihoods(group, X, Y, Yvar) for group in network.groups])
     rows = torch.empty_like(scores)
     rows[order.long()] = scores
     rows = rows.detach().cpu().to(torch.float64)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import threading
-import warnings
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -148,11 +147,6 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
     #: :attr:`input_transform_limit` as the reason.
     trains_input_transform: ClassVar[bool] = False
     input_transform_limit: ClassVar[str] = ""
-    #: Whether a fit trains on known observation noise (``train_Yvar``); models that
-    #: cannot refuse it at construction, with :attr:`known_noise_limit` as the reason
-    #: and the remedy.
-    trains_with_known_noise: ClassVar[bool] = True
-    known_noise_limit: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -172,12 +166,6 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         validate_training_data(train_X, train_Y, min_points=self.min_training_points)
         if train_Yvar is not None:
             validate_train_Yvar(train_Yvar, train_Y)
-            if not self.trains_with_known_noise:
-                raise UnsupportedError(
-                    f"{type(self).__name__} cannot train on known observation noise "
-                    f"(train_Yvar): {self.known_noise_limit} Or leave train_Yvar out and let "
-                    "the model estimate the noise."
-                )
         if outcome_transform is DEFAULT:
             outcome_transform = Standardize(m=train_Y.shape[-1])
         learnable = learnable_parameter_names(input_transform)
@@ -244,9 +232,7 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         through; Ax builds models this way, from ``ModelConfig.model_options``.
 
         Observed noise variances (``training_data.Yvar``) are passed as ``train_Yvar``,
-        as for BoTorch's GPs; a model that cannot train on known noise
-        (:attr:`trains_with_known_noise`) warns and estimates the noise itself, as it
-        did before it took known noise.
+        as for BoTorch's GPs.
 
         Args:
             training_data: A ``SupervisedDataset`` with ``n x d`` inputs and ``n x m``
@@ -271,16 +257,7 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
             )
         data = {"train_X": training_data.X, "train_Y": training_data.Y}
         if training_data.Yvar is not None:
-            if cls.trains_with_known_noise:
-                data["train_Yvar"] = training_data.Yvar
-            else:
-                warnings.warn(
-                    f"{cls.__name__} cannot train on known observation noise: it ignores the "
-                    "data's noise variances (Yvar) and estimates the noise itself; "
-                    f"{cls.known_noise_limit}",
-                    UserWarning,
-                    stacklevel=2,
-                )
+            data["train_Yvar"] = training_data.Yvar
         return {**data, **model_options}
 
     @property

@@ -120,12 +120,14 @@ class HyperDeepEnsemble(MemberEnsemble):
     lists every candidate with its configuration, seed, validation NLL and selection
     weight.
 
-    Known observation noise (``train_Yvar``) is refused with an ``UnsupportedError``: the
-    search scores its candidates with their own noise model; a
-    :class:`~botorch_nn_uq.models.ensemble.DeepEnsemble` trains on it.
+    With known observation noise ``train_Yvar``, every candidate's validation copies and
+    the refit train on it as a :class:`~botorch_nn_uq.models.ensemble.DeepEnsemble`'s
+    members do, and the out-of-fold NLL scores the held-out rows with their known
+    variances (the likelihood the model serves), see
+    :mod:`botorch_nn_uq.models.known_noise`.
 
     Args:
-        train_X, train_Y, input_transform, outcome_transform: As for every
+        train_X, train_Y, train_Yvar, input_transform, outcome_transform: As for every
             :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
         **hyperparameters: Fields of :class:`HyperDeepEnsembleHyperparameters`.
 
@@ -146,15 +148,6 @@ class HyperDeepEnsemble(MemberEnsemble):
         *MemberEnsemble.checkpoint_hyperparameters,
     )
     fit_records = ("search_history", "ensemble_validation_nll")
-    #: Known noise would have to enter every candidate's training and validation score,
-    #: which the search (:mod:`botorch_nn_uq.ensembles`) computes with the members' own
-    #: noise model.
-    trains_with_known_noise = False
-    known_noise_limit = (
-        "its search trains and scores every candidate with the members' own noise model "
-        "(their validation likelihood), which known noise would have to replace. A "
-        "DeepEnsemble trains on known noise."
-    )
 
     def _build_network(self, input_dim: int, output_dim: int, generator: torch.Generator) -> None:
         r"""None: the search chooses the members (so ``warm_start`` is not supported)."""
@@ -185,6 +178,7 @@ class HyperDeepEnsemble(MemberEnsemble):
             validation_fraction=hp.validation_fraction,
             max_selection_iterations=hp.max_selection_iterations,
             training_dtype=hp.training_dtype,
+            known_noise=self._training_known_noise(),
             progress=progress,
         )
         self.search_history: list[CandidateRecord] = search.candidates

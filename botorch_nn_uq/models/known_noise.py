@@ -17,7 +17,10 @@ with the transformed variances:
   :class:`~botorch_nn_uq.training.losses.KnownNoise`): the Gaussian log-likelihood with
   the known variances up to a constant factor, at the scale of the unweighted loss, so
   that constant variances train exactly as the unweighted loss does and the learning
-  rate, the L2 penalty and NOMU's loss weights keep their meaning.
+  rate, the L2 penalty and NOMU's loss weights keep their meaning. The searched ensembles
+  (hyper-deep, NES, AutoDEUQ) train every candidate so, and score candidates on
+  validation rows with those rows' known variances in place of the heads' own (see
+  :func:`~botorch_nn_uq.ensembles.holdout.member_log_likelihoods`).
 - **Posterior**: ``posterior(X, observation_noise=True)`` adds the mean of the known
   variances (per output) at the new points, as BoTorch's fixed-noise GP does; the model's
   own estimate (the homoscedastic residual variance, Gaussian heads' aleatoric variance,

@@ -144,7 +144,7 @@ class MemberEnsemble(NeuralSurrogateModel):
         train_X: An ``n x d`` tensor of training inputs.
         train_Y: An ``n x m`` tensor of training targets.
         train_Yvar: An optional ``n x m`` tensor of known observation-noise variances (as
-            for ``SingleTaskGP``), for the ensembles that train on it.
+            for ``SingleTaskGP``).
         input_transform: An optional input transform, e.g. ``Normalize(d, bounds=bounds)``.
         outcome_transform: An optional outcome transform, e.g. ``Standardize(m)``.
         **hyperparameters: Fields of the subclass's ``hyperparameter_class``.
@@ -295,12 +295,12 @@ ENSEMBLE_FAMILY = Family(
             "estimated from the residuals",
         ),
         "known-noise": Support(
-            Status.APPROXIMATE,
-            "deep ensembles: Gaussian heads trained on the likelihood of the known variances, "
-            "mean-only members on weighted least squares; `observation_noise=True`, "
-            "fantasies and `uncertainty_decomposition` use the mean known variance. "
-            "Hyper-deep, NES and AutoDEUQ refuse `train_Yvar` (`UnsupportedError`: their "
-            "searches score candidates with the members' own noise model)",
+            Status.WORKS,
+            "Gaussian heads trained on the likelihood of the known variances, mean-only "
+            "members on weighted least squares; hyper-deep, NES and AutoDEUQ train every "
+            "candidate so and select on validation likelihoods with the known variances; "
+            "`observation_noise=True`, fantasies and `uncertainty_decomposition` use the "
+            "mean known variance",
         ),
     },
 )

@@ -236,9 +236,12 @@ class SearchedEnsemble(MemberEnsemble):
     r"""Base of the searched ensembles: split, search, assemble (see the module
     docstring). Subclasses name the ``method`` and implement :meth:`_search`.
 
-    Known observation noise (``train_Yvar``) is refused with an ``UnsupportedError``: the
-    search scores its candidates with their own noise model; a
-    :class:`~botorch_nn_uq.models.ensemble.DeepEnsemble` trains on it."""
+    With known observation noise ``train_Yvar``, the variances follow their rows into the
+    training and validation splits: every candidate trains on them as a
+    :class:`~botorch_nn_uq.models.ensemble.DeepEnsemble`'s members do, and the
+    validation log-likelihoods that select the members use the validation rows' known
+    variances (the likelihood the model serves), see
+    :mod:`botorch_nn_uq.models.known_noise`."""
 
     method: ClassVar[str]
     # Two held-out and two training rows (see `holdout_size`).
@@ -246,15 +249,6 @@ class SearchedEnsemble(MemberEnsemble):
     # The search chooses the architectures (the checkpoint describes them), so only the
     # hyperparameters of every ensemble shape the served network.
     fit_records = ("search_history",)
-    #: Known noise would have to enter every candidate's training and validation score,
-    #: which the search (:mod:`botorch_nn_uq.ensembles`) computes with the members' own
-    #: noise model.
-    trains_with_known_noise = False
-    known_noise_limit = (
-        "its search trains and scores every candidate with the members' own noise model "
-        "(their validation likelihood), which known noise would have to replace. A "
-        "DeepEnsemble trains on known noise."
-    )
 
     def _build_network(self, input_dim: int, output_dim: int, generator: torch.Generator) -> None:
         r"""None: the search chooses the members (``warm_start`` is not supported)."""
@@ -268,11 +262,14 @@ class SearchedEnsemble(MemberEnsemble):
         num_validation = holdout_size(num_data, hp.validation_fraction)
         order = torch.randperm(num_data, generator=generator)
         validation, training = order[:num_validation], order[num_validation:]
+        Yvar = self.transformed_train_Yvar
         data = PoolData(
             train_X=train_X[training],
             train_Y=train_Y[training],
             validation_X=train_X[validation],
             validation_Y=train_Y[validation],
+            train_Yvar=None if Yvar is None else Yvar[training],
+            validation_Yvar=None if Yvar is None else Yvar[validation],
         )
         settings = hp.pool_settings()
         trainer = CandidateTrainer(
@@ -310,7 +307,7 @@ class NESRandomSearch(SearchedEnsemble):
     r"""NES-RS: ``pool_size`` random architectures, ForwardSelect ``ensemble_size``.
 
     Args:
-        train_X, train_Y, input_transform, outcome_transform: As for every
+        train_X, train_Y, train_Yvar, input_transform, outcome_transform: As for every
             :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
         **hyperparameters: Fields of :class:`NESHyperparameters`.
 
@@ -344,7 +341,7 @@ class NESRegularizedEvolution(SearchedEnsemble):
     ForwardSelect ``ensemble_size`` over every network trained.
 
     Args:
-        train_X, train_Y, input_transform, outcome_transform: As for every
+        train_X, train_Y, train_Yvar, input_transform, outcome_transform: As for every
             :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
         **hyperparameters: Fields of :class:`NESHyperparameters`.
     """
@@ -381,7 +378,7 @@ class AutoDEUQ(SearchedEnsemble):
     always keeps ``ensemble_size`` members) when that matters, e.g. in BO.
 
     Args:
-        train_X, train_Y, input_transform, outcome_transform: As for every
+        train_X, train_Y, train_Yvar, input_transform, outcome_transform: As for every
             :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
         **hyperparameters: Fields of :class:`AutoDEUQHyperparameters`.
     """

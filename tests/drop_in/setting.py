@@ -17,13 +17,16 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from botorch_nn_uq.models import ModelCard, NeuralSurrogateModel
-from tests.cards import representatives
+from tests.cards import CARDS, representatives
 
 DIM = 2
 BOUNDS = torch.tensor([[0.0] * DIM, [1.0] * DIM], dtype=torch.float64)
 
 #: Family key -> the card that stands for the family in the scenarios (its first card).
 FAMILIES: dict[str, ModelCard] = representatives()
+#: What a scenario may run on: a family (its first card) or, by its name, any card (a
+#: family's first card has the family's key or its own name).
+MODELS: dict[str, ModelCard] = {**CARDS, **FAMILIES}
 
 
 def toy_data(num_outputs: int = 1, dtype: torch.dtype = torch.float64, n: int = 12):
@@ -34,13 +37,15 @@ def toy_data(num_outputs: int = 1, dtype: torch.dtype = torch.float64, n: int = 
 
 
 def model_class(family: str) -> type:
-    r"""The class of the family's card (``SingleTaskGP`` for ``"gp"``)."""
-    return FAMILIES[family].model_class
+    r"""The class of the family's card, or of the card named ``family`` (a key of
+    :data:`MODELS`; ``SingleTaskGP`` for ``"gp"``)."""
+    return MODELS[family].model_class
 
 
 def family_options(family: str, dtype: torch.dtype = torch.float64) -> dict[str, Any]:
-    r"""The fast settings of the family's card (and NOMU's input box); none for the GP."""
-    return FAMILIES[family].fast_options(BOUNDS.to(dtype))
+    r"""The fast settings of the family's card, or of the card named ``family`` (and
+    NOMU's input box); none for the GP."""
+    return MODELS[family].fast_options(BOUNDS.to(dtype))
 
 
 def constructor_arguments(family: str, train_Y: Tensor) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 r"""BoTorch's tutorials that pass known observation noise (``train_Yvar``), and the drop-in
 scenario that runs their patterns on every model family: the ``"known-noise"`` cell of
 the feature table (:func:`known_noise_scenario`, registered in
-``tests/drop_in/scenarios.py``).
+``tests/drop_in/scenarios.py``), which ``tests/test_features.py`` also runs on every other
+card by its name (the searched ensembles among them).
 
 The tutorials, as read in pytorch/botorch at commit ``e390e13`` (October 2025), and where
 each pattern is checked:
@@ -222,7 +223,8 @@ def nearly_noiseless(family: str) -> None:
 
 
 def known_noise_scenario(family: str) -> None:
-    r"""The ``"known-noise"`` cell: every check of this module on the family's model."""
+    r"""The ``"known-noise"`` cell: every check of this module on the family's model (or
+    on the model of the card named ``family``, see ``tests.drop_in.setting.MODELS``)."""
     X, Y, Yvar, _ = heteroscedastic_data()
     model = positional_and_keyword(family, X, Y, Yvar)
     noise_at_new_points(model, Yvar)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import warnings
 from typing import Any
 
 import pytest
@@ -360,7 +359,7 @@ def test_known_standard_errors_reach_every_model_as_train_Yvar(model_class, fits
     assert np.isfinite(prediction["y"]).all()
 
 
-def test_a_searched_ensemble_warns_and_ignores_known_standard_errors(fits) -> None:
+def test_a_searched_ensemble_takes_known_standard_errors_as_train_Yvar(fits) -> None:
     options = MODEL_OPTIONS[NESRandomSearch]
     num_sobol = max(NUM_SOBOL, NESRandomSearch.min_training_points + 1)
     client = _client(
@@ -368,10 +367,7 @@ def test_a_searched_ensemble_warns_and_ignores_known_standard_errors(fits) -> No
         num_sobol=num_sobol,
     )
     _run_with_standard_errors(client, num_sobol, sem=0.1)
-    # Recorded rather than asserted with pytest.warns, which would re-raise Ax's own
-    # deprecation warnings (ignored by the suite's filters for Ax's modules).
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        client.get_next_trials(max_trials=1)
-    assert any("ignores the data's noise variances" in str(entry.message) for entry in caught)
-    assert fits and not any(model.has_known_noise for model, _ in fits)
+    client.get_next_trials(max_trials=1)
+    assert fits and all(model.has_known_noise for model, _ in fits)
+    for model, n in fits:
+        assert model.train_Yvar.shape == (n, 1)

@@ -69,10 +69,11 @@ def test_construct_inputs_passes_observed_noise_as_train_Yvar() -> None:
         DeepEnsemble.construct_inputs(dataset, train_Yvar=dataset.Yvar)
 
 
-def test_a_model_without_known_noise_support_warns_and_ignores_observed_noise() -> None:
-    with pytest.warns(UserWarning, match="ignores the data's noise variances"):
-        inputs = NESRandomSearch.construct_inputs(_dataset(with_noise=True))
-    assert set(inputs) == {"train_X", "train_Y"}
+def test_a_searched_ensemble_takes_observed_noise_as_train_Yvar() -> None:
+    dataset = _dataset(with_noise=True)
+    inputs = NESRandomSearch.construct_inputs(dataset)
+    assert set(inputs) == {"train_X", "train_Y", "train_Yvar"}
+    assert NESRandomSearch(**inputs).has_known_noise
 
 
 def test_construct_inputs_refuses_a_second_copy_of_the_training_data() -> None:

@@ -1,0 +1,111 @@
+"""Smoke runs of the runner of ensembles under dataset shift (benchmarks/nes_shift.py)."""
+
+import csv
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from benchmarks import nes_shift
+from tests.benchmarks import require_uci_dataset, write_fake_uci_dataset
+
+
+def _runs(out: Path) -> list[dict[str, str]]:
+    with (out / "runs.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_smoke_run_on_the_shared_yacht_data(tmp_path) -> None:
+    data_dir = require_uci_dataset("yacht")
+    argv = ["--smoke", "--datasets", "yacht", "--data-dir", str(data_dir), "--out", str(tmp_path)]
+    summary = nes_shift.main(argv).read_text()
+    assert "Command: `python -m benchmarks.nes_shift --smoke" in summary
+    assert "### yacht, M = 2" in summary
+    assert "| gp | 0 | 1 |" in summary and "| – | – |" in summary
+    runs = _runs(tmp_path)
+    assert [(run["method"], run["severity"]) for run in runs] == [
+        (method, severity) for method in nes_shift.METHODS for severity in ("0", "5")
+    ]
+    for run in runs:
+        nll, average, oracle = (
+            float(run[key]) for key in ("test_nll", "average_member_nll", "oracle_nll")
+        )
+        assert math.isfinite(nll) and float(run["test_rmse"]) > 0
+        if run["method"] in nes_shift.SEARCHES:
+            # Proposition 3.1 of the paper: oracle <= ensemble <= average member (NLL).
+            assert oracle <= nll <= average
+        else:
+            # A reference has no members to look at through the diversity lens.
+            assert math.isnan(average) and math.isnan(oracle)
+        assert all(0 <= float(run[f"coverage_{level}"]) <= 1 for level in (50, 80, 95))
+        assert run["ensemble_size"] == "2"
+    # The test shift of severity 5 keeps a quarter of the rows toward the extremes.
+    assert {run["num_test"] for run in runs if run["severity"] == "0"} == {"31"}
+    assert {run["num_test"] for run in runs if run["severity"] == "5"} == {"8"}
+    assert (tmp_path / "shift_yacht.png").stat().st_size > 0
+
+
+def test_smoke_run_on_a_fake_data_set_resumes_from_stored_results_and_pools(
+    tmp_path, monkeypatch
+) -> None:
+    write_fake_uci_dataset(tmp_path / "data", "toy")
+    out = tmp_path / "out"
+    # The hyper-deep ensemble's selection keeps one member of a 40-row data set, and warns.
+    methods = [*nes_shift.SEARCHES, "mc-dropout", "gp"]
+    argv = ["--smoke", "--datasets", "toy", "--methods", *methods]
+    argv += ["--data-dir", str(tmp_path / "data"), "--out", str(out)]
+    first = nes_shift.main(argv).read_text()
+    stored = out / "runs"
+    assert len(list(stored.glob("*.json"))) == len(methods)
+    assert len(list(stored.glob("*.history"))) == len(nes_shift.SEARCHES)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a stored job was run again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(nes_shift, "evaluate", fail)
+        second = nes_shift.main(argv).read_text()
+    assert first.split("### toy")[1] == second.split("### toy")[1]
+
+    # Without the stored results, the checkpointed pools give the same ensembles again.
+    for path in stored.glob("*.json"):
+        path.unlink()
+    third = nes_shift.main(argv).read_text()
+    assert first.split("### toy")[1] == third.split("### toy")[1]
+
+
+def test_the_summary_leaves_the_references_diversity_lens_empty() -> None:
+    rows = [
+        {
+            "dataset": "toy",
+            "split": split,
+            "method": "gp",
+            "ensemble_size": 5,
+            "severity": 0,
+            **{key: 1.0 + split for key, _, _ in nes_shift.SUMMARY_COLUMNS},
+            "average_member_nll": math.nan,
+            "oracle_nll": math.nan,
+        }
+        for split in range(2)
+    ]
+    args = SimpleNamespace(datasets=["toy"], sizes=[5], methods=["gp"], severities=[0])
+    (row,) = [line for line in nes_shift.summary_table(rows, args).splitlines() if "| gp |" in line]
+    assert row.startswith("| gp | 0 | 2 | 1.500 ± 0.500 |") and row.endswith("| – | – |")
+
+
+def test_invalid_arguments_are_parser_errors(tmp_path, capsys) -> None:
+    write_fake_uci_dataset(tmp_path, "toy")
+    base = ["--data-dir", str(tmp_path), "--splits", "1", "--datasets", "toy"]
+    for argv, message in [
+        (["--methods", "svgp", *base], "invalid choice: 'svgp'"),
+        (["--data-dir", str(tmp_path / "missing")], "not shipped with the package"),
+        ([*base, "boston"], "['boston'] not found"),
+        ([*base, "--splits", "3"], "exceeds the 2 splits of toy"),
+        ([*base, "--pool-size", "4", "--sizes", "5"], "exceed --pool-size 4"),
+        ([*base, "--pool-size", "4", "--sizes", "2", "--population-size", "4"], "smaller"),
+        ([*base, "--severities", "6"], "--severities"),
+    ]:
+        with pytest.raises(SystemExit):
+            nes_shift.parse_args(argv)
+        assert message in capsys.readouterr().err
