@@ -227,6 +227,26 @@ def add_uci_data_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_uci_selection(
+    parser: argparse.ArgumentParser, data_dir: Path, datasets: Sequence[str], splits: int
+) -> None:
+    r"""Exit through ``parser.error`` unless every data set of ``datasets`` is in
+    ``data_dir`` with at least ``splits`` splits, naming what is missing or short."""
+    from benchmarks.uci import available_uci_datasets, uci_num_splits
+
+    available = available_uci_datasets(data_dir)
+    missing = [dataset for dataset in datasets if dataset not in available]
+    if missing:
+        parser.error(
+            f"data set(s) {missing} not found in {data_dir}; available: "
+            f"{', '.join(available) or 'none'}"
+        )
+    for dataset in datasets:
+        num_splits = uci_num_splits(data_dir, dataset)
+        if splits > num_splits:
+            parser.error(f"--splits {splits} exceeds the {num_splits} splits of {dataset}")
+
+
 def use_threads(threads: int) -> None:
     r"""Run torch on ``threads`` intra-op threads in this process.
 

@@ -70,6 +70,7 @@ from torch.distributions import Normal
 from benchmarks.common import (
     add_jobs_option,
     add_uci_data_option,
+    check_uci_selection,
     integer_argument,
     mean_and_standard_error,
     pyplot,
@@ -82,7 +83,7 @@ from benchmarks.common import (
     write_json_atomically,
     write_text,
 )
-from benchmarks.uci import available_uci_datasets, load_uci_split, uci_num_splits
+from benchmarks.uci import available_uci_datasets, load_uci_split
 from benchmarks.uci_regression import build_hyper_deep_ensemble, build_mc_dropout
 from botorch_nn_uq.bo import write_rows_csv
 from botorch_nn_uq.ensembles import (
@@ -664,16 +665,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         # With its whole pool as its first population, NES-RE would never evolve and
         # would repeat NES-RS.
         parser.error(f"--population-size must be smaller than --pool-size for {sorted(evolving)}")
-    missing = [dataset for dataset in args.datasets if dataset not in available]
-    if missing:
-        parser.error(
-            f"data set(s) {missing} not found in {args.data_dir}; available: "
-            f"{', '.join(available) or 'none'}"
-        )
-    for dataset in args.datasets:
-        num_splits = uci_num_splits(args.data_dir, dataset)
-        if args.splits > num_splits:
-            parser.error(f"--splits {args.splits} exceeds the {num_splits} splits of {dataset}")
+    check_uci_selection(parser, args.data_dir, args.datasets, args.splits)
     return args
 
 

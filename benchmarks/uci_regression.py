@@ -48,6 +48,7 @@ from benchmarks.common import (
     add_device_option,
     add_jobs_option,
     add_uci_data_option,
+    check_uci_selection,
     device_suffix,
     integer_argument,
     mean_and_standard_error,
@@ -58,7 +59,7 @@ from benchmarks.common import (
     use_threads,
     write_json_atomically,
 )
-from benchmarks.uci import available_uci_datasets, load_uci_split, uci_num_splits
+from benchmarks.uci import available_uci_datasets, load_uci_split
 from botorch_nn_uq.bo import write_rows_csv
 from botorch_nn_uq.ensembles import ArchitectureSpace
 from botorch_nn_uq.metrics import predictive_nll, rmse
@@ -318,16 +319,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.datasets = [dataset for dataset in args.datasets if dataset in available]
         if not args.datasets:
             parser.error(f"none of the data sets is in {args.data_dir} (found: {available})")
-    missing = [dataset for dataset in args.datasets if dataset not in available]
-    if missing:
-        parser.error(
-            f"data set(s) {missing} not found in {args.data_dir}; available: "
-            f"{', '.join(available) or 'none'}"
-        )
-    for dataset in args.datasets:
-        num_splits = uci_num_splits(args.data_dir, dataset)
-        if args.splits > num_splits:
-            parser.error(f"--splits {args.splits} exceeds the {num_splits} splits of {dataset}")
+    check_uci_selection(parser, args.data_dir, args.datasets, args.splits)
     return args
 
 

@@ -111,14 +111,14 @@ def test_models_table_is_rendered_from_the_cards_and_lists_every_registered_mode
 def test_the_ask_tell_page_shows_the_readme_example() -> None:
     r"""One example, executed by tests/test_readme.py, in both places."""
     readme = _python_blocks(ROOT / "README.md")
-    (page_example,) = [block for block in _python_blocks(GUIDE / "ask-tell.md")]
+    (page_example,) = _python_blocks(GUIDE / "ask-tell.md")
     assert page_example in readme
 
 
 def test_large_batch_example_runs_and_its_checkpoint_loads(tmp_path, monkeypatch) -> None:
     r"""The example of "Many points and big batches", then the saving and loading of
     "Models", which continues it."""
-    (example,) = [block for block in _python_blocks(GUIDE / "scale.md")]
+    (example,) = _python_blocks(GUIDE / "scale.md")
     (saving,) = [block for block in _python_blocks(GUIDE / "models.md") if "torch.save" in block]
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}

@@ -107,7 +107,7 @@ def test_command_line_example_runs_as_written(tmp_path, monkeypatch, capsys) -> 
     text = _section(README.read_text(encoding="utf-8"), "### The command line")
     blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL)
     commands = [
-        shlex.split(line.replace("\\\n", " "), comments=True)
+        shlex.split(line, comments=True)
         for block in blocks
         for line in block.replace("\\\n", " ").splitlines()
         if line.startswith("botorch-nn-uq ")
