@@ -15,14 +15,15 @@ a ``CandidateScorer``; no training) and tested on the test part shifted at sever
 ``s`` (``shift_test_set``, kinds disjoint from the validation ones). DeepEns (RS) picks
 the architecture with the lowest loss on ``D_val^shift`` of severity ``s``
 (``best_architecture``, no training) and serves a deep ensemble of it: the
-``max(--sizes)`` members of each architecture picked are trained once, and size ``M``
-is their first ``M``. The references are not selected again: the hyper-deep ensemble
-and MC dropout of protocol 2 (``benchmarks.uci_regression``, five members for the
-former whatever ``M``) and an exact GP (``SingleTaskGP`` fitted by maximising the
-marginal likelihood), all fitted once on the whole training part and tested on the same
-shifted test sets. One seed per split draws the hold-out, the searches, the validation
-shifts (nested across severities: the same noise, scaled up), the test shifts and the
-references' fits.
+``max(--sizes)`` members of each architecture picked are trained once, and size ``M`` is
+their first ``M``. The references are not selected again: AutoDEUQ with the searches'
+budget and architecture space (its own Caruana selection on the plain hold-out, at most
+five members whatever ``M``), the hyper-deep ensemble and MC dropout of protocol 2
+(``benchmarks.uci_regression``, five members for the former whatever ``M``) and an exact
+GP (``SingleTaskGP`` fitted by maximising the marginal likelihood), all fitted once on
+the whole training part and tested on the same shifted test sets. One seed per split
+draws the hold-out, the searches, the validation shifts (nested across severities: the
+same noise, scaled up), the test shifts and the references' fits.
 
 Scores, in original target units: the test NLL of the ensemble's mixture of Gaussians,
 the RMSE of its mean, the coverage of its central 50, 80 and 95 % intervals (the share
@@ -53,7 +54,7 @@ import json
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -84,7 +85,7 @@ from benchmarks.common import (
     write_text,
 )
 from benchmarks.uci import available_uci_datasets, load_uci_split
-from benchmarks.uci_regression import build_hyper_deep_ensemble, build_mc_dropout
+from benchmarks.uci_regression import ModelBuilder, build_hyper_deep_ensemble, build_mc_dropout
 from botorch_nn_uq.bo import write_rows_csv
 from botorch_nn_uq.ensembles import (
     MAX_SEVERITY,
@@ -108,6 +109,7 @@ from botorch_nn_uq.ensembles import (
     train_deep_ensemble,
 )
 from botorch_nn_uq.metrics import mixture_nll, predictive_nll, rmse
+from botorch_nn_uq.models import AutoDEUQ
 
 #: The searches, selected again on the shifted validation set of every severity.
 SEARCHES = ("nes-rs", "nes-re", "nes-re-0", "deepens-rs")
@@ -131,24 +133,6 @@ ARCHITECTURE_SPACE = ArchitectureSpace(num_nodes=5)
 STREAMS = {"holdout": 0, "search": 1, "validation_shift": 2, "test_shift": 3, "reference": 4}
 #: Draws of a reference's predictive distribution that estimate its CDF at the targets.
 PIT_SAMPLES = 2000
-
-
-def build_gp(train_X: Tensor, train_Y: Tensor, seed: int, smoke: bool) -> Model:
-    r"""An exact GP (``SingleTaskGP``, standardised inputs and targets) fitted by
-    maximising the marginal likelihood."""
-    model = uci_protocol_model(SingleTaskGP, train_X, train_Y)
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-    return model
-
-
-#: The references, fitted once and never selected again: name -> builder ``(train_X,
-#: train_Y, seed, smoke) -> fitted model`` (in original units).
-REFERENCES = {
-    "hyper-deep-ensemble": build_hyper_deep_ensemble,
-    "mc-dropout": build_mc_dropout,
-    "gp": build_gp,
-}
-METHODS = (*SEARCHES, *REFERENCES)
 
 
 @dataclass(frozen=True)
@@ -175,6 +159,61 @@ class Budget:
 SMOKE_BUDGET = Budget(
     pool_size=4, epochs=3, population_size=2, num_parents=2, children_per_generation=2
 )
+
+#: A reference's builder: ``(train_X, train_Y, seed, budget) -> fitted model``.
+ReferenceBuilder = Callable[[Tensor, Tensor, int, Budget], Model]
+
+
+def build_gp(train_X: Tensor, train_Y: Tensor, seed: int, budget: Budget) -> Model:
+    r"""An exact GP (``SingleTaskGP``, standardised inputs and targets) fitted by
+    maximising the marginal likelihood."""
+    model = uci_protocol_model(SingleTaskGP, train_X, train_Y)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    return model
+
+
+def build_autodeuq(train_X: Tensor, train_Y: Tensor, seed: int, budget: Budget) -> Model:
+    r"""AutoDEUQ with the searches' budget (``pool_size`` candidates trained at most
+    ``epochs`` epochs, an aging population of ``population_size``) over the same
+    architecture space, holding out the same fraction of the rows; its Caruana
+    selection on the plain hold-out keeps at most five distinct members, as in
+    protocol 2."""
+    model = uci_protocol_model(
+        AutoDEUQ,
+        train_X,
+        train_Y,
+        ensemble_size=5,
+        pool_size=budget.pool_size,
+        epochs=budget.epochs,
+        population_size=budget.population_size,
+        generation_size=budget.children_per_generation,
+        num_initial_random=budget.population_size,
+        validation_fraction=VALIDATION_FRACTION,
+        architecture_space=ARCHITECTURE_SPACE,
+    )
+    return model.fit(seed=seed)
+
+
+def _protocol_2_budget(builder: ModelBuilder) -> ReferenceBuilder:
+    r"""A protocol-2 builder as a reference builder: its own budget (the smoke one when
+    the searches have the smoke budget)."""
+
+    def build(train_X: Tensor, train_Y: Tensor, seed: int, budget: Budget) -> Model:
+        return builder(train_X, train_Y, seed, budget == SMOKE_BUDGET)
+
+    build.__doc__ = builder.__doc__
+    return build
+
+
+#: The references, fitted once and never selected again: name -> builder ``(train_X,
+#: train_Y, seed, budget) -> fitted model`` (in original units).
+REFERENCES: dict[str, ReferenceBuilder] = {
+    "autodeuq": build_autodeuq,
+    "hyper-deep-ensemble": _protocol_2_budget(build_hyper_deep_ensemble),
+    "mc-dropout": _protocol_2_budget(build_mc_dropout),
+    "gp": build_gp,
+}
+METHODS = (*SEARCHES, *REFERENCES)
 
 
 @dataclass(frozen=True)
@@ -241,19 +280,37 @@ class StandardisedSplit:
 
 
 def standardised_split(spec: JobSpec) -> StandardisedSplit:
-    r"""Load the split, standardise it on its training part and hold out ``D_val``."""
+    r"""Load the UCI split of ``spec``, standardise it on its training part and hold out
+    ``D_val`` (:func:`standardise`)."""
     data = load_uci_split(spec.data_dir, spec.dataset, spec.split)
-    input_location, input_scale = data.train_X.mean(0), data.train_X.std(0)
+    return standardise(data.train_X, data.train_Y, data.test_X, data.test_Y, spec.split)
+
+
+def standardise(
+    train_X: Tensor, train_Y: Tensor, test_X: Tensor, test_Y: Tensor, seed: int
+) -> StandardisedSplit:
+    r"""A split in the pool's coordinates: inputs and targets standardised on the training
+    part, and a random :data:`VALIDATION_FRACTION` of its rows held out as ``D_val``
+    (drawn from the ``"holdout"`` stream of ``seed``).
+
+    Args:
+        train_X: ``n x d`` training inputs, original units.
+        train_Y: ``n x 1`` training targets, original units.
+        test_X: ``t x d`` test inputs, original units.
+        test_Y: ``t x 1`` test targets, original units.
+        seed: The split's seed.
+    """
+    input_location, input_scale = train_X.mean(0), train_X.std(0)
     # A constant feature carries nothing; a unit scale keeps it finite.
     input_scale = torch.where(input_scale > 0, input_scale, torch.ones_like(input_scale))
-    target_location, target_scale = data.train_Y.mean(0), data.train_Y.std(0)
-    X = (data.train_X - input_location) / input_scale
-    Y = (data.train_Y - target_location) / target_scale
+    target_location, target_scale = train_Y.mean(0), train_Y.std(0)
+    X = (train_X - input_location) / input_scale
+    Y = (train_Y - target_location) / target_scale
     holdout = make_validation_splits(
         X.shape[0],
         "holdout",
         validation_fraction=VALIDATION_FRACTION,
-        generator=stream(spec.split, "holdout"),
+        generator=stream(seed, "holdout"),
     )
     validation = holdout.validation_weights[0].bool()
     return StandardisedSplit(
@@ -263,10 +320,10 @@ def standardised_split(spec: JobSpec) -> StandardisedSplit:
             validation_X=X[validation],
             validation_Y=Y[validation],
         ),
-        test_X=data.test_X,
-        test_Y=data.test_Y,
-        train_X=data.train_X,
-        train_Y=data.train_Y,
+        test_X=test_X,
+        test_Y=test_Y,
+        train_X=train_X,
+        train_Y=train_Y,
         input_location=input_location,
         input_scale=input_scale,
         target_location=target_location,
@@ -447,26 +504,54 @@ def reference_scores(model: Model, X: Tensor, Y: Tensor, seed: int) -> dict[str,
 
 def evaluate(spec: JobSpec, store: Path) -> dict[int, list[dict[str, Any]]]:
     r"""Train the pool, select and test every ensemble, or fit and test a reference
-    (the same at every size); ``size -> rows`` (one row per severity)."""
+    (the same at every size), on the UCI split's test part shifted at every severity;
+    ``size -> rows`` (one row per severity)."""
     split = standardised_split(spec)
-    settings = PoolSettings(epochs=spec.budget.epochs)
-    start = time.perf_counter()
-    if spec.method in REFERENCES:
-        with torch.random.fork_rng():
-            torch.manual_seed(len(STREAMS) * spec.split + STREAMS["reference"])
-            model = REFERENCES[spec.method](split.train_X, split.train_Y, spec.split, spec.smoke)
-    else:
-        ensembles = selected_ensembles(spec, split, settings, store)
-    search_seconds = time.perf_counter() - start
-    rows: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for severity in spec.severities:
-        test_X, test_Y = shift_test_set(
+    test_sets = {
+        severity: shift_test_set(
             split.test_X,
             split.test_Y,
             severity,
             stream(spec.split, "test_shift"),
             reference=split.train_X,
         )
+        for severity in spec.severities
+    }
+    return scored_rows(spec, split, test_sets, store)
+
+
+def scored_rows(
+    spec: JobSpec,
+    split: StandardisedSplit,
+    test_sets: dict[int, tuple[Tensor, Tensor]],
+    store: Path,
+) -> dict[int, list[dict[str, Any]]]:
+    r"""Train the method's pool and select its ensembles (or fit a reference), then
+    score them: for every severity ``s`` of ``spec``, the ensemble selected on
+    ``D_val^shift`` of severity ``s`` on the test set ``test_sets[s]``.
+
+    Args:
+        spec: The job.
+        split: Its data, standardised, with ``D_val`` held out.
+        test_sets: ``severity -> (X, Y)``, ``t x d`` inputs and ``t x 1`` targets in
+            original units.
+        store: The folder of the pools' checkpoints.
+
+    Returns:
+        ``size -> rows``, one row per severity.
+    """
+    settings = PoolSettings(epochs=spec.budget.epochs)
+    start = time.perf_counter()
+    if spec.method in REFERENCES:
+        with torch.random.fork_rng():
+            torch.manual_seed(len(STREAMS) * spec.split + STREAMS["reference"])
+            model = REFERENCES[spec.method](split.train_X, split.train_Y, spec.split, spec.budget)
+    else:
+        ensembles = selected_ensembles(spec, split, settings, store)
+    search_seconds = time.perf_counter() - start
+    rows: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for severity in spec.severities:
+        test_X, test_Y = test_sets[severity]
         for size in spec.sizes:
             if spec.method in REFERENCES:
                 num_architectures = 1
@@ -535,11 +620,14 @@ def grouped_rows(rows: Sequence[dict[str, Any]]) -> dict[tuple, list[dict[str, A
     return groups
 
 
-def summary_table(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> str:
+def summary_table(
+    rows: Sequence[dict[str, Any]], args: argparse.Namespace, repeats: str = "splits"
+) -> str:
     r"""A markdown table per data set and ensemble size: every score's mean ± standard
-    error over splits, per method and severity."""
+    error over splits (the column ``repeats`` counts them), per method and severity."""
     groups = grouped_rows(rows)
-    header = "| method | severity | splits | " + " | ".join(c[1] for c in SUMMARY_COLUMNS) + " |"
+    columns = " | ".join(column[1] for column in SUMMARY_COLUMNS)
+    header = f"| method | severity | {repeats} | {columns} |"
     separator = "|" + " --- |" * (len(SUMMARY_COLUMNS) + 3)
     blocks = []
     for dataset in args.datasets:

@@ -159,6 +159,11 @@ FEATURES: tuple[Feature, ...] = (
         "ax-model-selection",
         "Ax model selection (several `model_configs`, scored by cross-validation)",
     ),
+    Feature(
+        "shift-adaptation",
+        "Members selected for an expected dataset shift (`validation_shift_severity`), "
+        "selected again per severity without training (`reselect`)",
+    ),
 )
 
 _FEATURE_KEYS = tuple(feature.key for feature in FEATURES)
@@ -199,6 +204,12 @@ NEURAL_MODEL_SUPPORT: Mapping[str, Support] = {
     ),
     "ax-model-config": WORKS,
     "ax-model-selection": Support(Status.WORKS, "scored on the posterior's mean and variance"),
+    "shift-adaptation": Support(
+        Status.UNSUPPORTED,
+        "one trained network, no pool of members to select from (Neural Ensemble Search's)",
+        error=TypeError,
+        error_match="validation_shift_severity",
+    ),
     "known-noise": Support(
         Status.WORKS,
         "trained on weighted least squares with weights `1 / Yvar` (per point and output); "

@@ -22,6 +22,12 @@ GP_FAMILY = Family(
             "multi-output: `output_indices` of one output raises and a reordering is "
             "untransformed in the wrong order (BoTorch 0.18); `subset_output` works",
         ),
+        "shift-adaptation": Support(
+            Status.UNSUPPORTED,
+            "one model, no members to select",
+            error=TypeError,
+            error_match="validation_shift_severity",
+        ),
     },
 )
 

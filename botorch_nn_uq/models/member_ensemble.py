@@ -294,6 +294,12 @@ ENSEMBLE_FAMILY = Family(
             "Gaussian heads: the members' mixture; mean-only members: homoscedastic noise "
             "estimated from the residuals",
         ),
+        "shift-adaptation": Support(
+            Status.APPROXIMATE,
+            "NES-RS and NES-RE: the final selection (and NES-RE's parents) on a shifted copy "
+            "of the hold-out, `reselect(severity)` selects from the same pool; deep, "
+            "hyper-deep and AutoDEUQ ensembles refuse the option",
+        ),
         "known-noise": Support(
             Status.WORKS,
             "Gaussian heads trained on the likelihood of the known variances, mean-only "

@@ -19,6 +19,8 @@ interrupted search from its saved :class:`~botorch_nn_uq.ensembles.history.Searc
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 from abc import abstractmethod
 from dataclasses import dataclass, field
@@ -31,12 +33,19 @@ from torch import Tensor
 from botorch_nn_uq.checks import (
     NON_NEGATIVE,
     OPEN_UNIT_INTERVAL,
+    check_boolean_fields,
     check_integer_fields,
     check_real_fields,
+    is_int_in_range,
 )
 from botorch_nn_uq.ensembles.architecture_space import ArchitectureSpace
 from botorch_nn_uq.ensembles.autodeuq import autodeuq_search
-from botorch_nn_uq.ensembles.history import CandidateTrainer, SearchHistory
+from botorch_nn_uq.ensembles.history import (
+    CandidateTrainer,
+    SearchHistory,
+    ensemble_diagnostics,
+    stack_log_likelihoods,
+)
 from botorch_nn_uq.ensembles.holdout import holdout_size
 from botorch_nn_uq.ensembles.hyperparameter_space import (
     HyperparameterSpace,
@@ -51,6 +60,8 @@ from botorch_nn_uq.ensembles.pool import (
     assemble_ensemble,
 )
 from botorch_nn_uq.ensembles.selection import SelectionResult
+from botorch_nn_uq.ensembles.shift_adaptation import CandidateScorer, select_from_pool
+from botorch_nn_uq.ensembles.shifts import MAX_SEVERITY, shift_validation_set
 from botorch_nn_uq.models.card import BODefaults, FastSettings, ModelCard
 from botorch_nn_uq.models.member_ensemble import (
     ENSEMBLE_FAMILY,
@@ -62,6 +73,16 @@ from botorch_nn_uq.training.seeding import draw_seed
 
 def _default_architecture_space() -> ArchitectureSpace:
     return ArchitectureSpace(num_nodes=3)
+
+
+def check_validation_shift_severity(severity: Any) -> None:
+    r"""Raise a ``ValueError`` unless ``severity`` is an integer from 0 to
+    :data:`~botorch_nn_uq.ensembles.shifts.MAX_SEVERITY`."""
+    if not is_int_in_range(severity, 0, MAX_SEVERITY):
+        raise ValueError(
+            f"validation_shift_severity must be an integer from 0 (no shift) to "
+            f"{MAX_SEVERITY}; got {severity!r}."
+        )
 
 
 @dataclass(frozen=True)
@@ -156,6 +177,19 @@ class NESHyperparameters(SearchedEnsembleHyperparameters):
         population_size: NES-RE's population ``P`` (the paper: 50).
         num_parents: NES-RE's parent set size ``m`` (the paper: 10).
         children_per_generation: NES-RE's children proposed per population state.
+        validation_shift_severity: Adapt the ensemble to a dataset shift expected at
+            prediction time (Zaidi et al., 2021, Section 4.3): ``1``-``5`` builds the
+            shifted validation set ``D_val^shift`` of that severity from the held-out
+            rows (:func:`~botorch_nn_uq.ensembles.shifts.shift_validation_set`: feature
+            noise and quantisation, scaled by the training rows' spread, drawn from a
+            stream seeded by the fit's seed); the final ForwardSelect runs on it, and
+            NES-RE picks each generation's parents on ``D_val`` or on it, drawn
+            uniformly (the paper uses severity 5). ``0``: no shift, the plain
+            selection. :meth:`SearchedEnsemble.reselect` selects again for another
+            severity from the same trained pool.
+        evolve_on_plain_validation: NES-RE only (NES-RE-0 in the paper): every
+            generation picks its parents on ``D_val``, so ``D_val^shift`` serves the
+            final selection alone.
     """
 
     learning_rate: float = 1e-2
@@ -166,11 +200,15 @@ class NESHyperparameters(SearchedEnsembleHyperparameters):
     population_size: int = 10
     num_parents: int = 5
     children_per_generation: int = 2
+    validation_shift_severity: int = 0
+    evolve_on_plain_validation: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.training_hyperparameters()
         check_integer_fields(self, "population_size", "num_parents", "children_per_generation")
+        check_validation_shift_severity(self.validation_shift_severity)
+        check_boolean_fields(self, "evolve_on_plain_validation")
 
     def training_hyperparameters(self) -> TrainingHyperparameters:
         r"""The shared training configuration (validated there)."""
@@ -248,7 +286,7 @@ class SearchedEnsemble(MemberEnsemble):
     min_training_points = 4
     # The search chooses the architectures (the checkpoint describes them), so only the
     # hyperparameters of every ensemble shape the served network.
-    fit_records = ("search_history",)
+    fit_records = ("search_history", "pool_data")
 
     def _build_network(self, input_dim: int, output_dim: int, generator: torch.Generator) -> None:
         r"""None: the search chooses the members (``warm_start`` is not supported)."""
@@ -271,6 +309,7 @@ class SearchedEnsemble(MemberEnsemble):
             train_Yvar=None if Yvar is None else Yvar[training],
             validation_Yvar=None if Yvar is None else Yvar[validation],
         )
+        self.pool_data = data
         settings = hp.pool_settings()
         trainer = CandidateTrainer(
             self.method,
@@ -302,6 +341,91 @@ class SearchedEnsemble(MemberEnsemble):
         r"""One plain dict per candidate of the search (e.g. for ``pandas.DataFrame``)."""
         return self.search_history.records()
 
+    def shifted_validation(self, severity: int) -> CandidateScorer | None:
+        r"""The validation scorer of ``D_val^shift`` of ``severity`` built from this fit's
+        held-out rows (``None`` for severity 0, the plain ``D_val``).
+
+        The shift is drawn from a stream seeded by the fit's seed, the same for every
+        severity, so the shifts of one fit are nested (the same noise, scaled up), and
+        scaled by the spread of the rows the candidates trained on.
+
+        Args:
+            severity: ``0`` to :data:`~botorch_nn_uq.ensembles.shifts.MAX_SEVERITY`.
+        """
+        check_validation_shift_severity(severity)
+        data = self._fitted_pool_data()
+        if severity == 0:
+            return None
+        generator = torch.Generator().manual_seed(self.fit_seed)
+        X_shift, Y_shift = shift_validation_set(
+            data.validation_X, data.validation_Y, severity, generator, reference=data.train_X
+        )
+        return CandidateScorer(
+            X_shift, Y_shift, self.hyperparameters.pool_settings(), Yvar=data.validation_Yvar
+        )
+
+    def reselect(self, validation_shift_severity: int) -> SearchedEnsemble:
+        r"""A copy of this fitted model that serves the ensemble ForwardSelect picks from
+        the same trained pool on ``D_val^shift`` of another severity
+        (:meth:`shifted_validation`; ``0``: the plain ``D_val``), without training: the
+        paper's separate selection per severity. The copy's ``search_history`` records
+        the new selection; this model is left as it is.
+
+        Args:
+            validation_shift_severity: ``0`` to
+                :data:`~botorch_nn_uq.ensembles.shifts.MAX_SEVERITY`.
+
+        Returns:
+            The reselected model, with ``hyperparameters.validation_shift_severity`` set
+            to the new severity.
+
+        Example:
+            >>> model = NESRegularizedEvolution(train_X, train_Y, validation_shift_severity=5)
+            >>> model.fit(seed=0)
+            >>> by_severity = {s: model.reselect(s) for s in range(6)}  # one pool
+        """
+        scorer = self.shifted_validation(validation_shift_severity)
+        data = self._fitted_pool_data()
+        if "search_history" not in self.__dict__:
+            raise RuntimeError(f"{type(self).__name__}'s fit has not finished its search.")
+        usable, selection = select_from_pool(
+            self.search_history,
+            self.hyperparameters.ensemble_size,
+            stack_log_likelihoods if scorer is None else scorer,
+        )
+        chosen = [usable[index] for index in selection.indices.tolist()]
+        # The copy shares the trained pool and its data, which it only reads.
+        shared = {id(self.search_history): self.search_history, id(data): data}
+        model = copy.deepcopy(self, memo=shared)
+        model.hyperparameters = dataclasses.replace(
+            self.hyperparameters, validation_shift_severity=validation_shift_severity
+        )
+        model.search_history = dataclasses.replace(
+            self.search_history,
+            selected_ids=[candidate.spec.candidate_id for candidate in chosen],
+            selected_weights=selection.weights.tolist(),
+            diagnostics=ensemble_diagnostics(
+                stack_log_likelihoods(chosen), selection.weights.to(torch.float64)
+            ),
+        )
+        settings = self.hyperparameters.pool_settings()
+        train_X, train_Y = model.transformed_training_data()
+        network, weights = assemble_ensemble(
+            chosen, selection.weights, data.train_X.shape[-1], data.train_Y.shape[-1], settings
+        )
+        model._serve_members(network, weights, train_X, train_Y)
+        return model.eval()
+
+    def _fitted_pool_data(self) -> PoolData:
+        r"""The fit's data split (set when a fit starts, before its search)."""
+        data = self.__dict__.get("pool_data")
+        if data is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has no trained pool in this process: fit it first "
+                "(a checkpoint keeps the served members, not the pool)."
+            )
+        return data
+
 
 class NESRandomSearch(SearchedEnsemble):
     r"""NES-RS: ``pool_size`` random architectures, ForwardSelect ``ensemble_size``.
@@ -325,6 +449,11 @@ class NESRandomSearch(SearchedEnsemble):
         self, trainer: CandidateTrainer, generator: torch.Generator
     ) -> tuple[list[TrainedCandidate], SelectionResult]:
         hp = self.hyperparameters
+        if hp.evolve_on_plain_validation:
+            raise ValueError(
+                "evolve_on_plain_validation is NES-RE's (NES-RE-0); NESRandomSearch does not "
+                "evolve. Use NESRegularizedEvolution, or leave it False."
+            )
         return nes_random_search(
             trainer,
             hp.architecture_space,
@@ -332,6 +461,7 @@ class NESRandomSearch(SearchedEnsemble):
             pool_size=hp.pool_size,
             ensemble_size=hp.ensemble_size,
             generator=generator,
+            shifted_validation=self.shifted_validation(hp.validation_shift_severity),
         )
 
 
@@ -363,6 +493,8 @@ class NESRegularizedEvolution(SearchedEnsemble):
             num_parents=hp.num_parents,
             children_per_generation=hp.children_per_generation,
             generator=generator,
+            shifted_validation=self.shifted_validation(hp.validation_shift_severity),
+            evolve_on_plain_validation=hp.evolve_on_plain_validation,
         )
 
 

@@ -12,6 +12,7 @@ family runs every scenario as it is.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -56,12 +57,14 @@ from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
 from botorch_nn_uq.generation import batch_thompson_sampling
-from botorch_nn_uq.models import MemberEnsemble
+from botorch_nn_uq.models import MemberEnsemble, ModelCard
 from botorch_nn_uq.posteriors import FunctionEnsemblePosterior
+from tests.cards import families
 from tests.drop_in.setting import (
     BOUNDS,
     DIM,
     FAMILIES,
+    MODELS,
     build,
     family_options,
     fit,
@@ -559,3 +562,30 @@ def _(family: str) -> None:
     assert len(chosen) == 1 and scores[chosen[0]] == max(scores.values())
     mean, _ = surrogate.predict(query_points(5))
     assert mean.isfinite().all()
+
+
+def adapts_to_shift(card: ModelCard) -> bool:
+    r"""Whether the card's model takes ``validation_shift_severity`` (NES's models)."""
+    hyperparameters = getattr(card.model_class, "hyperparameter_class", None)
+    return hyperparameters is not None and "validation_shift_severity" in {
+        field.name for field in dataclasses.fields(hyperparameters)
+    }
+
+
+@scenario("shift-adaptation")
+def _(family: str) -> None:
+    train_X, train_Y = toy_data()
+    cards = families()[MODELS[family].family.key][1]
+    adaptable = [card for card in cards if adapts_to_shift(card)]
+    for card in cards:
+        if card not in adaptable:
+            with pytest.raises(TypeError, match="validation_shift_severity"):
+                build(card.name, train_X, train_Y, validation_shift_severity=5)
+    if not adaptable:
+        build(family, train_X, train_Y, validation_shift_severity=5)
+    for card in adaptable:
+        model = fit(card.name, build(card.name, train_X, train_Y, validation_shift_severity=5))
+        plain = model.reselect(0)
+        assert plain.hyperparameters.validation_shift_severity == 0
+        assert plain.search_history.candidates is model.search_history.candidates
+        optimize(LogExpectedImprovement(plain, best_f=best_f()))
