@@ -652,6 +652,66 @@ def summary_table(
     return "\n".join(blocks)
 
 
+#: The comparison of the paper's claim: NES-RE against the shift-selected deep ensemble.
+CLAIM = ("nes-re", "deepens-rs")
+#: The severities at which the claim is checked.
+CLAIM_SEVERITIES = (3, 4, 5)
+
+
+def claim_table(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> str:
+    r"""The paper's claim, paired by split: per data set and size, NES-RE's test NLL
+    minus DeepEns (RS)'s at severities 3-5 (mean ± standard error over splits, and the
+    splits where NES-RE is lower), and at the highest severity the 95 % interval coverage
+    of every method. Empty when a method of :data:`CLAIM` was not run."""
+    if not set(CLAIM) <= set(args.methods):
+        return ""
+    groups = grouped_rows(rows)
+    severities = [severity for severity in CLAIM_SEVERITIES if severity in args.severities]
+    top = max(args.severities)
+    header = (
+        "| data set | M | "
+        + " | ".join(f"Δ NLL, severity {severity}" for severity in severities)
+        + f" | 95 % coverage at severity {top} (best method by NLL) |"
+    )
+    lines = [
+        "### NES-RE against DeepEns (RS), paired by split",
+        "",
+        "Δ NLL: NES-RE's test NLL minus DeepEns (RS)'s (negative: NES-RE better), mean ± "
+        "standard error over splits, and the splits where NES-RE is lower.",
+        "",
+        header,
+        "|" + " --- |" * (len(severities) + 3),
+    ]
+    for dataset in args.datasets:
+        for size in args.sizes:
+            cells = []
+            for severity in severities:
+                by_split = [
+                    {run["split"]: run["test_nll"] for run in groups[(dataset, size, m, severity)]}
+                    for m in CLAIM
+                ]
+                splits = sorted(set(by_split[0]) & set(by_split[1]))
+                if not splits:
+                    cells.append("–")
+                    continue
+                differences = [by_split[0][split] - by_split[1][split] for split in splits]
+                mean, error = mean_and_standard_error(differences)
+                wins = sum(difference < 0 for difference in differences)
+                cells.append(f"{mean:+.3f} ± {error:.3f} ({wins}/{len(splits)})")
+            at_top = {
+                method: groups[(dataset, size, method, top)]
+                for method in args.methods
+                if groups[(dataset, size, method, top)]
+            }
+            best = min(
+                at_top, key=lambda m: mean_and_standard_error([r["test_nll"] for r in at_top[m]])[0]
+            )
+            coverage, _ = mean_and_standard_error([run["coverage_95"] for run in at_top[best]])
+            cells.append(f"{coverage:.2f} ({best})")
+            lines.append(f"| {dataset} | {size} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def plot_against_severity(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> list[Path]:
     r"""Per data set, ``shift_<data set>.png``: test NLL (on a symmetric log scale, as a
     reference's NLL can grow by orders of magnitude under shift) and calibration error
@@ -797,7 +857,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
         f"{', '.join(f'{round(100 * level)}' for level in COVERAGE_LEVELS)} % intervals and "
         "their level; oracle NLL: the best member's NLL per point (lower: more diverse "
         f"members). Plots: {', '.join(path.name for path in plots)}.\n\n"
-        + summary_table(rows, args),
+        + summary_table(rows, args)
+        + "\n"
+        + claim_table(rows, args),
     )
     print(summary.read_text())
     return summary

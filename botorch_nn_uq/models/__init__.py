@@ -34,6 +34,7 @@ from botorch_nn_uq.models.searched_ensembles import (
     NESHyperparameters,
     NESRandomSearch,
     NESRegularizedEvolution,
+    NeuralEnsembleSearch,
     SearchedEnsembleHyperparameters,
 )
 
@@ -69,6 +70,7 @@ __all__ = [
     "NEONHyperparameters",
     "NESHyperparameters",
     "NESRandomSearch",
+    "NeuralEnsembleSearch",
     "NESRegularizedEvolution",
     "NOMU",
     "NOMUHyperparameters",

@@ -185,7 +185,7 @@ class NESHyperparameters(SearchedEnsembleHyperparameters):
             stream seeded by the fit's seed); the final ForwardSelect runs on it, and
             NES-RE picks each generation's parents on ``D_val`` or on it, drawn
             uniformly (the paper uses severity 5). ``0``: no shift, the plain
-            selection. :meth:`SearchedEnsemble.reselect` selects again for another
+            selection. :meth:`NeuralEnsembleSearch.reselect` selects again for another
             severity from the same trained pool.
         evolve_on_plain_validation: NES-RE only (NES-RE-0 in the paper): every
             generation picks its parents on ``D_val``, so ``D_val^shift`` serves the
@@ -341,6 +341,21 @@ class SearchedEnsemble(MemberEnsemble):
         r"""One plain dict per candidate of the search (e.g. for ``pandas.DataFrame``)."""
         return self.search_history.records()
 
+
+class NeuralEnsembleSearch(SearchedEnsemble):
+    r"""Base of the Neural Ensemble Search models (NES-RS and NES-RE): ForwardSelect on
+    the held-out rows, or on a shifted copy of them ``D_val^shift`` for an expected
+    dataset shift (``validation_shift_severity``), and :meth:`reselect` for another
+    severity from the same trained pool.
+
+    After a fit, ``pool_data`` holds the fit's split (the rows the candidates trained
+    on and the held-out rows, in the transformed coordinates of the networks) and
+    ``search_history`` the trained pool; both live in this process only (a checkpoint
+    keeps the served members).
+    """
+
+    hyperparameter_class = NESHyperparameters
+
     def shifted_validation(self, severity: int) -> CandidateScorer | None:
         r"""The validation scorer of ``D_val^shift`` of ``severity`` built from this fit's
         held-out rows (``None`` for severity 0, the plain ``D_val``).
@@ -364,7 +379,7 @@ class SearchedEnsemble(MemberEnsemble):
             X_shift, Y_shift, self.hyperparameters.pool_settings(), Yvar=data.validation_Yvar
         )
 
-    def reselect(self, validation_shift_severity: int) -> SearchedEnsemble:
+    def reselect(self, validation_shift_severity: int) -> NeuralEnsembleSearch:
         r"""A copy of this fitted model that serves the ensemble ForwardSelect picks from
         the same trained pool on ``D_val^shift`` of another severity
         (:meth:`shifted_validation`; ``0``: the plain ``D_val``), without training: the
@@ -427,7 +442,7 @@ class SearchedEnsemble(MemberEnsemble):
         return data
 
 
-class NESRandomSearch(SearchedEnsemble):
+class NESRandomSearch(NeuralEnsembleSearch):
     r"""NES-RS: ``pool_size`` random architectures, ForwardSelect ``ensemble_size``.
 
     Args:
@@ -442,7 +457,6 @@ class NESRandomSearch(SearchedEnsemble):
         >>> model.search_history.diagnostics.ensemble_nll  # validation NLL of the ensemble
     """
 
-    hyperparameter_class = NESHyperparameters
     method = "nes-rs"
 
     def _search(
@@ -465,7 +479,7 @@ class NESRandomSearch(SearchedEnsemble):
         )
 
 
-class NESRegularizedEvolution(SearchedEnsemble):
+class NESRegularizedEvolution(NeuralEnsembleSearch):
     r"""NES-RE: regularised evolution of architectures (parents drawn uniformly from
     ForwardSelect(population, ``num_parents``), aging removal of the oldest), then
     ForwardSelect ``ensemble_size`` over every network trained.
@@ -476,7 +490,6 @@ class NESRegularizedEvolution(SearchedEnsemble):
         **hyperparameters: Fields of :class:`NESHyperparameters`.
     """
 
-    hyperparameter_class = NESHyperparameters
     method = "nes-re"
 
     def _search(

@@ -96,6 +96,31 @@ def test_the_summary_leaves_the_references_diversity_lens_empty() -> None:
     assert row.startswith("| gp | 0 | 2 | 1.500 ± 0.500 |") and row.endswith("| – | – |")
 
 
+def test_the_claim_table_pairs_nes_re_and_deepens_by_split() -> None:
+    nll = {("nes-re", 0): 1.0, ("nes-re", 1): 3.0, ("deepens-rs", 0): 2.0, ("deepens-rs", 1): 2.5}
+    rows = [
+        {
+            "dataset": "toy",
+            "split": split,
+            "method": method,
+            "ensemble_size": 5,
+            "severity": severity,
+            "test_nll": nll[(method, split)] + severity,
+            "coverage_95": 0.9 if method == "nes-re" else 0.5,
+        }
+        for (method, split) in nll
+        for severity in (0, 3, 5)
+    ]
+    args = SimpleNamespace(
+        datasets=["toy"], sizes=[5], methods=["nes-re", "deepens-rs"], severities=[0, 3, 5]
+    )
+    table = nes_shift.claim_table(rows, args)
+    (row,) = [line for line in table.splitlines() if line.startswith("| toy |")]
+    # Differences -1.0 and +0.5 at both severities: mean -0.25, standard error 0.75.
+    assert row == ("| toy | 5 | -0.250 ± 0.750 (1/2) | -0.250 ± 0.750 (1/2) | 0.90 (nes-re) |")
+    assert nes_shift.claim_table(rows, SimpleNamespace(**{**vars(args), "methods": ["gp"]})) == ""
+
+
 def test_invalid_arguments_are_parser_errors(tmp_path, capsys) -> None:
     write_fake_uci_dataset(tmp_path, "toy")
     base = ["--data-dir", str(tmp_path), "--splits", "1", "--datasets", "toy"]
