@@ -658,20 +658,26 @@ CLAIM = ("nes-re", "deepens-rs")
 CLAIM_SEVERITIES = (3, 4, 5)
 
 
-def claim_table(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> str:
+def claim_table(
+    rows: Sequence[dict[str, Any]],
+    args: argparse.Namespace,
+    severities: Sequence[int] = CLAIM_SEVERITIES,
+    label: str = "severity",
+) -> str:
     r"""The paper's claim, paired by split: per data set and size, NES-RE's test NLL
-    minus DeepEns (RS)'s at severities 3-5 (mean ± standard error over splits, and the
-    splits where NES-RE is lower), and at the highest severity the 95 % interval coverage
-    of every method. Empty when a method of :data:`CLAIM` was not run."""
+    minus DeepEns (RS)'s at ``severities`` (those run; mean ± standard error over splits,
+    and the splits where NES-RE is lower), and at the highest severity the 95 % interval
+    coverage of the method with the lowest NLL there. Empty when a method of
+    :data:`CLAIM` was not run; ``label`` names the severities in the header."""
     if not set(CLAIM) <= set(args.methods):
         return ""
     groups = grouped_rows(rows)
-    severities = [severity for severity in CLAIM_SEVERITIES if severity in args.severities]
+    severities = [severity for severity in severities if severity in args.severities]
     top = max(args.severities)
     header = (
         "| data set | M | "
-        + " | ".join(f"Δ NLL, severity {severity}" for severity in severities)
-        + f" | 95 % coverage at severity {top} (best method by NLL) |"
+        + " | ".join(f"Δ NLL, {label} {severity}" for severity in severities)
+        + f" | 95 % coverage at {label} {top} (best method by NLL) |"
     )
     lines = [
         "### NES-RE against DeepEns (RS), paired by split",

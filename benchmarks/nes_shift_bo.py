@@ -280,7 +280,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
         "objective's units (including ½ log 2π; lower is better); calibration error: mean "
         "absolute gap between the coverage of the central 50, 80, 95 % intervals and their "
         "level; oracle NLL: the best member's NLL per point.\n\n"
-        + nes_shift.summary_table(rows, table_args, repeats="seeds"),
+        + nes_shift.summary_table(rows, table_args, repeats="seeds")
+        + "\n"
+        + nes_shift.claim_table(rows, table_args, SELECTION_SEVERITIES, "selection severity"),
     )
     print(summary.read_text())
     return summary

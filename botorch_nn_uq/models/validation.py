@@ -39,16 +39,22 @@ def validate_training_data(train_X: Tensor, train_Y: Tensor, min_points: int = 2
         if not isinstance(tensor, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor; got {type(tensor).__name__}.")
         _check_dtype(name, tensor)
-    if train_X.ndim != 2:
-        raise ValueError(
-            f"train_X must be an `n x d` tensor; got shape {tuple(train_X.shape)}. "
-            "Batched training data are not supported."
-        )
-    if train_Y.ndim != 2:
-        raise ValueError(
-            f"train_Y must be an `n x m` tensor; got shape {tuple(train_Y.shape)}. "
-            "Use train_Y.unsqueeze(-1) for a single output."
-        )
+    for name, tensor, columns in (("train_X", train_X, "d"), ("train_Y", train_Y, "m")):
+        if tensor.ndim > 2:
+            raise ValueError(
+                f"{name} must be an `n x {columns}` tensor; got shape {tuple(tensor.shape)}, "
+                f"with batch dimensions {tuple(tensor.shape[:-2])}. Batched training data "
+                "(`batch_shape x n x d`) are not supported: fit one model per batch element, "
+                "e.g. `ModelList(*(DeepEnsemble(train_X[i], train_Y[i]).fit(seed=0) for i in "
+                "range(len(train_X))))`, or, if the batch elements observe one function, "
+                "concatenate them along the rows."
+            )
+        if tensor.ndim < 2:
+            raise ValueError(
+                f"{name} must be an `n x {columns}` tensor; got shape {tuple(tensor.shape)}. "
+                f"Use {name}.unsqueeze(-1) for a single "
+                f"{'input dimension' if columns == 'd' else 'output'}."
+            )
     if train_X.shape[0] != train_Y.shape[0]:
         raise ValueError(
             f"train_X and train_Y must have the same number of rows; got "

@@ -603,8 +603,14 @@ class ConformanceKit:
     @pytest.mark.parametrize(
         ("make_data", "error", "message"),
         [
-            (lambda X, Y: (X[:, 0], Y), ValueError, "n x d"),
-            (lambda X, Y: (X, Y[:, 0]), ValueError, "n x m"),
+            (lambda X, Y: (X[:, 0], Y), ValueError, r"n x d.*X\.unsqueeze\(-1\)"),
+            (lambda X, Y: (X, Y[:, 0]), ValueError, r"n x m.*Y\.unsqueeze\(-1\)"),
+            (
+                lambda X, Y: (X.expand(2, *X.shape), Y.expand(2, *Y.shape)),
+                ValueError,
+                r"batch dimensions \(2,\).*one model per batch element",
+            ),
+            (lambda X, Y: (X, Y.expand(3, *Y.shape)), ValueError, "train_Y .*batch dimensions"),
             (lambda X, Y: (X, Y[:-1]), ValueError, "same number of rows"),
             (lambda X, Y: (X[:0], Y[:0]), ValueError, "Empty"),
             (lambda X, Y: (X[:1], Y[:1]), ValueError, r"At least \d+"),

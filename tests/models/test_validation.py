@@ -66,6 +66,8 @@ NES = {
     "population_size": POSITIVE_INTEGER,
     "num_parents": POSITIVE_INTEGER,
     "children_per_generation": POSITIVE_INTEGER,
+    "validation_shift_severity": (None, True, 2.5, "x", -1, 6),
+    "evolve_on_plain_validation": BOOLEAN,
 }
 DEEP_ENSEMBLE = {
     **TRAINING,
