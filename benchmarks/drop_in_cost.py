@@ -306,11 +306,37 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="training epochs of the deep ensemble (default: DeepEnsemble's own)",
     )
+    parser.add_argument(
+        "--ensemble-widths",
+        type=integer_argument(1),
+        nargs="+",
+        default=None,
+        help="hidden widths of the deep ensemble's members (default: DeepEnsemble's own)",
+    )
+    parser.add_argument(
+        "--ensemble-float32",
+        action="store_true",
+        help="train the deep ensemble in single precision (training_dtype=torch.float32; "
+        "default: the data's double precision)",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.points, args.dim, args.seeds, args.repeats = [20], 2, 1, 1
         args.ensemble_epochs = 5
     return args
+
+
+def ensemble_options(args: argparse.Namespace) -> dict[str, Any]:
+    r"""The deep ensemble's hyperparameters that the arguments change (empty: its
+    defaults)."""
+    options: dict[str, Any] = {}
+    if args.ensemble_epochs is not None:
+        options["epochs"] = args.ensemble_epochs
+    if args.ensemble_widths is not None:
+        options["hidden_widths"] = tuple(args.ensemble_widths)
+    if args.ensemble_float32:
+        options["training_dtype"] = torch.float32
+    return options
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
@@ -319,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     use_threads(args.threads)
     ignore_optimizer_retry_warnings()
     seeds = list(seed_range(args))
-    options = {} if args.ensemble_epochs is None else {"epochs": args.ensemble_epochs}
+    options = ensemble_options(args)
     rows = []
     for n in args.points:
         first = {
@@ -340,7 +366,11 @@ def main(argv: Sequence[str] | None = None) -> Path:
         "seeds": seeds,
         "repeats": args.repeats,
         "threads": args.threads,
-        "ensemble_options": options,
+        # A dtype is written by its name (JSON has no dtype).
+        "ensemble_options": {
+            key: str(value) if isinstance(value, torch.dtype) else value
+            for key, value in options.items()
+        },
     }
     write_json_atomically({**settings, "rows": rows}, args.out / "drop_in_cost.json")
     write_rows_csv(
