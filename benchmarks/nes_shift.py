@@ -50,6 +50,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import time
@@ -579,9 +580,18 @@ def scored_rows(
 def execute(spec: JobSpec, store: Path) -> list[dict[str, Any]]:
     r"""Run one job on this process's torch threads (``--threads``), or load its
     results from ``store`` if an earlier invocation finished them; returns its rows."""
+    return stored_rows(spec, store, lambda: evaluate(spec, store))
+
+
+def stored_rows(
+    spec: JobSpec, store: Path, compute: Callable[[], dict[int, list[dict[str, Any]]]]
+) -> list[dict[str, Any]]:
+    r"""The rows of ``spec`` at every size: loaded from ``store`` if an earlier
+    invocation stored them all, else ``compute()`` (``size -> rows``), stored there
+    first."""
     paths = {size: store / f"{spec.result_key(size)}.json" for size in spec.sizes}
     if not all(path.exists() for path in paths.values()):
-        for size, rows in evaluate(spec, store).items():
+        for size, rows in compute().items():
             write_json_atomically(rows, paths[size])
     return [row for path in paths.values() for row in json.loads(path.read_text())]
 
@@ -755,6 +765,36 @@ def plot_against_severity(rows: Sequence[dict[str, Any]], args: argparse.Namespa
     return paths
 
 
+def add_budget_options(parser: argparse.ArgumentParser, defaults: Budget) -> None:
+    r"""Add the options of a :class:`Budget` (``--pool-size``, ``--epochs``,
+    ``--population-size``, ``--num-parents``, ``--children-per-generation``) with the
+    defaults ``defaults``; :func:`budget_from_arguments` reads them back."""
+    for field in dataclasses.fields(Budget):
+        parser.add_argument(
+            f"--{field.name.replace('_', '-')}",
+            type=integer_argument(1),
+            default=getattr(defaults, field.name),
+        )
+
+
+def budget_from_arguments(args: argparse.Namespace) -> Budget:
+    r"""The :class:`Budget` of the options of :func:`add_budget_options`."""
+    return Budget(**{field.name: getattr(args, field.name) for field in dataclasses.fields(Budget)})
+
+
+def check_budget(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    r"""Sort ``args.sizes`` and refuse, as a parser error, sizes beyond the pool and an
+    NES-RE population as large as its pool."""
+    args.sizes = sorted(set(args.sizes))
+    if max(args.sizes) > args.budget.pool_size:
+        parser.error(f"--sizes up to {max(args.sizes)} exceed --pool-size {args.budget.pool_size}")
+    evolving = {"nes-re", "nes-re-0"} & set(args.methods)
+    if evolving and args.budget.population_size >= args.budget.pool_size:
+        # With its whole pool as its first population, NES-RE would never evolve and
+        # would repeat NES-RS.
+        parser.error(f"--population-size must be smaller than --pool-size for {sorted(evolving)}")
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = runner_parser(
         __doc__,
@@ -780,18 +820,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=list(range(MAX_SEVERITY + 1)),
         help="shift severities of the reselection and the test (0: no shift)",
     )
-    defaults = Budget()
-    parser.add_argument("--pool-size", type=integer_argument(1), default=defaults.pool_size)
-    parser.add_argument("--epochs", type=integer_argument(1), default=defaults.epochs)
-    parser.add_argument(
-        "--population-size", type=integer_argument(1), default=defaults.population_size
-    )
-    parser.add_argument("--num-parents", type=integer_argument(1), default=defaults.num_parents)
-    parser.add_argument(
-        "--children-per-generation",
-        type=integer_argument(1),
-        default=defaults.children_per_generation,
-    )
+    add_budget_options(parser, Budget())
     add_uci_data_option(parser)
     add_jobs_option(parser)
     args = parser.parse_args(argv)
@@ -806,22 +835,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.datasets, args.splits, args.sizes, args.severities = present[:1], 1, [2], [0, 5]
         args.budget = SMOKE_BUDGET
     else:
-        args.budget = Budget(
-            pool_size=args.pool_size,
-            epochs=args.epochs,
-            population_size=args.population_size,
-            num_parents=args.num_parents,
-            children_per_generation=args.children_per_generation,
-        )
-    args.sizes = sorted(set(args.sizes))
+        args.budget = budget_from_arguments(args)
     args.severities = sorted(set(args.severities))
-    if max(args.sizes) > args.budget.pool_size:
-        parser.error(f"--sizes up to {max(args.sizes)} exceed --pool-size {args.budget.pool_size}")
-    evolving = {"nes-re", "nes-re-0"} & set(args.methods)
-    if evolving and args.budget.population_size >= args.budget.pool_size:
-        # With its whole pool as its first population, NES-RE would never evolve and
-        # would repeat NES-RS.
-        parser.error(f"--population-size must be smaller than --pool-size for {sorted(evolving)}")
+    check_budget(parser, args)
     check_uci_selection(parser, args.data_dir, args.datasets, args.splits)
     return args
 

@@ -30,7 +30,6 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from collections.abc import Sequence
@@ -52,7 +51,6 @@ from benchmarks.common import (
     stored_run,
     summary_header,
     use_threads,
-    write_json_atomically,
     write_text,
 )
 from botorch_nn_uq.bo import BOResult, Strategy, write_rows_csv
@@ -137,12 +135,7 @@ def evaluate(job: ShiftJob, store: Path) -> dict[int, list[dict[str, Any]]]:
 def execute(job: ShiftJob, store: Path) -> list[dict[str, Any]]:
     r"""Run one job on this process's torch threads, or load its results from ``store``
     if an earlier invocation finished them; returns its rows."""
-    spec = job.pools
-    paths = {size: store / f"{spec.result_key(size)}.json" for size in job.sizes}
-    if not all(path.exists() for path in paths.values()):
-        for size, rows in evaluate(job, store).items():
-            write_json_atomically(rows, paths[size])
-    return [row for path in paths.values() for row in json.loads(path.read_text())]
+    return nes_shift.stored_rows(job.pools, store, lambda: evaluate(job, store))
 
 
 def progress_line(job: ShiftJob, rows: list[dict[str, Any]]) -> str:
@@ -182,16 +175,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sizes", nargs="+", type=integer_argument(1), default=[5], help="ensemble sizes M"
     )
-    defaults = nes_shift.Budget(pool_size=15, epochs=100, population_size=5)
-    parser.add_argument("--pool-size", type=integer_argument(1), default=defaults.pool_size)
-    parser.add_argument("--epochs", type=integer_argument(1), default=defaults.epochs)
-    parser.add_argument(
-        "--population-size", type=integer_argument(1), default=defaults.population_size
-    )
-    parser.add_argument(
-        "--children-per-generation",
-        type=integer_argument(1),
-        default=defaults.children_per_generation,
+    nes_shift.add_budget_options(
+        parser, nes_shift.Budget(pool_size=15, epochs=100, population_size=5)
     )
     add_jobs_option(parser)
     args = parser.parse_args(argv)
@@ -205,20 +190,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.run_budgets = {"rastrigin": SMOKE_RUN_BUDGET}
         args.num_restarts, args.raw_samples = 2, 32
     else:
-        args.budget = nes_shift.Budget(
-            pool_size=args.pool_size,
-            epochs=args.epochs,
-            population_size=args.population_size,
-            children_per_generation=args.children_per_generation,
-        )
+        args.budget = nes_shift.budget_from_arguments(args)
         args.run_budgets = scale_suite.BUDGETS
         args.num_restarts, args.raw_samples = NUM_RESTARTS, RAW_SAMPLES
-    args.sizes = sorted(set(args.sizes))
-    if max(args.sizes) > args.budget.pool_size:
-        parser.error(f"--sizes up to {max(args.sizes)} exceed --pool-size {args.budget.pool_size}")
-    evolving = {"nes-re", "nes-re-0"} & set(args.methods)
-    if evolving and args.budget.population_size >= args.budget.pool_size:
-        parser.error(f"--population-size must be smaller than --pool-size for {sorted(evolving)}")
+    nes_shift.check_budget(parser, args)
     return args
 
 

@@ -85,6 +85,15 @@ MISSING_PER_SEVERITY = 0.1
 DROPPED_PER_SEVERITY = Fraction(3, 20)
 
 
+def check_severity(severity: object, name: str = "severity") -> None:
+    r"""Raise a ``ValueError`` naming ``name`` unless ``severity`` is an integer from 0
+    (no shift) to :data:`MAX_SEVERITY`."""
+    if not is_integer(severity, 0, MAX_SEVERITY):
+        raise ValueError(
+            f"{name} must be an integer from 0 (no shift) to {MAX_SEVERITY}; got {severity!r}."
+        )
+
+
 def shift_validation_set(
     X: Tensor,
     Y: Tensor,
@@ -298,10 +307,7 @@ def _shift(
     allowed = VALIDATION_SHIFTS if split == "validation" else TEST_SHIFTS
     kinds = _check_kinds(kinds, allowed, split)
     X, Y, reference = _check_data(X, Y, reference)
-    if not is_integer(severity, 0, MAX_SEVERITY):
-        raise ValueError(
-            f"severity must be an integer from 0 (no shift) to {MAX_SEVERITY}; got {severity!r}."
-        )
+    check_severity(severity)
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator; got {generator!r}.")
     if severity == 0:

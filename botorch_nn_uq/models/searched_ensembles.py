@@ -36,7 +36,6 @@ from botorch_nn_uq.checks import (
     check_boolean_fields,
     check_integer_fields,
     check_real_fields,
-    is_int_in_range,
 )
 from botorch_nn_uq.ensembles.architecture_space import ArchitectureSpace
 from botorch_nn_uq.ensembles.autodeuq import autodeuq_search
@@ -61,7 +60,7 @@ from botorch_nn_uq.ensembles.pool import (
 )
 from botorch_nn_uq.ensembles.selection import SelectionResult
 from botorch_nn_uq.ensembles.shift_adaptation import CandidateScorer, select_from_pool
-from botorch_nn_uq.ensembles.shifts import MAX_SEVERITY, shift_validation_set
+from botorch_nn_uq.ensembles.shifts import check_severity, shift_validation_set
 from botorch_nn_uq.models.card import BODefaults, FastSettings, ModelCard
 from botorch_nn_uq.models.member_ensemble import (
     ENSEMBLE_FAMILY,
@@ -73,16 +72,6 @@ from botorch_nn_uq.training.seeding import draw_seed
 
 def _default_architecture_space() -> ArchitectureSpace:
     return ArchitectureSpace(num_nodes=3)
-
-
-def check_validation_shift_severity(severity: Any) -> None:
-    r"""Raise a ``ValueError`` unless ``severity`` is an integer from 0 to
-    :data:`~botorch_nn_uq.ensembles.shifts.MAX_SEVERITY`."""
-    if not is_int_in_range(severity, 0, MAX_SEVERITY):
-        raise ValueError(
-            f"validation_shift_severity must be an integer from 0 (no shift) to "
-            f"{MAX_SEVERITY}; got {severity!r}."
-        )
 
 
 @dataclass(frozen=True)
@@ -207,7 +196,7 @@ class NESHyperparameters(SearchedEnsembleHyperparameters):
         super().__post_init__()
         self.training_hyperparameters()
         check_integer_fields(self, "population_size", "num_parents", "children_per_generation")
-        check_validation_shift_severity(self.validation_shift_severity)
+        check_severity(self.validation_shift_severity, "validation_shift_severity")
         check_boolean_fields(self, "evolve_on_plain_validation")
 
     def training_hyperparameters(self) -> TrainingHyperparameters:
@@ -367,7 +356,7 @@ class NeuralEnsembleSearch(SearchedEnsemble):
         Args:
             severity: ``0`` to :data:`~botorch_nn_uq.ensembles.shifts.MAX_SEVERITY`.
         """
-        check_validation_shift_severity(severity)
+        check_severity(severity, "validation_shift_severity")
         data = self._fitted_pool_data()
         if severity == 0:
             return None
@@ -426,7 +415,7 @@ class NeuralEnsembleSearch(SearchedEnsemble):
         settings = self.hyperparameters.pool_settings()
         train_X, train_Y = model.transformed_training_data()
         network, weights = assemble_ensemble(
-            chosen, selection.weights, data.train_X.shape[-1], data.train_Y.shape[-1], settings
+            chosen, selection.weights, train_X.shape[-1], train_Y.shape[-1], settings
         )
         model._serve_members(network, weights, train_X, train_Y)
         return model.eval()

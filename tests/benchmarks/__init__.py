@@ -1,6 +1,8 @@
 """Tests of the benchmarks (``benchmarks/``): smoke runs of every runner, their shared
 helpers and the UCI loader; and a writer of tiny data sets in the UCI format."""
 
+import csv
+import math
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,25 @@ def require_uci_dataset(name: str) -> Path:
             "(docs/guide/tutorials-and-benchmarks.md, 'Data')"
         )
     return data_dir
+
+
+def read_runs_csv(out: Path) -> list[dict[str, str]]:
+    r"""The rows of a runner's ``runs.csv`` in ``out``."""
+    with (out / "runs.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def check_shift_scores(run: dict[str, str], searches: tuple[str, ...]) -> None:
+    r"""Assert what every row of protocol 10 (``nes_shift``, ``nes_shift_bo``) holds: a
+    finite NLL, a positive RMSE, coverages in [0, 1], and for a search (a method in
+    ``searches``) the paper's Proposition 3.1, oracle <= ensemble <= average member in
+    NLL; a reference has no members to look at through the diversity lens (NaN)."""
+    nll, average, oracle = (
+        float(run[key]) for key in ("test_nll", "average_member_nll", "oracle_nll")
+    )
+    assert math.isfinite(nll) and float(run["test_rmse"]) > 0
+    if run["method"] in searches:
+        assert oracle <= nll <= average
+    else:
+        assert math.isnan(average) and math.isnan(oracle)
+    assert all(0 <= float(run[f"coverage_{level}"]) <= 1 for level in (50, 80, 95))

@@ -1,20 +1,14 @@
 """Smoke runs of protocol 10's BO side (benchmarks/nes_shift_bo.py): ensembles trained on
 the first half of a BO run and tested on its second half."""
 
-import csv
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
 from benchmarks import nes_shift, nes_shift_bo
 from botorch_nn_uq.bo import BOResult
-
-
-def _runs(out: Path) -> list[dict[str, str]]:
-    with (out / "runs.csv").open() as handle:
-        return list(csv.DictReader(handle))
+from tests.benchmarks import check_shift_scores, read_runs_csv
 
 
 def test_halves_cut_a_run_in_evaluation_order() -> None:
@@ -34,7 +28,7 @@ def test_smoke_run_trains_on_the_first_half_and_resumes(tmp_path, monkeypatch) -
     assert "Command: `python -m benchmarks.nes_shift_bo --smoke" in summary
     assert "### rastrigin-3d, M = 2" in summary
     assert "| method | severity | seeds |" in summary
-    runs = _runs(tmp_path)
+    runs = read_runs_csv(tmp_path)
     assert [(run["method"], run["severity"]) for run in runs] == [
         (method, severity) for method in nes_shift.METHODS for severity in ("0", "5")
     ]
@@ -45,14 +39,7 @@ def test_smoke_run_trains_on_the_first_half_and_resumes(tmp_path, monkeypatch) -
     by_method: dict[str, list[dict[str, str]]] = {}
     for run in runs:
         by_method.setdefault(run["method"], []).append(run)
-        nll, average, oracle = (
-            float(run[key]) for key in ("test_nll", "average_member_nll", "oracle_nll")
-        )
-        assert math.isfinite(nll) and float(run["test_rmse"]) > 0
-        if run["method"] in nes_shift.SEARCHES:
-            assert oracle <= nll <= average
-        else:
-            assert math.isnan(average) and math.isnan(oracle)
+        check_shift_scores(run, nes_shift.SEARCHES)
     # A reference is fitted once: both selection severities report the same model.
     for method in nes_shift.REFERENCES:
         plain, shifted = by_method[method]

@@ -1,19 +1,17 @@
 """Smoke runs of the runner of ensembles under dataset shift (benchmarks/nes_shift.py)."""
 
-import csv
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from benchmarks import nes_shift
-from tests.benchmarks import require_uci_dataset, write_fake_uci_dataset
-
-
-def _runs(out: Path) -> list[dict[str, str]]:
-    with (out / "runs.csv").open() as handle:
-        return list(csv.DictReader(handle))
+from tests.benchmarks import (
+    check_shift_scores,
+    read_runs_csv,
+    require_uci_dataset,
+    write_fake_uci_dataset,
+)
 
 
 # The smoke budget's tiny searches may keep one member (AutoDEUQ's Caruana selection).
@@ -25,22 +23,12 @@ def test_smoke_run_on_the_shared_yacht_data(tmp_path) -> None:
     assert "Command: `python -m benchmarks.nes_shift --smoke" in summary
     assert "### yacht, M = 2" in summary
     assert "| gp | 0 | 1 |" in summary and "| – | – |" in summary
-    runs = _runs(tmp_path)
+    runs = read_runs_csv(tmp_path)
     assert [(run["method"], run["severity"]) for run in runs] == [
         (method, severity) for method in nes_shift.METHODS for severity in ("0", "5")
     ]
     for run in runs:
-        nll, average, oracle = (
-            float(run[key]) for key in ("test_nll", "average_member_nll", "oracle_nll")
-        )
-        assert math.isfinite(nll) and float(run["test_rmse"]) > 0
-        if run["method"] in nes_shift.SEARCHES:
-            # Proposition 3.1 of the paper: oracle <= ensemble <= average member (NLL).
-            assert oracle <= nll <= average
-        else:
-            # A reference has no members to look at through the diversity lens.
-            assert math.isnan(average) and math.isnan(oracle)
-        assert all(0 <= float(run[f"coverage_{level}"]) <= 1 for level in (50, 80, 95))
+        check_shift_scores(run, nes_shift.SEARCHES)
         assert run["ensemble_size"] == "2"
     # The test shift of severity 5 keeps a quarter of the rows toward the extremes.
     assert {run["num_test"] for run in runs if run["severity"] == "0"} == {"31"}
