@@ -186,6 +186,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="logei",
         help=f"acquisition of the models that name none ({', '.join(_usable_acquisitions())})",
     )
+    parser.add_argument(
+        "--without-baselines",
+        action="store_true",
+        help="run the named models only, without GP + LogEI and random search (to add a "
+        "model to runs whose baselines are published)",
+    )
     add_nomu_suite_options(parser)
     add_seed_options(parser, default=5)
     add_jobs_option(parser)
@@ -228,7 +234,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     args = parse_args(argv)
     use_threads(args.threads)
     methods_specs = [method for method in args.methods if method != BASELINE]
-    methods_specs += [BASELINE, (RANDOM_SEARCH, "")]
+    if not args.without_baselines:
+        methods_specs += [BASELINE, (RANDOM_SEARCH, "")]
     specs = [
         RunSpec(
             problem=problem,

@@ -38,6 +38,15 @@ def test_a_model_can_name_its_own_acquisition(tmp_path) -> None:
     assert len(list((tmp_path / "runs").glob("*_mc-dropout+qlogei_*"))) == 2
 
 
+def test_without_baselines_runs_the_named_models_only(tmp_path) -> None:
+    argv = ["--smoke", "--out", str(tmp_path), "--models", "mc-dropout", "--without-baselines"]
+    summary = nomu_bo_suite.main(argv).read_text()
+    assert "| problem | mc-dropout+logei |" in summary and "gp+logei" not in summary
+    assert {path.name.split("_")[1] for path in (tmp_path / "runs").glob("*.pt")} == {
+        "mc-dropout+logei"
+    }
+
+
 def test_first_seed_selects_the_seeds_and_bad_counts_are_rejected(tmp_path, capsys) -> None:
     nomu_bo_suite.main(["--smoke", "--out", str(tmp_path), "--first-seed", "3"])
     seeds = {path.name.split("_seed")[1].split("_")[0] for path in (tmp_path / "runs").glob("*.pt")}
