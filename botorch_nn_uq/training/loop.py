@@ -215,6 +215,10 @@ class _Bookkeeping:
         self._epochs_on_plateau = torch.zeros(dtype=torch.float64, **vector)
         self._early_stopping_patience = network.early_stopping_patience.to(device)
         self._lr_reduction_patience = network.lr_reduction_patience.to(device)
+        # Read from the host's copies: without patience, an epoch's end skips the counters.
+        self._stops_early = bool(torch.isfinite(network.early_stopping_patience).any())
+        self._reduces_learning_rates = bool(torch.isfinite(network.lr_reduction_patience).any())
+        self._never = torch.zeros(dtype=torch.bool, **vector)
 
     def step(self, optimizer: Stepper) -> None:
         r"""One optimizer step on the selected batch, with its bookkeeping; device work
@@ -255,6 +259,7 @@ class _Bookkeeping:
             network.module.eval()
             with torch.no_grad():
                 monitored = _float64_vector(validation_loss_fn())
+            network.module.train()
         elif self._monitors_pre_step_weights:
             monitored = self.last_loss
         else:
@@ -266,17 +271,21 @@ class _Bookkeeping:
             network.keep_best(improved)
             self.best_loss = torch.where(improved, monitored, self.best_loss)
         self.best_epoch = torch.where(improved, epoch, self.best_epoch)
-        self._epochs_without_improvement = torch.where(
-            improved, 0, self._epochs_without_improvement + 1
-        )
-        plateau = torch.where(improved, 0.0, self._epochs_on_plateau + 1)
-        reduce = plateau >= self._lr_reduction_patience
-        self._epochs_on_plateau = torch.where(reduce, 0.0, plateau)
-        self.active &= self._epochs_without_improvement < self._early_stopping_patience
+        if self._stops_early:
+            self._epochs_without_improvement = torch.where(
+                improved, 0, self._epochs_without_improvement + 1
+            )
+            self.active &= self._epochs_without_improvement < self._early_stopping_patience
+        reduce = self._never
+        if self._reduces_learning_rates:
+            plateau = torch.where(improved, 0.0, self._epochs_on_plateau + 1)
+            reduce = plateau >= self._lr_reduction_patience
+            self._epochs_on_plateau = torch.where(reduce, 0.0, plateau)
         # Events as flags that are zero while training goes on.
         record = torch.cat([monitored, self.last_loss, ~self.active, self.diverged, reduce]).cpu()
         monitored_on_host, last_loss, stopped, diverged, reduce_on_host = record.view(5, -1)
-        network.reduce_learning_rates(optimizer, reduce, reduce_on_host.bool())
+        if self._reduces_learning_rates:
+            network.reduce_learning_rates(optimizer, reduce, reduce_on_host.bool())
         return monitored_on_host.clone(), ~stopped.bool(), diverged.bool(), last_loss
 
 
@@ -369,8 +378,9 @@ def _train(
     steps_run = 0
     active = torch.ones(num_members, dtype=torch.bool)
     diverged = torch.zeros(num_members, dtype=torch.bool)
+    # Set once, not per epoch: switching a module's mode walks all its submodules.
+    module.train()
     for epoch in epochs:
-        module.train()
         order = None if full_batch else _to_device(network.shuffle(num_data), device)
         batch_loss.begin_epoch(order)
         records.epoch_loss.zero_()

@@ -124,6 +124,13 @@ class BatchLoss(ABC):
         and only called, for a loss with ``static_shapes``)."""
         raise NotImplementedError(f"{type(self).__name__} has no static buffers.")
 
+    def backward(self, losses: Tensor, diverged: Tensor) -> None:
+        r"""Set the gradients of the trained parameters from the member-mode losses
+        ``losses`` (the ``K``-vector :meth:`__call__` returned), leaving out the
+        ``diverged`` members (a boolean ``K``-vector on the device): autograd's backward
+        pass of their sum, unless a loss computes its gradients itself."""
+        losses.masked_fill(diverged, 0.0).sum().backward()
+
 
 class IndexedLoss(BatchLoss):
     r"""A :class:`BatchLoss` from a function of the batch's row indices.

@@ -9,12 +9,15 @@ import torch
 from torch import Tensor, nn
 
 from botorch_nn_uq.nn.batched_mlp import DATA_ORDER_STREAM, BatchedMLP
+from botorch_nn_uq.nn.hand_backward import HandDifferentiatedMembers, supports_backward_by_hand
 from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.loop import train_network
 from botorch_nn_uq.training.losses import BatchLoss, KnownNoise
 
 #: The Gaussian negative log-likelihood's constant per output, ``0.5 log(2 pi)``.
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+_aten = torch.ops.aten
 
 
 def member_row_losses(
@@ -81,12 +84,22 @@ class CommonPathLoss(BatchLoss):
     which adds ``weight_decay * theta`` to the gradient), and its value is added to the
     monitored loss without a backward pass. A step reads and writes only the device.
 
+    Where the members allow it
+    (:func:`~botorch_nn_uq.nn.hand_backward.supports_backward_by_hand`), the loss
+    computes its gradients itself: the forward pass runs outside autograd, the loss's
+    gradient with respect to the network's output is written out, and
+    :meth:`backward` runs the network's backward pass by hand
+    (:mod:`botorch_nn_uq.nn.hand_backward`), which spares autograd's graph and its walk
+    (about a third of a step at a hundred rows on a CPU core).
+
     Args:
         network: The ``K`` members.
         train_X: ``n x d`` training inputs.
         train_Y: ``n x m`` training targets.
         batch_size: The mini-batch size; ``None`` (or at least ``n``) trains full-batch.
         l2_regularization: ``lambda``, the same for every member.
+        hand_gradients: Compute the gradients by hand; ``None`` does so wherever the
+            members allow it (``False`` takes autograd's, for comparison).
     """
 
     static_shapes = True
@@ -98,7 +111,10 @@ class CommonPathLoss(BatchLoss):
         train_Y: Tensor,
         batch_size: int | None,
         l2_regularization: float,
+        hand_gradients: bool | None = None,
     ) -> None:
+        if hand_gradients is None:
+            hand_gradients = supports_backward_by_hand(network)
         num_members, (num_data, dim) = network.num_members, train_X.shape
         outputs = train_Y.shape[-1]
         rows_per_batch = num_data if batch_size is None else min(batch_size, num_data)
@@ -135,6 +151,8 @@ class CommonPathLoss(BatchLoss):
         self._member_parameters = [
             parameter.detach().view(num_members, -1) for parameter in network.parameters()
         ]
+        self._by_hand = HandDifferentiatedMembers(network) if hand_gradients else None
+        self._grad_output: Tensor | None = None
 
     def begin_epoch(self, order: Tensor | None) -> None:
         if order is None:
@@ -159,12 +177,48 @@ class CommonPathLoss(BatchLoss):
 
     def __call__(self) -> tuple[Tensor, Tensor]:
         X, Y, weights = self._selected
-        losses = torch.mv(_row_losses_less_constant(self._network, X, Y), weights)
+        if self._by_hand is None:
+            losses = torch.mv(_row_losses_less_constant(self._network, X, Y), weights)
+        else:
+            output = self._by_hand.forward(X)
+            losses, self._grad_output = self._losses_and_output_gradient(output, Y, weights)
         monitored = losses.detach() + self._constant
         if self._l2 > 0:
             squared_norms = torch.cat(self._member_parameters, dim=1).square().sum(-1)
             monitored = torch.add(monitored, squared_norms, alpha=self._l2)
         return losses, monitored.to(torch.float64)
+
+    def _losses_and_output_gradient(
+        self, output: Tensor, Y: Tensor, weights: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        r"""The ``K``-vector of the batch's losses (``_row_losses_less_constant``
+        weighted by ``weights``) and their gradient with respect to the output layer's
+        ``K x b x o`` values ``output``."""
+        network = self._network
+        row_weights = weights.unsqueeze(-1)
+        if not network.gaussian_head:
+            residuals = output - Y
+            outputs = residuals.shape[-1]
+            losses = torch.mv(residuals.square().mean(-1), weights)
+            return losses, residuals.mul_(row_weights * (2.0 / outputs))
+        mean, raw_std = output.split(network.output_dim, dim=-1)
+        std = nn.functional.softplus(raw_std).add_(network.min_std)
+        standardised = (mean - Y).div_(std)
+        row_losses = torch.addcmul(std.log(), standardised, standardised, value=0.5).sum(-1)
+        # d/d mean = z / sigma and d/d sigma = (1 - z^2) / sigma, each row weighted.
+        scale = row_weights / std
+        grad_mean = standardised * scale
+        grad_std = torch.addcmul(scale, grad_mean, standardised, value=-1.0)
+        grad_raw_std = _aten.softplus_backward(grad_std, raw_std, 1.0, 20.0)
+        return torch.mv(row_losses, weights), torch.cat([grad_mean, grad_raw_std], dim=-1)
+
+    def backward(self, losses: Tensor, diverged: Tensor) -> None:
+        if self._by_hand is None:
+            super().backward(losses, diverged)
+            return
+        # A diverged member's gradient is zero, as autograd's of its masked loss is.
+        self._by_hand.backward(torch.where(diverged.view(-1, 1, 1), 0.0, self._grad_output))
+        self._grad_output = None
 
 
 def fit_members(

@@ -244,7 +244,7 @@ class StackedMembers(TrainedNetworks):
     def update(self, optimizer: Stepper, losses: Tensor, diverged: Tensor) -> None:
         # A diverged member only ever reaches its own parameters; excluding its loss
         # keeps the other members' training identical to training them alone.
-        losses.masked_fill(diverged, 0.0).sum().backward()
+        self.batch_loss.backward(losses, diverged)
         if self._config.gradient_clip_norm is not None:
             _clip_member_gradients(
                 self.parameters, self.num_members, self._config.gradient_clip_norm
