@@ -450,6 +450,62 @@ def test_the_common_path_trains_the_weights_of_the_general_path(
     )
 
 
+@pytest.mark.parametrize("activation", ["relu", "gelu", "swish", "tanh"])
+@pytest.mark.parametrize("gaussian_head", [True, False])
+@pytest.mark.parametrize("batch_size", [None, 64])
+def test_gradients_by_hand_train_the_weights_of_autograds(
+    monkeypatch, activation, gaussian_head, batch_size
+):
+    X, Y = _common_path_data()
+    config = TrainingConfig(epochs=100, max_steps=100, batch_size=batch_size, learning_rate=5e-3)
+    common_path_loss = members_module.CommonPathLoss
+    results = []
+    for hand_gradients in (True, False):
+        monkeypatch.setattr(
+            members_module,
+            "CommonPathLoss",
+            lambda *args, hand=hand_gradients: common_path_loss(*args, hand_gradients=hand),
+        )
+        network = BatchedMLP(3, 1, (16, 16), [5, 6, 7], activation, gaussian_head).to(DTYPE)
+        results.append((network, fit_members(network, X, Y, config, l2_regularization=1e-3)))
+    (hand, hand_result), (autograd, autograd_result) = results
+    for hand_weights, autograd_weights in zip(
+        hand.parameters(), autograd.parameters(), strict=True
+    ):
+        torch.testing.assert_close(hand_weights, autograd_weights, atol=1e-10, rtol=0)
+    assert torch.equal(hand_result.best_epoch, autograd_result.best_epoch)
+    torch.testing.assert_close(
+        torch.stack(hand_result.loss_history),
+        torch.stack(autograd_result.loss_history),
+        atol=1e-10,
+        rtol=0,
+    )
+
+
+def test_a_diverged_member_gets_no_gradient_by_hand():
+    # Member 0 starts with a mean far out of range: its loss is infinite from the first
+    # step, and the others train as they would without it (up to the rounding of batched
+    # products).
+    X, Y = _common_path_data(60)
+    config = TrainingConfig(epochs=30, learning_rate=5e-3)
+    network = BatchedMLP(3, 1, (16,), [5, 6, 7], "gelu", gaussian_head=True).to(DTYPE)
+    with torch.no_grad():
+        network.biases[-1][0, 0, 0] = 1e300
+    result = fit_members(network, X, Y, config, l2_regularization=1e-3)
+    assert result.diverged.tolist() == [True, False, False]
+    alone = BatchedMLP(3, 1, (16,), [6, 7], "gelu", gaussian_head=True).to(DTYPE)
+    fit_members(alone, X, Y, config, l2_regularization=1e-3)
+    for trained, reference in zip(network.parameters(), alone.parameters(), strict=True):
+        torch.testing.assert_close(trained[1:], reference, atol=1e-12, rtol=0)
+    # The diverged member's gradients are zeros, not infinite or NaN.
+    loss = members_module.CommonPathLoss(network, X, Y, batch_size=None, l2_regularization=0.0)
+    losses, _ = loss()
+    assert losses.isinf().tolist() == [True, False, False]
+    loss.backward(losses, diverged=torch.tensor([True, False, False]))
+    for parameter in network.parameters():
+        assert parameter.grad[0].eq(0).all() and parameter.grad[1:].isfinite().all()
+
+
 @pytest.mark.parametrize(
     ("options", "common"),
     [
