@@ -230,7 +230,10 @@ class _Bookkeeping:
         self.diverged |= torch.isnan(monitored * 0)
         if self._monitors_pre_step_weights:
             # The step's loss is that of the weights before the step: keep them now.
-            improved = self.active & ~self.diverged & (monitored < self.best_loss - self._min_delta)
+            threshold = self.best_loss - self._min_delta if self._min_delta else self.best_loss
+            improved = (monitored < threshold) & ~self.diverged
+            if self._stops_early:
+                improved &= self.active
             network.keep_best(improved)
             torch.where(improved, monitored, self.best_loss, out=self.best_loss)
             self.improved.copy_(improved)
