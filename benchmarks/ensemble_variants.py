@@ -7,8 +7,9 @@ CPU time decides); ``deep-ensemble-float64`` and ``deep-ensemble-200-steps-float
 in double precision (the registered ensemble trains in single precision, served in the
 data's); ``deep-ensemble-gelu-150`` has GELU activations and 150 full-batch steps at a
 learning rate of 0.01, ``deep-ensemble-gelu-32`` GELU and ``deep-ensemble-silu-32``
-SiLU activations in two hidden layers of 32 units: the cheap fits of a few dozen points
-that protocol 1 compared.
+SiLU activations in two hidden layers of 32 units (``deep-ensemble-silu-32-float64`` in
+double precision), and ``deep-ensemble-32`` ReLU members of that width: the cheap fits of
+a few dozen points that protocol 1 compared.
 Everything else is unchanged: the card with other constructor options,
 registered through :func:`botorch_nn_uq.bo.surrogate_from_card`. The members still train
 as one batched computation, so a fit costs less than members × one member's.
@@ -137,6 +138,17 @@ def smooth_cheap_card() -> ModelCard:
     )
 
 
+def narrow_card() -> ModelCard:
+    r"""The deep ensemble with two hidden layers of 32 units, named
+    ``deep-ensemble-32``: the narrower members alone, to separate their effect from
+    the activation's."""
+    return _variant(
+        "32",
+        ("Gaussian-head networks", "Gaussian-head networks of 2 x 32 units"),
+        hidden_widths=(32, 32),
+    )
+
+
 def register() -> None:
     r"""Register the variants (once per process)."""
     cards = [larger_ensemble_card(members) for members in LARGER_ENSEMBLE_SIZES]
@@ -144,7 +156,8 @@ def register() -> None:
     cards += [
         double_precision_card(card) for card in (_deep_ensemble_card(), step_budget_card(200))
     ]
-    cards += [smooth_short_card(), smooth_narrow_card(), smooth_cheap_card()]
+    cards += [smooth_short_card(), smooth_narrow_card(), smooth_cheap_card(), narrow_card()]
+    cards.append(double_precision_card(smooth_cheap_card()))
     for card in cards:
         if card.name not in SURROGATES:
             register_surrogate(surrogate_from_card(card))
