@@ -72,7 +72,10 @@ class PosteriorServingMixin:
         if not self.is_fitted:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
         self._validate_inputs(X, check_values=check_values)
-        self.eval()
+        # Switching modes walks every submodule (a fifth of a small posterior call inside
+        # an acquisition's optimisation); a model already in eval mode is left as it is.
+        if any(module.training for module in self.modules()):
+            self.eval()
 
     def _validate_inputs(self: NeuralSurrogateModel, X: Tensor, check_values: bool = True) -> None:
         r"""Check test inputs ``X`` (``batch_shape x q x d``): type, shape, dtype, device,
