@@ -296,11 +296,10 @@ class BatchedMLP(nn.Module):
 
 def _affine(hidden: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     r"""``hidden @ weight + bias`` for ``K x n x a`` or ``1 x n x a`` rows, ``K x a x b``
-    weights and ``K x 1 x b`` biases: one fused ``baddbmm`` when every member has its
-    own rows, a broadcasting ``matmul`` for shared rows."""
-    if hidden.shape[0] == weight.shape[0]:
-        return torch.baddbmm(bias, hidden, weight)
-    return torch.matmul(hidden, weight) + bias
+    weights and ``K x 1 x b`` biases: one fused ``baddbmm``, shared rows expanded over the
+    members without a copy (a broadcasting ``matmul`` copies and transposes them, at twice
+    the cost of a small posterior's whole first layer)."""
+    return torch.baddbmm(bias, hidden.expand(weight.shape[0], -1, -1), weight)
 
 
 class EnsembleNetwork(nn.Module):
