@@ -30,6 +30,8 @@ n) and ``drop_in_cost.json`` (the rows with every timed sample).
 Examples:
     python -m benchmarks.drop_in_cost
     python -m benchmarks.drop_in_cost --points 20 50 100 200 --seeds 5
+    python -m benchmarks.drop_in_cost --ensemble-float32 --ensemble-widths 32 32 \
+        --ensemble-activation swish
     python -m benchmarks.drop_in_cost --smoke
 """
 
@@ -68,6 +70,7 @@ from benchmarks.common import (
 )
 from botorch_nn_uq.bo import write_rows_csv
 from botorch_nn_uq.models import DeepEnsemble
+from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.problems import get_bo_problem
 
 Result = TypeVar("Result")
@@ -319,6 +322,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="train the deep ensemble in single precision (training_dtype=torch.float32; "
         "default: the data's double precision)",
     )
+    parser.add_argument(
+        "--ensemble-activation",
+        choices=sorted(ACTIVATIONS),
+        default=None,
+        help="hidden activation of the deep ensemble's members (default: DeepEnsemble's own)",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.points, args.dim, args.seeds, args.repeats = [20], 2, 1, 1
@@ -336,6 +345,8 @@ def ensemble_options(args: argparse.Namespace) -> dict[str, Any]:
         options["hidden_widths"] = tuple(args.ensemble_widths)
     if args.ensemble_float32:
         options["training_dtype"] = torch.float32
+    if args.ensemble_activation is not None:
+        options["activation"] = args.ensemble_activation
     return options
 
 

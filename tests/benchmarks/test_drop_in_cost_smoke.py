@@ -4,6 +4,7 @@ the package's deep ensemble, fitted and optimised the way a BoTorch user does.""
 import json
 
 import pytest
+import torch
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 
@@ -60,3 +61,15 @@ def test_too_few_points_are_rejected(capsys) -> None:
     with pytest.raises(SystemExit):
         drop_in_cost.main(["--points", "1"])
     assert "must be at least 2" in capsys.readouterr().err
+
+
+def test_the_options_change_the_ensembles_hyperparameters() -> None:
+    args = drop_in_cost.parse_args(
+        ["--ensemble-widths", "32", "32", "--ensemble-float32", "--ensemble-activation", "swish"]
+    )
+    assert drop_in_cost.ensemble_options(args) == {
+        "hidden_widths": (32, 32),
+        "training_dtype": torch.float32,
+        "activation": "swish",
+    }
+    assert drop_in_cost.ensemble_options(drop_in_cost.parse_args([])) == {}
