@@ -30,8 +30,8 @@ n) and ``drop_in_cost.json`` (the rows with every timed sample).
 Examples:
     python -m benchmarks.drop_in_cost
     python -m benchmarks.drop_in_cost --points 20 50 100 200 --seeds 5
-    python -m benchmarks.drop_in_cost --ensemble-float32 --ensemble-widths 32 32 \
-        --ensemble-activation swish
+    python -m benchmarks.drop_in_cost --ensemble-training-dtype float64 --ensemble-widths 64 64
+    python -m benchmarks.drop_in_cost --ensemble-widths 32 32 --ensemble-activation swish
     python -m benchmarks.drop_in_cost --smoke
 """
 
@@ -69,14 +69,15 @@ from benchmarks.common import (
     write_text,
 )
 from botorch_nn_uq.bo import write_rows_csv
-from botorch_nn_uq.models import DeepEnsemble
-from botorch_nn_uq.nn.mlp import ACTIVATIONS
+from botorch_nn_uq.models import DeepEnsemble, DeepEnsembleHyperparameters
 from botorch_nn_uq.problems import get_bo_problem
 
 Result = TypeVar("Result")
 
 #: The two models, in the order of the tables, and their names there.
 MODELS = {"gp": "GP", "ensemble": "ensemble"}
+#: The deep ensemble's training precisions by name (``--ensemble-training-dtype``).
+TRAINING_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 #: The acquisition optimiser's budget (as in BoTorch's tutorials and ``scale_cost.py``).
 NUM_RESTARTS = 10
 RAW_SAMPLES = 512
@@ -317,18 +318,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="hidden widths of the deep ensemble's members (default: DeepEnsemble's own)",
     )
     parser.add_argument(
-        "--ensemble-float32",
-        action="store_true",
-        help="train the deep ensemble in single precision (training_dtype=torch.float32; "
-        "default: the data's double precision)",
+        "--ensemble-training-dtype",
+        choices=sorted(TRAINING_DTYPES),
+        default=None,
+        help="precision the deep ensemble's members train in (default: DeepEnsemble's own)",
     )
     parser.add_argument(
         "--ensemble-activation",
-        choices=sorted(ACTIVATIONS),
         default=None,
-        help="hidden activation of the deep ensemble's members (default: DeepEnsemble's own)",
+        help="hidden activation of the deep ensemble's members, e.g. relu, swish or gelu "
+        "(default: DeepEnsemble's own)",
     )
     args = parser.parse_args(argv)
+    try:
+        DeepEnsembleHyperparameters(**ensemble_options(args))
+    except ValueError as error:
+        parser.error(str(error))
     if args.smoke:
         args.points, args.dim, args.seeds, args.repeats = [20], 2, 1, 1
         args.ensemble_epochs = 5
@@ -343,8 +348,8 @@ def ensemble_options(args: argparse.Namespace) -> dict[str, Any]:
         options["epochs"] = args.ensemble_epochs
     if args.ensemble_widths is not None:
         options["hidden_widths"] = tuple(args.ensemble_widths)
-    if args.ensemble_float32:
-        options["training_dtype"] = torch.float32
+    if args.ensemble_training_dtype is not None:
+        options["training_dtype"] = TRAINING_DTYPES[args.ensemble_training_dtype]
     if args.ensemble_activation is not None:
         options["activation"] = args.ensemble_activation
     return options

@@ -65,11 +65,18 @@ def test_too_few_points_are_rejected(capsys) -> None:
 
 def test_the_options_change_the_ensembles_hyperparameters() -> None:
     args = drop_in_cost.parse_args(
-        ["--ensemble-widths", "32", "32", "--ensemble-float32", "--ensemble-activation", "swish"]
+        ["--ensemble-widths", "64", "64", "--ensemble-training-dtype", "float64"]
+        + ["--ensemble-activation", "swish"]
     )
     assert drop_in_cost.ensemble_options(args) == {
-        "hidden_widths": (32, 32),
-        "training_dtype": torch.float32,
+        "hidden_widths": (64, 64),
+        "training_dtype": torch.float64,
         "activation": "swish",
     }
     assert drop_in_cost.ensemble_options(drop_in_cost.parse_args([])) == {}
+
+
+def test_an_unknown_activation_is_rejected(capsys) -> None:
+    with pytest.raises(SystemExit):
+        drop_in_cost.parse_args(["--ensemble-activation", "no-such-activation"])
+    assert "Unknown activation 'no-such-activation'" in capsys.readouterr().err

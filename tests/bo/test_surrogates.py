@@ -43,15 +43,15 @@ def test_names_are_registered_once() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "model_class", "precision"),
+    ("name", "model_class", "architecture"),
     [
-        # The registry's deep ensemble trains in single precision, the class in the data's.
-        ("deep-ensemble", "DeepEnsemble", {"training_dtype": torch.float32}),
+        # The registry's deep ensemble has members of 2 x 64 units, the class 2 x 32.
+        ("deep-ensemble", "DeepEnsemble", {"hidden_widths": (64, 64)}),
         ("mc-dropout", "MCDropout", {}),
     ],
 )
 def test_step_budgets_leave_small_data_fits_exactly_as_full_batch_epochs(
-    name, model_class, precision
+    name, model_class, architecture
 ):
     from botorch.models.transforms import Normalize, Standardize
 
@@ -64,7 +64,7 @@ def test_step_budgets_leave_small_data_fits_exactly_as_full_batch_epochs(
         train_Y,
         input_transform=Normalize(2, bounds=bounds),
         outcome_transform=Standardize(1),
-        **precision,
+        **architecture,
     ).fit(seed=3)
     assert registered.hyperparameters.batch_size == 256
     assert registered.training_result.steps_run == plain.training_result.steps_run == 500
@@ -131,7 +131,12 @@ PUBLISHED_BO_DEFAULTS = {
     # In single precision since the precision study (benchmarks/docs/protocol-6-scale.md,
     # "Training precision"), which reran the protocols' rows that it names.
     "deep-ensemble": (
-        {"max_steps": 500, "batch_size": 256, "training_dtype": torch.float32},
+        {
+            "hidden_widths": (64, 64),
+            "max_steps": 500,
+            "batch_size": 256,
+            "training_dtype": torch.float32,
+        },
         {},
         True,
         None,

@@ -218,7 +218,9 @@ def test_a_deep_ensemble_trains_on_the_known_noise(likelihood, monkeypatch) -> N
     model = DeepEnsemble(X, Y, Yvar, **_settings(DeepEnsemble, likelihood=likelihood))
     model.fit(seed=0)
     assert seen and all(known is not None for known in seen)
-    torch.testing.assert_close(seen[0].variance, model.transformed_train_Yvar)
+    # In the members' training precision (single by default).
+    assert seen[0].variance.dtype == model.hyperparameters.training_dtype
+    torch.testing.assert_close(seen[0].variance.double(), model.transformed_train_Yvar)
 
 
 def test_a_subset_of_outputs_serves_its_known_noise() -> None:
