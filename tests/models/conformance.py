@@ -611,6 +611,11 @@ class ConformanceKit:
                 r"batch dimensions \(2,\).*one model per batch element",
             ),
             (lambda X, Y: (X, Y.expand(3, *Y.shape)), ValueError, "train_Y .*batch dimensions"),
+            (
+                lambda X, Y: (X, Y.unsqueeze(-1).expand(*Y.shape, 3)),
+                ValueError,
+                r"tensor-valued outputs of shape \(1, 3\).*flatten\(1\).*unflatten",
+            ),
             (lambda X, Y: (X, Y[:-1]), ValueError, "same number of rows"),
             (lambda X, Y: (X[:0], Y[:0]), ValueError, "Empty"),
             (lambda X, Y: (X[:1], Y[:1]), ValueError, r"At least \d+"),
