@@ -59,16 +59,39 @@ def member_row_losses(
     return nll.sum(-1)
 
 
-def _row_losses_less_constant(network: BatchedMLP, X: Tensor, Y: Tensor) -> Tensor:
+def _row_losses_less_constant(
+    network: BatchedMLP, X: Tensor, Y: Tensor, noise: tuple[Tensor, Tensor] | None = None
+) -> Tensor:
     r""":func:`member_row_losses` of per-member rows without the Gaussian likelihood's
-    constant, in fewer operations: ``log sigma + z^2 / 2`` with ``z = (y - mu) /
-    sigma`` (equal up to rounding)."""
+    ``log(2 pi) / 2`` per output, in fewer operations: ``log sigma + z^2 / 2`` with ``z =
+    (y - mu) / sigma`` (equal up to rounding). With known noise ``noise = (precision,
+    offset)`` (see :func:`_known_noise_terms`), a Gaussian head's row loss is ``offset +
+    sum(precision * r^2) / 2`` and a mean-only member's ``mean(precision * r^2)``."""
     output = network(X, per_member=True)
     residuals = output.mean - Y
+    if noise is not None:
+        precision, offset = noise
+        weighted = precision * residuals.square()
+        if output.std is None:
+            return weighted.mean(-1)
+        return torch.add(offset, weighted.sum(-1), alpha=0.5)
     if output.std is None:
         return residuals.pow(2).mean(-1)
     standardised = residuals / output.std
     return torch.addcmul(output.std.log(), standardised, standardised, value=0.5).sum(-1)
+
+
+def _known_noise_terms(known_noise: KnownNoise, gaussian_head: bool) -> tuple[Tensor, Tensor]:
+    r"""The rows' known noise as :class:`CommonPathLoss` reads it: an ``n x m`` precision
+    (``1 / variance`` for Gaussian heads, the least-squares weights for mean-only
+    members) and an ``n``-vector offset (``sum(log variance) / 2`` for Gaussian heads,
+    zero otherwise), so that a row's loss is :func:`member_row_losses`' less the
+    likelihood's ``log(2 pi) / 2`` per output."""
+    if not gaussian_head:
+        weights = known_noise.weights
+        return weights, weights.new_zeros(weights.shape[0])
+    variance = known_noise.variance
+    return variance.reciprocal(), 0.5 * variance.log().sum(-1)
 
 
 class CommonPathLoss(BatchLoss):
@@ -100,6 +123,8 @@ class CommonPathLoss(BatchLoss):
         l2_regularization: ``lambda``, the same for every member.
         hand_gradients: Compute the gradients by hand; ``None`` does so wherever the
             members allow it (``False`` takes autograd's, for comparison).
+        known_noise: The ``n`` rows' known observation noise (``n x m``); the losses
+            are then :func:`member_row_losses`' with it.
     """
 
     static_shapes = True
@@ -112,10 +137,11 @@ class CommonPathLoss(BatchLoss):
         batch_size: int | None,
         l2_regularization: float,
         hand_gradients: bool | None = None,
+        known_noise: KnownNoise | None = None,
     ) -> None:
         if hand_gradients is None:
             hand_gradients = supports_backward_by_hand(network)
-        num_members, (num_data, dim) = network.num_members, train_X.shape
+        num_members, num_data = network.num_members, train_X.shape[0]
         outputs = train_Y.shape[-1]
         rows_per_batch = num_data if batch_size is None else min(batch_size, num_data)
         num_batches = math.ceil(num_data / rows_per_batch)
@@ -128,24 +154,28 @@ class CommonPathLoss(BatchLoss):
         position = torch.arange(padded, dtype=torch.float64)
         rows = (num_data - (position // rows_per_batch) * rows_per_batch).clamp(max=rows_per_batch)
         weights = torch.where(position < num_data, 1.0 / rows, 0.0).to(train_Y)
+        # What an epoch gathers in each member's order: the inputs, the targets and, with
+        # known noise, each row's precision and offset.
+        self._row_data = [train_X, train_Y]
+        if known_noise is not None:
+            precision, offset = _known_noise_terms(known_noise, network.gaussian_head)
+            self._row_data += [precision, offset.unsqueeze(-1)]
         if num_batches == 1:
             # Full batch: the rows in their own order, the same for every member.
-            epoch_X = train_X.expand(num_members, num_data, dim)
-            epoch_Y = train_Y.expand(num_members, num_data, outputs)
+            self._epoch_data = [data.expand(num_members, *data.shape) for data in self._row_data]
         else:
-            epoch_X = train_X.new_empty(num_members, padded, dim)
-            epoch_Y = train_Y.new_empty(num_members, padded, outputs)
-        self._epoch_X, self._epoch_Y = epoch_X, epoch_Y
+            self._epoch_data = [
+                data.new_empty(num_members, padded, data.shape[-1]) for data in self._row_data
+            ]
         self._batches = list(
             zip(
-                epoch_X.split(rows_per_batch, dim=1),
-                epoch_Y.split(rows_per_batch, dim=1),
+                *(data.split(rows_per_batch, dim=1) for data in self._epoch_data),
                 weights.split(rows_per_batch),
                 strict=True,
             )
         )
         self._selected = self._batches[0]
-        self._static: tuple[Tensor, Tensor, Tensor] | None = None
+        self._static: tuple[Tensor, ...] | None = None
         # Member-major aliases, made once: the penalty's squared norms are then one
         # concatenation and one reduction.
         self._member_parameters = [
@@ -157,12 +187,12 @@ class CommonPathLoss(BatchLoss):
     def begin_epoch(self, order: Tensor | None) -> None:
         if order is None:
             return
-        num_members, padded = self._epoch_X.shape[:2]
+        num_members, padded = self._epoch_data[0].shape[:2]
         if self._padding:
             order = nn.functional.pad(order, (0, self._padding))
         rows = order.reshape(-1)
-        torch.index_select(self._train_X, 0, rows, out=self._epoch_X.view(num_members * padded, -1))
-        torch.index_select(self._train_Y, 0, rows, out=self._epoch_Y.view(num_members * padded, -1))
+        for data, epoch in zip(self._row_data, self._epoch_data, strict=True):
+            torch.index_select(data, 0, rows, out=epoch.view(num_members * padded, -1))
 
     def select_batch(self, batch: int, batch_size: int) -> None:
         if self._static is None:
@@ -176,12 +206,16 @@ class CommonPathLoss(BatchLoss):
         self._selected = self._static
 
     def __call__(self) -> tuple[Tensor, Tensor]:
-        X, Y, weights = self._selected
+        X, Y, *noise_terms, weights = self._selected
+        noise = None
+        if noise_terms:
+            precision, offset = noise_terms
+            noise = (precision, offset.squeeze(-1))
         if self._by_hand is None:
-            losses = torch.mv(_row_losses_less_constant(self._network, X, Y), weights)
+            losses = torch.mv(_row_losses_less_constant(self._network, X, Y, noise), weights)
         else:
             output = self._by_hand.forward(X)
-            losses, self._grad_output = self._losses_and_output_gradient(output, Y, weights)
+            losses, self._grad_output = self._losses_and_output_gradient(output, Y, weights, noise)
         monitored = losses.detach() + self._constant
         if self._l2 > 0:
             squared_norms = torch.cat(self._member_parameters, dim=1).square().sum(-1)
@@ -189,13 +223,15 @@ class CommonPathLoss(BatchLoss):
         return losses, monitored.to(torch.float64)
 
     def _losses_and_output_gradient(
-        self, output: Tensor, Y: Tensor, weights: Tensor
+        self, output: Tensor, Y: Tensor, weights: Tensor, noise: tuple[Tensor, Tensor] | None
     ) -> tuple[Tensor, Tensor]:
         r"""The ``K``-vector of the batch's losses (``_row_losses_less_constant``
         weighted by ``weights``) and their gradient with respect to the output layer's
         ``K x b x o`` values ``output``."""
         network = self._network
         row_weights = weights.unsqueeze(-1)
+        if noise is not None:
+            return self._known_noise_losses_and_gradient(output, Y, weights, noise)
         if not network.gaussian_head:
             residuals = output - Y
             outputs = residuals.shape[-1]
@@ -211,6 +247,27 @@ class CommonPathLoss(BatchLoss):
         grad_std = torch.addcmul(scale, grad_mean, standardised, value=-1.0)
         grad_raw_std = _aten.softplus_backward(grad_std, raw_std, 1.0, 20.0)
         return torch.mv(row_losses, weights), torch.cat([grad_mean, grad_raw_std], dim=-1)
+
+    def _known_noise_losses_and_gradient(
+        self, output: Tensor, Y: Tensor, weights: Tensor, noise: tuple[Tensor, Tensor]
+    ) -> tuple[Tensor, Tensor]:
+        r""":meth:`_losses_and_output_gradient` with known noise: the means' errors
+        weighted by the rows' precisions; a Gaussian head's standard deviations take no
+        part (zero gradient)."""
+        network = self._network
+        precision, offset = noise
+        mean = output[..., : network.output_dim]
+        residuals = mean - Y
+        weighted = precision * residuals
+        outputs = residuals.shape[-1]
+        row_weights = weights.unsqueeze(-1)
+        if not network.gaussian_head:
+            losses = torch.mv((weighted * residuals).mean(-1), weights)
+            return losses, weighted.mul_(row_weights * (2.0 / outputs))
+        row_losses = torch.add(offset, (weighted * residuals).sum(-1), alpha=0.5)
+        grad_mean = weighted.mul_(row_weights)
+        grad_output = torch.cat([grad_mean, torch.zeros_like(grad_mean)], dim=-1)
+        return torch.mv(row_losses, weights), grad_output
 
     def backward(self, losses: Tensor, diverged: Tensor) -> None:
         if self._by_hand is None:
@@ -260,8 +317,8 @@ def fit_members(
     known variances, mean-only members on weighted least squares.
 
     The common case (no row weights, no validation rows, one ``lambda``, no dropout, no
-    per-member learning rates or plateau reductions, no gradient clipping, Adam, no
-    known noise) trains
+    per-member learning rates or plateau reductions, no gradient clipping, Adam; known
+    noise or not) trains
     on a fast path (:class:`CommonPathLoss`, a fused optimizer, a CUDA graph on a GPU)
     that gives the same weights as the general one up to rounding.
 
@@ -379,7 +436,6 @@ def _fit_members(
         and config.lr_reduction_patience is None
         and config.gradient_clip_norm is None
         and config.optimizer == "adam"
-        and known_noise is None
     )
     training = {
         "num_data": num_data,
@@ -392,7 +448,9 @@ def _fit_members(
         l2 = l2_regularization
         return train_network(
             network,
-            CommonPathLoss(network, train_X, train_Y, config.batch_size, l2),
+            CommonPathLoss(
+                network, train_X, train_Y, config.batch_size, l2, known_noise=known_noise
+            ),
             config=dataclasses.replace(config, weight_decay=config.weight_decay + 2 * l2),
             fused_optimizer=True,
             **training,

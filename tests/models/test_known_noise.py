@@ -206,14 +206,15 @@ def test_a_gaussian_head_ensemble_reports_the_known_noise_as_aleatoric() -> None
 def test_a_deep_ensemble_trains_on_the_known_noise(likelihood, monkeypatch) -> None:
     from botorch_nn_uq.training import members
 
+    # The members train on the common path, which takes the known noise.
     seen = []
-    row_losses = members.member_row_losses
+    common_path_loss = members.CommonPathLoss
 
     def recording(*args, **kwargs):
         seen.append(kwargs.get("known_noise"))
-        return row_losses(*args, **kwargs)
+        return common_path_loss(*args, **kwargs)
 
-    monkeypatch.setattr(members, "member_row_losses", recording)
+    monkeypatch.setattr(members, "CommonPathLoss", recording)
     X, Y, Yvar = _data()
     model = DeepEnsemble(X, Y, Yvar, **_settings(DeepEnsemble, likelihood=likelihood))
     model.fit(seed=0)

@@ -464,7 +464,9 @@ def test_gradients_by_hand_train_the_weights_of_autograds(
         monkeypatch.setattr(
             members_module,
             "CommonPathLoss",
-            lambda *args, hand=hand_gradients: common_path_loss(*args, hand_gradients=hand),
+            lambda *args, hand=hand_gradients, **kwargs: common_path_loss(
+                *args, **kwargs, hand_gradients=hand
+            ),
         )
         network = BatchedMLP(3, 1, (16, 16), [5, 6, 7], activation, gaussian_head).to(DTYPE)
         results.append((network, fit_members(network, X, Y, config, l2_regularization=1e-3)))
@@ -514,6 +516,7 @@ def test_a_diverged_member_gets_no_gradient_by_hand():
         ({"l2_regularization": torch.tensor([0.0, 1e-3, 0.0, 1e-3])}, False),
         ({"row_weights": torch.ones(4, 40, dtype=DTYPE)}, False),
         ({"learning_rates": torch.full((4,), 1e-3)}, False),
+        ({"known_noise": KnownNoise.from_variance(torch.full((40, 1), 0.1, dtype=DTYPE))}, True),
     ],
 )
 def test_the_common_path_is_taken_only_where_it_is_exact(monkeypatch, options, common):
@@ -617,11 +620,55 @@ def test_row_losses_with_known_noise_by_hand(gaussian_head):
     torch.testing.assert_close(per_member, expected.gather(1, indices))
 
 
+@pytest.mark.parametrize("hand_gradients", [True, False])
 @pytest.mark.parametrize("gaussian_head", [True, False])
-def test_known_noise_trains_on_the_general_path_and_lets_precise_rows_dominate(
-    monkeypatch, gaussian_head
+@pytest.mark.parametrize("batch_size", [None, 64])
+def test_known_noise_on_the_common_path_trains_the_weights_of_the_general_path(
+    monkeypatch, hand_gradients, gaussian_head, batch_size
 ):
-    built = _spy_on_common_path(monkeypatch)
+    # As the test above, with heteroscedastic known noise on two outputs; the general path
+    # is taken by row weights of one.
+    X, Y = _common_path_data()
+    Y = torch.cat([Y, Y.square()], dim=-1)
+    variance = torch.linspace(0.01, 2.0, Y.numel(), dtype=DTYPE).reshape(Y.shape)
+    known = KnownNoise.from_variance(variance)
+    config = TrainingConfig(epochs=100, max_steps=100, batch_size=batch_size, learning_rate=5e-3)
+    common_path_loss = members_module.CommonPathLoss
+    built = []
+
+    def common_path(*args, **kwargs):
+        built.append(common_path_loss(*args, **kwargs, hand_gradients=hand_gradients))
+        return built[-1]
+
+    monkeypatch.setattr(members_module, "CommonPathLoss", common_path)
+    networks = [
+        BatchedMLP(3, 2, (16, 16), [5, 6, 7], "gelu", gaussian_head=gaussian_head).to(DTYPE)
+        for _ in range(2)
+    ]
+    fast = fit_members(networks[0], X, Y, config, l2_regularization=1e-3, known_noise=known)
+    assert len(built) == 1
+    general = fit_members(
+        networks[1],
+        X,
+        Y,
+        config,
+        l2_regularization=1e-3,
+        known_noise=known,
+        row_weights=torch.ones(3, X.shape[0], dtype=DTYPE),
+    )
+    assert len(built) == 1
+    for fast_weights, general_weights in zip(
+        networks[0].parameters(), networks[1].parameters(), strict=True
+    ):
+        torch.testing.assert_close(fast_weights, general_weights, atol=1e-10, rtol=0)
+    assert torch.equal(fast.best_epoch, general.best_epoch)
+    torch.testing.assert_close(
+        torch.stack(fast.loss_history), torch.stack(general.loss_history), atol=1e-10, rtol=0
+    )
+
+
+@pytest.mark.parametrize("gaussian_head", [True, False])
+def test_known_noise_lets_precise_rows_dominate(gaussian_head):
     X, Y = _data(n=24, noise=0.0)
     noisy = torch.arange(24) % 2 == 1
     offset_Y = Y + 2.0 * noisy.unsqueeze(-1)
@@ -629,7 +676,6 @@ def test_known_noise_trains_on_the_general_path_and_lets_precise_rows_dominate(
     config = TrainingConfig(epochs=300, learning_rate=1e-2)
     weighted = _network(gaussian_head=gaussian_head)
     fit_members(weighted, X, offset_Y, config, known_noise=KnownNoise.from_variance(variance))
-    assert built == []
     unweighted = _network(gaussian_head=gaussian_head)
     fit_members(unweighted, X, offset_Y, config)
 
