@@ -207,10 +207,8 @@ class CommonPathLoss(BatchLoss):
 
     def __call__(self) -> tuple[Tensor, Tensor]:
         X, Y, *noise_terms, weights = self._selected
-        noise = None
-        if noise_terms:
-            precision, offset = noise_terms
-            noise = (precision, offset.squeeze(-1))
+        # The offsets are gathered as one column per row, like the other row data.
+        noise = (noise_terms[0], noise_terms[1].squeeze(-1)) if noise_terms else None
         if self._by_hand is None:
             losses = torch.mv(_row_losses_less_constant(self._network, X, Y, noise), weights)
         else:
@@ -228,10 +226,10 @@ class CommonPathLoss(BatchLoss):
         r"""The ``K``-vector of the batch's losses (``_row_losses_less_constant``
         weighted by ``weights``) and their gradient with respect to the output layer's
         ``K x b x o`` values ``output``."""
-        network = self._network
-        row_weights = weights.unsqueeze(-1)
         if noise is not None:
             return self._known_noise_losses_and_gradient(output, Y, weights, noise)
+        network = self._network
+        row_weights = weights.unsqueeze(-1)
         if not network.gaussian_head:
             residuals = output - Y
             outputs = residuals.shape[-1]
