@@ -24,13 +24,17 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from botorch_nn_uq.ensembles._space_utils import is_int, randint
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
+
+#: The activations a search draws from by default: all of them but ``smooth_relu``, which
+#: is ``relu`` to within 0.014 and would give a search two names for one choice.
+SEARCHED_ACTIVATIONS: tuple[str, ...] = tuple(sorted(set(ACTIVATIONS) - {"smooth_relu"}))
 
 #: The value of an operation variable that means "no layer".
 NO_LAYER = "none"
@@ -313,7 +317,8 @@ class ArchitectureSpace:
         num_nodes: The number of variable nodes (maximum depth).
         units: The possible layer widths.
         activations: The possible activations (keys of
-            :data:`~botorch_nn_uq.nn.mlp.ACTIVATIONS`; default: all of them, sorted).
+            :data:`~botorch_nn_uq.nn.mlp.ACTIVATIONS`; default:
+            :data:`SEARCHED_ACTIVATIONS`).
         max_skip_sources: The most candidate skip sources per node (nearest first).
         allow_empty_nodes: Whether a node may be "no layer".
 
@@ -325,7 +330,7 @@ class ArchitectureSpace:
 
     num_nodes: int = 5
     units: tuple[int, ...] = tuple(range(16, 257, 16))
-    activations: tuple[str, ...] = field(default_factory=lambda: tuple(sorted(ACTIVATIONS)))
+    activations: tuple[str, ...] = SEARCHED_ACTIVATIONS
     max_skip_sources: int = 3
     allow_empty_nodes: bool = True
 

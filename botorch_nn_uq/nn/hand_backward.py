@@ -29,7 +29,6 @@ _ACTIVATION_BACKWARDS: dict[type[nn.Module], Callable[[Tensor, Tensor, Tensor], 
     nn.Tanh: lambda grad, pre, out: _aten.tanh_backward(grad, out),
     nn.Sigmoid: lambda grad, pre, out: _aten.sigmoid_backward(grad, out),
     nn.SiLU: lambda grad, pre, out: _aten.silu_backward(grad, pre),
-    nn.Softplus: lambda grad, pre, out: _aten.softplus_backward(grad, pre, 1.0, 20.0),
     nn.Identity: lambda grad, pre, out: grad,
 }
 
@@ -38,19 +37,19 @@ def supports_backward_by_hand(network: BatchedMLP) -> bool:
     r"""Whether :class:`HandDifferentiatedMembers` differentiates ``network``: no skip
     connections, no training-time dropout, and every hidden activation one whose
     derivative it knows (ReLU, GELU with the exact ``erf`` form, tanh, sigmoid, SiLU,
-    softplus with its defaults, identity)."""
+    softplus of any sharpness, identity)."""
     if network.has_dropout or any(network.skip_connections):
         return False
     return all(_backward_of(activation) is not None for activation in network.activations)
 
 
 def _backward_of(activation: nn.Module) -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
-    backward = _ACTIVATION_BACKWARDS.get(type(activation))
+    if isinstance(activation, nn.Softplus):
+        beta, threshold = activation.beta, activation.threshold
+        return lambda grad, pre, out: _aten.softplus_backward(grad, pre, beta, threshold)
     if isinstance(activation, nn.GELU) and activation.approximate != "none":
         return None
-    if isinstance(activation, nn.Softplus) and (activation.beta, activation.threshold) != (1, 20):
-        return None
-    return backward
+    return _ACTIVATION_BACKWARDS.get(type(activation))
 
 
 class HandDifferentiatedMembers:

@@ -8,7 +8,16 @@ from botorch_nn_uq.nn.hand_backward import HandDifferentiatedMembers, supports_b
 
 DTYPE = torch.float64
 SEEDS = [3, 1, 4, 1]
-HAND_DIFFERENTIATED = ["relu", "gelu", "tanh", "sigmoid", "swish", "softplus", "identity"]
+HAND_DIFFERENTIATED = [
+    "relu",
+    "smooth_relu",
+    "gelu",
+    "tanh",
+    "sigmoid",
+    "swish",
+    "softplus",
+    "identity",
+]
 
 
 def _members(**options) -> BatchedMLP:
@@ -106,11 +115,22 @@ def test_networks_it_cannot_differentiate_are_refused(options):
         HandDifferentiatedMembers(network)
 
 
-def test_approximate_gelu_and_reparametrised_softplus_are_not_differentiated_by_hand():
+def test_approximate_gelu_is_not_differentiated_by_hand():
     network = _members(activation="gelu")
     network.activations[0] = torch.nn.GELU(approximate="tanh")
     assert not supports_backward_by_hand(network)
-    network = _members(activation="softplus")
-    network.activations[1] = torch.nn.Softplus(beta=2.0)
-    assert not supports_backward_by_hand(network)
     assert all(supports_backward_by_hand(_members(activation=a)) for a in HAND_DIFFERENTIATED)
+
+
+@pytest.mark.parametrize("beta, threshold", [(2.0, 20.0), (50.0, 20.0), (7.0, 3.0)])
+def test_a_softplus_of_any_sharpness_is_differentiated_as_autograd_does(beta, threshold):
+    network = _members(activation="softplus")
+    network.activations[1] = torch.nn.Softplus(beta=beta, threshold=threshold)
+    X = 3 * _per_member_rows()
+    hand = HandDifferentiatedMembers(network)
+    grad_output = torch.randn(hand.forward(X).shape, dtype=DTYPE)
+    expected = _autograd_gradients(network, X, grad_output)
+    network.zero_grad(set_to_none=True)
+    hand.backward(grad_output)
+    for parameter, reference in zip(network.parameters(), expected, strict=True):
+        torch.testing.assert_close(parameter.grad, reference, atol=1e-12, rtol=1e-12)

@@ -1,10 +1,12 @@
-"""Tests of the dropout MLP."""
+"""Tests of the dropout MLP and the activations."""
+
+import math
 
 import pytest
 import torch
 from torch import nn
 
-from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP, dropout, make_activation
+from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP, SmoothReLU, dropout, make_activation
 from tests.testing import seeded_rand
 
 
@@ -233,3 +235,21 @@ def test_rebased_inputs_give_the_same_function_in_the_new_coordinates(tkwargs):
     before = network(shift + scale * new_inputs)
     network.rebase_inputs(scale, shift)
     torch.testing.assert_close(network(new_inputs), before)
+
+
+def test_smooth_relu_stays_within_log_two_over_its_sharpness_of_relu():
+    x = torch.linspace(-3, 3, 2001, dtype=torch.float64)
+    for sharpness in (5.0, 50.0):
+        smooth = SmoothReLU(sharpness)(x)
+        gap = smooth - torch.relu(x)
+        assert gap.min() >= 0
+        assert gap.max() == pytest.approx(math.log(2) / sharpness)
+        assert torch.equal(smooth[x > 20 / sharpness], x[x > 20 / sharpness])
+    slope = torch.autograd.functional.jacobian(lambda t: SmoothReLU()(t).sum(), x)
+    assert torch.all(slope.diff() >= 0)
+
+
+@pytest.mark.parametrize("sharpness", [0.0, -1.0, float("nan")])
+def test_smooth_relu_refuses_a_sharpness_that_is_not_positive(sharpness):
+    with pytest.raises(ValueError, match="sharpness must be positive"):
+        SmoothReLU(sharpness)
