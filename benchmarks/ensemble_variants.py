@@ -9,8 +9,8 @@ data's); ``deep-ensemble-gelu-150`` has GELU activations and 150 full-batch step
 learning rate of 0.01, ``deep-ensemble-gelu-32`` GELU and ``deep-ensemble-silu-32``
 SiLU activations in two hidden layers of 32 units (``deep-ensemble-silu-32-float64`` in
 double precision), ``deep-ensemble-32`` ReLU members of that width and
-``deep-ensemble-smooth-relu-32`` members of that width whose ReLUs are rounded off at the
-kink (``smooth_relu``): the cheap fits of a few dozen points that protocol 1 compared.
+``deep-ensemble-smelu-32`` members of that width whose ReLUs are rounded off at the
+kink (``smelu``): the cheap fits of a few dozen points that protocol 1 compared.
 Everything else is unchanged: the card with other constructor options,
 registered through :func:`botorch_nn_uq.bo.surrogate_from_card`. The members still train
 as one batched computation, so a fit costs less than members × one member's.
@@ -150,15 +150,15 @@ def narrow_card() -> ModelCard:
     )
 
 
-def smooth_relu_narrow_card() -> ModelCard:
+def smelu_narrow_card() -> ModelCard:
     r"""The deep ensemble with two hidden layers of 32 units whose ReLUs are rounded off
-    at the kink (:class:`~botorch_nn_uq.nn.mlp.SmoothReLU`), named
-    ``deep-ensemble-smooth-relu-32``: the network of ``deep-ensemble-32`` to within 0.014
-    per unit, with a surface that ``optimize_acqf`` can converge on."""
+    at the kink (:class:`~botorch_nn_uq.nn.mlp.SmeLU`), named ``deep-ensemble-smelu-32``:
+    the network of ``deep-ensemble-32`` to within 0.0125 per unit, with a surface that
+    ``optimize_acqf`` converges on."""
     return _variant(
-        "smooth-relu-32",
-        ("Gaussian-head networks", "Gaussian-head smooth-ReLU networks of 2 x 32 units"),
-        activation="smooth_relu",
+        "smelu-32",
+        ("Gaussian-head networks", "Gaussian-head SmeLU networks of 2 x 32 units"),
+        activation="smelu",
         hidden_widths=(32, 32),
     )
 
@@ -171,7 +171,7 @@ def register() -> None:
         double_precision_card(card) for card in (_deep_ensemble_card(), step_budget_card(200))
     ]
     cards += [smooth_short_card(), smooth_narrow_card(), smooth_cheap_card(), narrow_card()]
-    cards.append(smooth_relu_narrow_card())
+    cards.append(smelu_narrow_card())
     cards.append(double_precision_card(smooth_cheap_card()))
     for card in cards:
         if card.name not in SURROGATES:

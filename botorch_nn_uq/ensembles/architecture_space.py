@@ -32,9 +32,9 @@ import torch
 from botorch_nn_uq.ensembles._space_utils import is_int, randint
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 
-#: The activations a search draws from by default: all of them but ``smooth_relu``, which
-#: is ``relu`` to within 0.014 and would give a search two names for one choice.
-SEARCHED_ACTIVATIONS: tuple[str, ...] = tuple(sorted(set(ACTIVATIONS) - {"smooth_relu"}))
+#: The activations a search draws from by default: all of them but ``smelu``, which is
+#: ``relu`` to within 0.0125 and would give a search two names for one choice.
+SEARCHED_ACTIVATIONS: tuple[str, ...] = tuple(sorted(set(ACTIVATIONS) - {"smelu"}))
 
 #: The value of an operation variable that means "no layer".
 NO_LAYER = "none"

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from botorch_nn_uq.nn.batched_mlp import BatchedMLP
+from botorch_nn_uq.nn.mlp import SmeLU
 
 _aten = torch.ops.aten
 
@@ -36,14 +37,16 @@ _ACTIVATION_BACKWARDS: dict[type[nn.Module], Callable[[Tensor, Tensor, Tensor], 
 def supports_backward_by_hand(network: BatchedMLP) -> bool:
     r"""Whether :class:`HandDifferentiatedMembers` differentiates ``network``: no skip
     connections, no training-time dropout, and every hidden activation one whose
-    derivative it knows (ReLU, GELU with the exact ``erf`` form, tanh, sigmoid, SiLU,
-    softplus of any sharpness, identity)."""
+    derivative it knows (ReLU, SmeLU, GELU with the exact ``erf`` form, tanh, sigmoid,
+    SiLU, softplus of any sharpness, identity)."""
     if network.has_dropout or any(network.skip_connections):
         return False
     return all(_backward_of(activation) is not None for activation in network.activations)
 
 
 def _backward_of(activation: nn.Module) -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
+    if isinstance(activation, SmeLU):
+        return lambda grad, pre, out: activation.derivative(grad, pre)
     if isinstance(activation, nn.Softplus):
         beta, threshold = activation.beta, activation.threshold
         return lambda grad, pre, out: _aten.softplus_backward(grad, pre, beta, threshold)

@@ -10,35 +10,55 @@ from torch import Tensor, nn
 from botorch_nn_uq.nn.init import linear
 
 
-class SmoothReLU(nn.Softplus):
-    r"""A ReLU rounded off at its kink: ``log(1 + exp(sharpness x)) / sharpness``.
+class SmeLU(nn.Module):
+    r"""The smooth ReLU (SmeLU; Shamir, Lin and Coviello, 2020): a ReLU whose kink is
+    replaced by the parabola that joins its two pieces with a continuous slope,
 
-    It is within ``log(2) / sharpness`` of ``relu(x)`` everywhere (0.014 at the default
-    sharpness, for pre-activations of order one) and exactly linear where ``sharpness x >
-    20``, so a network trains as a ReLU network does. Unlike a ReLU network's, the
-    function and its gradient are continuous, which is what a quasi-Newton optimiser of an
-    acquisition function assumes: on a ReLU network's piecewise-linear surface L-BFGS-B's
-    line searches fail the curvature condition at every kink they cross, and
-    ``optimize_acqf`` spends three to four times the evaluations a smooth surface needs.
+    ``0`` for ``x <= -h``, ``(x + h)^2 / (4 h)`` for ``|x| < h``, ``x`` for ``x >= h``.
+
+    It is within ``h / 4`` of ``relu(x)`` everywhere (0.0125 at the default ``h = 0.05``,
+    for pre-activations of order one), so a network trains as a ReLU network does, at
+    about the cost of a ReLU (a softplus of the same closeness costs ten times more on a
+    CPU core). Unlike a ReLU network's, the function's gradient is continuous, which is
+    what a quasi-Newton optimiser of an acquisition function assumes: on a ReLU network's
+    piecewise-linear surface L-BFGS-B's line searches fail the curvature condition at
+    every kink they cross, and ``optimize_acqf`` spends three to four times the
+    evaluations a smooth surface needs.
 
     Args:
-        sharpness: The slope ``beta`` of the softplus, in units of one over the
-            pre-activation: larger is closer to ReLU.
+        half_width: ``h``, half the width of the parabolic piece, in units of the
+            pre-activation.
 
     Example:
-        >>> SmoothReLU()(torch.tensor([-1.0, 0.0, 1.0]))
-        tensor([0.0000, 0.0139, 1.0000])
+        >>> SmeLU()(torch.tensor([-1.0, 0.0, 0.02, 1.0]))
+        tensor([0.0000, 0.0125, 0.0245, 1.0000])
     """
 
-    def __init__(self, sharpness: float = 50.0) -> None:
-        if not sharpness > 0:
-            raise ValueError(f"sharpness must be positive; got {sharpness}.")
-        super().__init__(beta=sharpness, threshold=20.0)
+    def __init__(self, half_width: float = 0.05) -> None:
+        super().__init__()
+        if not half_width > 0:
+            raise ValueError(f"half_width must be positive; got {half_width}.")
+        self.half_width = float(half_width)
+
+    def forward(self, x: Tensor) -> Tensor:
+        r"""The activation of ``x``, elementwise."""
+        h = self.half_width
+        parabola_offset = (x + h).clamp(0, 2 * h)
+        return torch.addcmul(torch.relu(x - h), parabola_offset, parabola_offset, value=0.25 / h)
+
+    def derivative(self, grad: Tensor, x: Tensor) -> Tensor:
+        r"""``grad`` times the activation's slope at ``x``, ``clamp((x + h) / (2 h), 0,
+        1)``: what autograd returns for the input from the output's gradient ``grad``."""
+        h = self.half_width
+        return (x + h).mul_(0.5 / h).clamp_(0, 1).mul_(grad)
+
+    def extra_repr(self) -> str:
+        return f"half_width={self.half_width}"
 
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
-    "smooth_relu": SmoothReLU,
+    "smelu": SmeLU,
     "tanh": nn.Tanh,
     "elu": nn.ELU,
     "gelu": nn.GELU,

@@ -52,7 +52,7 @@ def samples() -> list[Architecture]:
 
 
 def test_default_space_variables():
-    assert SPACE.activations == tuple(sorted(set(ACTIVATIONS) - {"smooth_relu"}))
+    assert SPACE.activations == tuple(sorted(set(ACTIVATIONS) - {"smelu"}))
     assert len(SPACE.activations) == 11
     assert SPACE.units == tuple(range(16, 257, 16))
     assert len(SPACE.operations()) == 16 * 11 + 1 == 177

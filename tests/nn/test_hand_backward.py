@@ -10,7 +10,7 @@ DTYPE = torch.float64
 SEEDS = [3, 1, 4, 1]
 HAND_DIFFERENTIATED = [
     "relu",
-    "smooth_relu",
+    "smelu",
     "gelu",
     "tanh",
     "sigmoid",

@@ -1,12 +1,10 @@
 """Tests of the dropout MLP and the activations."""
 
-import math
-
 import pytest
 import torch
 from torch import nn
 
-from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP, SmoothReLU, dropout, make_activation
+from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP, SmeLU, dropout, make_activation
 from tests.testing import seeded_rand
 
 
@@ -237,19 +235,30 @@ def test_rebased_inputs_give_the_same_function_in_the_new_coordinates(tkwargs):
     torch.testing.assert_close(network(new_inputs), before)
 
 
-def test_smooth_relu_stays_within_log_two_over_its_sharpness_of_relu():
-    x = torch.linspace(-3, 3, 2001, dtype=torch.float64)
-    for sharpness in (5.0, 50.0):
-        smooth = SmoothReLU(sharpness)(x)
-        gap = smooth - torch.relu(x)
-        assert gap.min() >= 0
-        assert gap.max() == pytest.approx(math.log(2) / sharpness)
-        assert torch.equal(smooth[x > 20 / sharpness], x[x > 20 / sharpness])
-    slope = torch.autograd.functional.jacobian(lambda t: SmoothReLU()(t).sum(), x)
-    assert torch.all(slope.diff() >= 0)
+def test_smelu_is_relu_with_a_parabola_over_the_kink():
+    x = torch.linspace(-3, 3, 6001, dtype=torch.float64)
+    for half_width in (0.05, 0.5):
+        smooth = SmeLU(half_width)(x)
+        outside = x.abs() >= half_width
+        torch.testing.assert_close(smooth[outside], torch.relu(x)[outside], rtol=0, atol=1e-15)
+        inside = ~outside
+        torch.testing.assert_close(smooth[inside], (x[inside] + half_width) ** 2 / (4 * half_width))
+        assert (smooth - torch.relu(x)).max().item() == pytest.approx(half_width / 4)
 
 
-@pytest.mark.parametrize("sharpness", [0.0, -1.0, float("nan")])
-def test_smooth_relu_refuses_a_sharpness_that_is_not_positive(sharpness):
-    with pytest.raises(ValueError, match="sharpness must be positive"):
-        SmoothReLU(sharpness)
+@pytest.mark.parametrize("half_width", [0.05, 0.7])
+def test_smelu_slope_is_continuous_and_its_derivative_is_autograds(half_width):
+    x = torch.linspace(-2, 2, 4001, dtype=torch.float64, requires_grad=True)
+    activation = SmeLU(half_width)
+    grad = torch.linspace(-1, 1, 4001, dtype=torch.float64)
+    (expected,) = torch.autograd.grad(activation(x), x, grad)
+    torch.testing.assert_close(activation.derivative(grad, x.detach()), expected)
+    (slope,) = torch.autograd.grad(activation(x).sum(), x)
+    assert slope.diff().abs().max() <= 0.001 / half_width + 1e-12
+    assert slope.min() == 0 and slope.max() == 1
+
+
+@pytest.mark.parametrize("half_width", [0.0, -1.0, float("nan")])
+def test_smelu_refuses_a_half_width_that_is_not_positive(half_width):
+    with pytest.raises(ValueError, match="half_width must be positive"):
+        SmeLU(half_width)
