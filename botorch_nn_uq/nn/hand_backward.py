@@ -46,7 +46,8 @@ def supports_backward_by_hand(network: BatchedMLP) -> bool:
 
 def _backward_of(activation: nn.Module) -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
     if isinstance(activation, SmeLU):
-        return lambda grad, pre, out: activation.derivative(grad, pre)
+        # HandDifferentiatedMembers.forward keeps SmeLU's slope in place of its input.
+        return lambda grad, slope, out: grad.mul_(slope)
     if isinstance(activation, nn.Softplus):
         beta, threshold = activation.beta, activation.threshold
         return lambda grad, pre, out: _aten.softplus_backward(grad, pre, beta, threshold)
@@ -119,6 +120,9 @@ class HandDifferentiatedMembers:
                 # ReLU's derivative reads its output: the affine values may be overwritten.
                 self._pre_activations.append(None)
                 hidden = affine.relu_()
+            elif isinstance(activation, SmeLU):
+                hidden, slope = activation.forward_with_slope(affine)
+                self._pre_activations.append(slope)
             else:
                 self._pre_activations.append(affine)
                 hidden = activation(affine)

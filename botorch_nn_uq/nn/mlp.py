@@ -42,15 +42,18 @@ class SmeLU(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         r"""The activation of ``x``, elementwise."""
-        h = self.half_width
-        parabola_offset = (x + h).clamp(0, 2 * h)
-        return torch.addcmul(torch.relu(x - h), parabola_offset, parabola_offset, value=0.25 / h)
+        return self.forward_with_slope(x)[0]
 
-    def derivative(self, grad: Tensor, x: Tensor) -> Tensor:
-        r"""``grad`` times the activation's slope at ``x``, ``clamp((x + h) / (2 h), 0,
-        1)``: what autograd returns for the input from the output's gradient ``grad``."""
+    def forward_with_slope(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        r"""The activation of ``x`` and its slope there, ``clamp((x + h) / (2 h), 0, 1)``,
+        elementwise: the value is ``relu(x - h) + h slope^2``, so the slope, which a
+        backward pass multiplies the output's gradient by, costs nothing more."""
         h = self.half_width
-        return (x + h).mul_(0.5 / h).clamp_(0, 1).mul_(grad)
+        if torch.is_grad_enabled() and x.requires_grad:
+            slope = (x * (0.5 / h) + 0.5).clamp(0, 1)
+            return torch.addcmul(torch.relu(x - h), slope, slope, value=h), slope
+        slope = (x * (0.5 / h)).add_(0.5).clamp_(0, 1)
+        return (x - h).relu_().addcmul_(slope, slope, value=h), slope
 
     def extra_repr(self) -> str:
         return f"half_width={self.half_width}"

@@ -247,15 +247,20 @@ def test_smelu_is_relu_with_a_parabola_over_the_kink():
 
 
 @pytest.mark.parametrize("half_width", [0.05, 0.7])
-def test_smelu_slope_is_continuous_and_its_derivative_is_autograds(half_width):
+def test_smelu_slope_is_continuous_and_is_autograds(half_width):
     x = torch.linspace(-2, 2, 4001, dtype=torch.float64, requires_grad=True)
     activation = SmeLU(half_width)
     grad = torch.linspace(-1, 1, 4001, dtype=torch.float64)
     (expected,) = torch.autograd.grad(activation(x), x, grad)
-    torch.testing.assert_close(activation.derivative(grad, x.detach()), expected)
+    value, slope = activation.forward_with_slope(x.detach())
+    torch.testing.assert_close(slope * grad, expected)
+    torch.testing.assert_close(value, activation(x).detach())
     (slope,) = torch.autograd.grad(activation(x).sum(), x)
     assert slope.diff().abs().max() <= 0.001 / half_width + 1e-12
     assert slope.min() == 0 and slope.max() == 1
+    ends = torch.tensor([-half_width, half_width], dtype=torch.float64, requires_grad=True)
+    (slope_at_ends,) = torch.autograd.grad(activation(ends).sum(), ends)
+    assert slope_at_ends.tolist() == [0.0, 1.0]
 
 
 @pytest.mark.parametrize("half_width", [0.0, -1.0, float("nan")])
