@@ -46,8 +46,9 @@ def supports_backward_by_hand(network: BatchedMLP) -> bool:
 
 def _backward_of(activation: nn.Module) -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
     if isinstance(activation, SmeLU):
-        # HandDifferentiatedMembers.forward keeps SmeLU's slope in place of its input.
-        return lambda grad, slope, out: grad.mul_(slope)
+        # HandDifferentiatedMembers.forward keeps what SmeLU's backward needs in place
+        # of its input.
+        return lambda grad, kept, out: SmeLU.backward_from_slope(grad, kept)
     if isinstance(activation, nn.Softplus):
         beta, threshold = activation.beta, activation.threshold
         return lambda grad, pre, out: _aten.softplus_backward(grad, pre, beta, threshold)
@@ -121,8 +122,8 @@ class HandDifferentiatedMembers:
                 self._pre_activations.append(None)
                 hidden = affine.relu_()
             elif isinstance(activation, SmeLU):
-                hidden, slope = activation.forward_with_slope(affine)
-                self._pre_activations.append(slope)
+                hidden, kept = activation.forward_keeping_slope(affine)
+                self._pre_activations.append(kept)
             else:
                 self._pre_activations.append(affine)
                 hidden = activation(affine)
