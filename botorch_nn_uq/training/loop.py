@@ -14,7 +14,10 @@ and how an epoch's rows reach it, is the business of a
 No host synchronisation inside a step: the per-member bookkeeping (losses, divergence,
 best losses and best weights) lives on the networks' device and is updated there with
 ``torch.where``; the loop reads it back once per epoch (the history, early stopping and
-the all-diverged error), and an epoch's row order is copied to the device once. On a GPU
+the all-diverged error), and an epoch's row order is copied to the device once. Where
+an epoch is one full-batch step and nothing decides on the host between epochs (no
+early stopping, no plateau reductions, no validation, no progress bar), the history
+stays on the device and is read every ``HOST_READ_EPOCHS`` epochs. On a GPU
 a step then only queues kernels, and a :class:`BatchLoss` with static shapes
 (``static_shapes``) has its whole step (forward, backward, optimizer, bookkeeping)
 captured once as a CUDA graph and replayed (``TrainingConfig.cuda_graphs``).
@@ -180,6 +183,11 @@ def train_network(
     )
 
 
+#: How many epochs' records a loop that decides nothing on the host between epochs keeps
+#: on the device before one read: the longest it trains on once every member diverged.
+HOST_READ_EPOCHS = 64
+
+
 class _Bookkeeping:
     r"""The loop's per-member records, kept on the networks' device so that a step never
     waits for the host: divergence, the best monitored losses and their epochs, patience
@@ -199,7 +207,7 @@ class _Bookkeeping:
         num_members, device = network.num_members, network.device
         self._network = network
         self._min_delta = config.min_delta
-        self._monitors_pre_step_weights = monitors_pre_step_weights
+        self.monitors_pre_step_weights = monitors_pre_step_weights
         vector = {"size": (num_members,), "device": device}
         self.best_loss = torch.full(fill_value=math.inf, dtype=torch.float64, **vector)
         self.best_epoch = torch.full(fill_value=-1, dtype=torch.long, **vector)
@@ -219,6 +227,20 @@ class _Bookkeeping:
         self._stops_early = bool(torch.isfinite(network.early_stopping_patience).any())
         self._reduces_learning_rates = bool(torch.isfinite(network.lr_reduction_patience).any())
         self._never = torch.zeros(dtype=torch.bool, **vector)
+        #: Whether the host has nothing to decide between epochs, so that
+        #: :meth:`record_epoch` and :meth:`read_records` replace :meth:`end_epoch`.
+        self.defers_host_reads = (
+            monitors_pre_step_weights and not self._stops_early and not self._reduces_learning_rates
+        )
+        if self.defers_host_reads:
+            max_epochs = (
+                config.epochs if config.max_steps is None else min(config.epochs, config.max_steps)
+            )
+            self._monitored_history = torch.empty(
+                (max_epochs, num_members), dtype=torch.float64, device=device
+            )
+            self._epochs_read = 0
+            self._diverged_on_host = torch.zeros(num_members, dtype=torch.bool)
 
     def step(self, optimizer: Stepper) -> None:
         r"""One optimizer step on the selected batch, with its bookkeeping; device work
@@ -228,15 +250,16 @@ class _Bookkeeping:
         # NaN exactly where a loss is not finite (0 * inf is NaN): two operations where
         # ~isfinite takes five.
         self.diverged |= torch.isnan(monitored * 0)
-        if self._monitors_pre_step_weights:
+        if self.monitors_pre_step_weights:
             # The step's loss is that of the weights before the step: keep them now.
             threshold = self.best_loss - self._min_delta if self._min_delta else self.best_loss
-            improved = (monitored < threshold) & ~self.diverged
+            # In place: the networks shape this one buffer to their members only once.
+            improved = torch.lt(monitored, threshold, out=self.improved)
+            improved &= ~self.diverged
             if self._stops_early:
                 improved &= self.active
             network.keep_best(improved)
             torch.where(improved, monitored, self.best_loss, out=self.best_loss)
-            self.improved.copy_(improved)
         else:
             self.epoch_loss.addcmul_(monitored, self.batch_rows)
         self.last_loss = monitored
@@ -263,11 +286,11 @@ class _Bookkeeping:
             with torch.no_grad():
                 monitored = _float64_vector(validation_loss_fn())
             network.module.train()
-        elif self._monitors_pre_step_weights:
+        elif self.monitors_pre_step_weights:
             monitored = self.last_loss
         else:
             monitored = self.epoch_loss / epoch_rows
-        if self._monitors_pre_step_weights:
+        if self.monitors_pre_step_weights:
             improved = self.improved
         else:
             improved = self.active & (monitored < self.best_loss - self._min_delta)
@@ -290,6 +313,33 @@ class _Bookkeeping:
         if self._reduces_learning_rates:
             network.reduce_learning_rates(optimizer, reduce, reduce_on_host.bool())
         return monitored_on_host.clone(), ~stopped.bool(), diverged.bool(), last_loss
+
+    def record_epoch(self, epoch: int) -> None:
+        r"""The epoch's end where it is one full-batch step and the host decides nothing
+        (``defers_host_reads``): the improvement's epoch and the monitored loss are
+        recorded on the device, to be read by :meth:`read_records`."""
+        self.best_epoch = torch.where(self.improved, epoch, self.best_epoch)
+        self._monitored_history[epoch].copy_(self.last_loss)
+
+    def read_records(self, epoch: int) -> tuple[list[Tensor], Tensor, int | None]:
+        r"""ONE copy to the host of the monitored losses recorded since the last read, up
+        to ``epoch``.
+
+        Returns:
+            Each epoch's monitored ``K``-vector, whether each member has diverged by
+            ``epoch``, and the first epoch by which every member had diverged (``None``
+            if there is none), on the CPU.
+        """
+        rows = self._monitored_history[self._epochs_read : epoch + 1].cpu()
+        # A member diverges at its first non-finite loss and stays diverged, as in step.
+        diverged = (torch.isnan(rows * 0).cumsum(0) > 0) | self._diverged_on_host
+        all_diverged = diverged.all(-1).nonzero()
+        first_all_diverged = None
+        if len(all_diverged):
+            first_all_diverged = self._epochs_read + int(all_diverged[0])
+        self._epochs_read = epoch + 1
+        self._diverged_on_host = diverged[-1]
+        return list(rows.unbind(0)), diverged[-1].clone(), first_all_diverged
 
 
 class _CapturedStep:
@@ -383,10 +433,12 @@ def _train(
     diverged = torch.zeros(num_members, dtype=torch.bool)
     # Set once, not per epoch: switching a module's mode walks all its submodules.
     module.train()
+    defers_host_reads = records.defers_host_reads and not progress
     for epoch in epochs:
         order = None if full_batch else _to_device(network.shuffle(num_data), device)
         batch_loss.begin_epoch(order)
-        records.epoch_loss.zero_()
+        if not records.monitors_pre_step_weights:
+            records.epoch_loss.zero_()
         epoch_rows = 0
         for batch in range(_batches_this_epoch(num_batches, steps_run, config.max_steps)):
             rows = min(batch_size, num_data - batch * batch_size)
@@ -414,6 +466,19 @@ def _train(
                 scheduler.step()
             steps_run += 1
             epoch_rows += rows
+        budget_spent = config.max_steps is not None and steps_run >= config.max_steps
+        if defers_host_reads:
+            records.record_epoch(epoch)
+            last_epoch = budget_spent or epoch + 1 == config.epochs
+            if last_epoch or (epoch + 1) % HOST_READ_EPOCHS == 0:
+                monitored_rows, diverged, all_diverged = records.read_records(epoch)
+                history.extend(monitored_rows)
+                if all_diverged is not None:
+                    loss = history[all_diverged].sum()
+                    raise _non_finite_loss_error(loss, all_diverged)
+            if budget_spent:
+                break
+            continue
         monitored, active, diverged, last_loss = records.end_epoch(
             epoch, optimizer, validation_loss_fn, epoch_rows
         )
@@ -422,7 +487,6 @@ def _train(
             epochs.set_postfix(loss=f"{monitored.mean().item():.4g}")
         if diverged.all():
             raise _non_finite_loss_error(last_loss[diverged].sum(), epoch)
-        budget_spent = config.max_steps is not None and steps_run >= config.max_steps
         if budget_spent or not active.any():
             break
     network.restore_best()

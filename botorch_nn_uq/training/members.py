@@ -216,7 +216,8 @@ class CommonPathLoss(BatchLoss):
             losses, self._grad_output = self._losses_and_output_gradient(output, Y, weights, noise)
         monitored = losses.detach() + self._constant
         if self._l2 > 0:
-            squared_norms = torch.cat(self._member_parameters, dim=1).square().sum(-1)
+            flat = torch.cat(self._member_parameters, dim=1)
+            squared_norms = torch.linalg.vecdot(flat, flat)
             monitored = torch.add(monitored, squared_norms, alpha=self._l2)
         return losses, monitored.to(torch.float64)
 

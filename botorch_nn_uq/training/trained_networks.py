@@ -55,6 +55,8 @@ class TrainedNetworks(ABC):
             if isinstance(tensor, Tensor)
         }
         self._best_state = {name: tensor.clone() for name, tensor in self._state.items()}
+        self._masks_of: Tensor | None = None
+        self._masks: list[Tensor] = []
 
     @abstractmethod
     def shuffle(self, num_data: int) -> Tensor:
@@ -81,8 +83,12 @@ class TrainedNetworks(ABC):
     def keep_best(self, improved: Tensor) -> None:
         r"""Record the current weights of the members ``improved`` (boolean ``K``-vector
         on the device) as their best."""
-        for name, best in self._best_state.items():
-            torch.where(self._member_mask(improved, best), self._state[name], best, out=best)
+        if improved is not self._masks_of:
+            # The full-batch loop passes one buffer, updated in place, at every step.
+            self._masks = [self._member_mask(improved, best) for best in self._best_state.values()]
+            self._masks_of = improved
+        for (name, best), mask in zip(self._best_state.items(), self._masks, strict=True):
+            torch.where(mask, self._state[name], best, out=best)
 
     @abstractmethod
     def _member_mask(self, improved: Tensor, tensor: Tensor) -> Tensor:

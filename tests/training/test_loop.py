@@ -1,6 +1,7 @@
 """Tests of the shared training loop."""
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -215,6 +216,40 @@ def test_non_finite_loss_raises_with_the_epoch(bad_value):
     config = TrainingConfig(epochs=10, learning_rate=0.1, optimizer="sgd")
     with pytest.raises(NonFiniteLossError, match="epoch 3"):
         train_network(module, loss_fn, 1, config)
+
+
+@pytest.mark.parametrize("progress", [False, True], ids=["records-read-in-blocks", "per-epoch"])
+@pytest.mark.parametrize("bad_epoch", [0, 63, 64, 70, 149])
+def test_a_full_batch_fit_raises_at_the_epoch_the_loss_stopped_being_finite(progress, bad_epoch):
+    module = Vector([1.0])
+    calls = []
+
+    def loss_fn(indices):
+        calls.append(None)
+        loss = (module.theta**2).sum()
+        return loss * float("inf") if len(calls) == bad_epoch + 1 else loss
+
+    config = TrainingConfig(epochs=150, learning_rate=0.1, optimizer="sgd")
+    with pytest.raises(NonFiniteLossError, match=f"became inf at epoch {bad_epoch}\\."):
+        train_network(module, loss_fn, 1, config, progress=progress)
+
+
+def _squared_norm(module, indices):
+    return (module.theta**2).sum()
+
+
+def test_records_read_in_blocks_are_those_read_every_epoch():
+    results = []
+    for progress in (False, True):
+        module = Vector([1.0, -2.0])
+        config = TrainingConfig(epochs=150, learning_rate=0.05)
+        result = train_network(module, partial(_squared_norm, module), 1, config, progress=progress)
+        results.append((result, module.theta.detach().clone()))
+    (blocks, theta_blocks), (per_epoch, theta_per_epoch) = results
+    assert torch.equal(theta_blocks, theta_per_epoch)
+    assert blocks.best_epoch == per_epoch.best_epoch and blocks.best_loss == per_epoch.best_loss
+    assert blocks.epochs_run == per_epoch.epochs_run == 150
+    assert [float(v) for v in blocks.loss_history] == [float(v) for v in per_epoch.loss_history]
 
 
 def test_non_finite_loss_in_a_minibatch_raises():
