@@ -153,7 +153,7 @@ def narrow_card() -> ModelCard:
 def smelu_narrow_card() -> ModelCard:
     r"""The deep ensemble with two hidden layers of 32 units whose ReLUs are rounded off
     at the kink (:class:`~botorch_nn_uq.nn.mlp.SmeLU`), named ``deep-ensemble-smelu-32``:
-    the network of ``deep-ensemble-32`` to within 0.0125 per unit, with a surface that
+    the network of ``deep-ensemble-32`` to within 0.005 per unit, with a surface that
     ``optimize_acqf`` converges on."""
     return _variant(
         "smelu-32",

@@ -33,7 +33,7 @@ from botorch_nn_uq.ensembles._space_utils import is_int, randint
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 
 #: The activations a search draws from by default: all of them but ``smelu``, which is
-#: ``relu`` to within 0.0125 and would give a search two names for one choice.
+#: ``relu`` to within 0.005 and would give a search two names for one choice.
 SEARCHED_ACTIVATIONS: tuple[str, ...] = tuple(sorted(set(ACTIVATIONS) - {"smelu"}))
 
 #: The value of an operation variable that means "no layer".
