@@ -14,7 +14,10 @@ threads (default one):
   outcome_transform=Standardize(1)).fit(seed=seed)`` with its default hyperparameters
   (``--ensemble-epochs`` changes its epochs, for the smoke run);
 - ``gp_logei``, ``ensemble_logei``: ``optimize_acqf`` of ``LogExpectedImprovement(model,
-  best_f=Y.max())`` on each, q = 1, 10 restarts, 512 raw samples, seeded;
+  best_f=Y.max())`` on each, q = 1, 10 restarts, 512 raw samples, seeded, and
+  ``gp_evaluations``, ``ensemble_evaluations``: how many times it called the acquisition
+  function (each call a batch: the raw samples, then every restart still running; the
+  restarts run until the slowest one ends, so this counts that restart's evaluations);
 - the steady state: after a first, untimed fit and proposal of each model, the medians
   over ``--repeats`` repeats of every seed (the two models interleaved, so slow drifts
   of a shared machine hit both alike), and the ratios ensemble / GP;
@@ -121,32 +124,40 @@ def fit(model: str, X: Tensor, Y: Tensor, seed: int, ensemble_options: dict[str,
     return gp
 
 
-def propose_log_ei(model: Model, Y: Tensor, bounds: Tensor, seed: int) -> Tensor:
+def propose_log_ei(model: Model, Y: Tensor, bounds: Tensor, seed: int) -> tuple[Tensor, int]:
     r"""The next point by analytic LogEI over ``bounds`` (``optimize_acqf``, q = 1,
-    :data:`NUM_RESTARTS` restarts from :data:`RAW_SAMPLES` raw samples, seeded)."""
+    :data:`NUM_RESTARTS` restarts from :data:`RAW_SAMPLES` raw samples, seeded).
+
+    Returns:
+        The ``1 x d`` candidate and how many times ``optimize_acqf`` called the
+        acquisition function.
+    """
+    acquisition = LogExpectedImprovement(model, best_f=Y.max())
+    calls = []
+    acquisition.register_forward_hook(lambda module, inputs, output: calls.append(None))
     with manual_seed(seed):
         candidate, _ = optimize_acqf(
-            LogExpectedImprovement(model, best_f=Y.max()),
+            acquisition,
             bounds,
             q=1,
             num_restarts=NUM_RESTARTS,
             raw_samples=RAW_SAMPLES,
             options={"seed": seed},
         )
-    return candidate
+    return candidate, len(calls)
 
 
 def time_calls(
     model: str, X: Tensor, Y: Tensor, bounds: Tensor, seed: int, ensemble_options: dict[str, Any]
-) -> tuple[float, float]:
+) -> tuple[float, float, int]:
     r"""CPU seconds of one fit of ``model`` (:func:`fit`) and of one LogEI proposal on the
-    fitted model (:func:`propose_log_ei`)."""
+    fitted model (:func:`propose_log_ei`), and the proposal's acquisition calls."""
     start = time.process_time()
     fitted = fit(model, X, Y, seed, ensemble_options)
     fit_seconds = time.process_time() - start
     start = time.process_time()
-    propose_log_ei(fitted, Y, bounds, seed)
-    return fit_seconds, time.process_time() - start
+    _, evaluations = propose_log_ei(fitted, Y, bounds, seed)
+    return fit_seconds, time.process_time() - start, evaluations
 
 
 def first_calls(
@@ -159,7 +170,7 @@ def first_calls(
     use_threads(threads)
     ignore_optimizer_retry_warnings()
     X, Y, bounds = problem_data(n, dim, seed)
-    return time_calls(model, X, Y, bounds, seed, ensemble_options)
+    return time_calls(model, X, Y, bounds, seed, ensemble_options)[:2]
 
 
 def in_fresh_process(function: Callable[..., Result], *arguments: Any) -> Result:
@@ -184,22 +195,27 @@ def steady_samples(
         ensemble_options: Hyperparameters of the deep ensemble (empty: its defaults).
 
     Returns:
-        ``{"<model>_fit": [...], "<model>_logei": [...]}`` for both models, the samples
-        in the order seed by seed, repeat by repeat.
+        ``{"<model>_fit": [...], "<model>_logei": [...], "<model>_evaluations": [...]}``
+        for both models, the samples in the order seed by seed, repeat by repeat.
     """
     # The first call of each model pays its one-off costs, which first_calls reports.
     X, Y, bounds = problem_data(n, dim, seeds[0])
     for model in MODELS:
         time_calls(model, X, Y, bounds, seeds[0], ensemble_options)
-    samples = {f"{model}_{call}": [] for model in MODELS for call in ("fit", "logei")}
+    samples = {
+        f"{model}_{call}": [] for model in MODELS for call in ("fit", "logei", "evaluations")
+    }
     for seed in seeds:
         X, Y, bounds = problem_data(n, dim, seed)
         for _ in range(repeats):
             # Interleaved, so slow drifts of a shared machine hit both models alike.
             for model in MODELS:
-                fit_seconds, logei_seconds = time_calls(model, X, Y, bounds, seed, ensemble_options)
+                fit_seconds, logei_seconds, evaluations = time_calls(
+                    model, X, Y, bounds, seed, ensemble_options
+                )
                 samples[f"{model}_fit"].append(fit_seconds)
                 samples[f"{model}_logei"].append(logei_seconds)
+                samples[f"{model}_evaluations"].append(evaluations)
     return samples
 
 
@@ -226,8 +242,9 @@ def tables(rows: Sequence[dict[str, Any]]) -> str:
     calls of each model against its steady state (the one-off seconds a new user pays)."""
     lines = [
         "| n | GP fit s | ensemble fit s | ensemble / GP | GP LogEI s | ensemble LogEI s "
-        "| ensemble / GP | GP first calls s | ensemble first calls s |",
-        "|" + " --- |" * 9,
+        "| ensemble / GP | GP LogEI evaluations | ensemble LogEI evaluations "
+        "| GP first calls s | ensemble first calls s |",
+        "|" + " --- |" * 11,
     ]
     for row in rows:
         cells = [
@@ -237,10 +254,16 @@ def tables(rows: Sequence[dict[str, Any]]) -> str:
             row["gp_logei"],
             row["ensemble_logei"],
             row["logei_ratio"],
+        ]
+        cells = [f"{cell:.2f}" for cell in cells]
+        # Medians of counts: whole numbers or halves.
+        cells += [f"{row['gp_evaluations']:g}", f"{row['ensemble_evaluations']:g}"]
+        first_calls = [
             row["gp_first_fit"] + row["gp_first_logei"],
             row["ensemble_first_fit"] + row["ensemble_first_logei"],
         ]
-        lines.append(f"| {row['n']} | " + " | ".join(f"{cell:.2f}" for cell in cells) + " |")
+        cells += [f"{cell:.2f}" for cell in first_calls]
+        lines.append(f"| {row['n']} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "| n | model | first fit s | first LogEI s | fit s | LogEI s | one-off s |",
@@ -275,7 +298,9 @@ def description(
         "and `Standardize`, fitted by `fit_gpytorch_mll`; ensemble: `DeepEnsemble` with the "
         f"same transforms and {hyperparameters or 'its default hyperparameters'}. LogEI: "
         "`optimize_acqf` of `LogExpectedImprovement(model, best_f=Y.max())`, q = 1, "
-        f"{NUM_RESTARTS} restarts, {RAW_SAMPLES} raw samples. Fits and LogEI: medians of "
+        f"{NUM_RESTARTS} restarts, {RAW_SAMPLES} raw samples; its evaluations: the calls of "
+        "the acquisition function (batches of the restarts still running). Fits and LogEI: "
+        "medians of "
         f"{_count(repeats, 'repeat')} × {_count(len(seeds), 'seed')} in one process, after "
         "a first, untimed call of each model. First calls: the first fit and LogEI of each "
         f"model in a fresh process of its own (seed {seeds[0]}), after its imports; "

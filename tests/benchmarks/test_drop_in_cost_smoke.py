@@ -23,6 +23,9 @@ def test_smoke_run_times_both_models_side_by_side_with_their_first_calls(tmp_pat
         for call in ("fit", "logei", "first_fit", "first_logei"):
             assert row[f"{model}_{call}"] > 0
         assert row["samples"][f"{model}_fit"] == [row[f"{model}_fit"]]
+        # The raw samples take one call, every L-BFGS-B iteration at least one more.
+        assert row[f"{model}_evaluations"] >= 2
+        assert isinstance(row["samples"][f"{model}_evaluations"][0], int)
     assert row["fit_ratio"] == pytest.approx(row["ensemble_fit"] / row["gp_fit"])
     assert row["logei_ratio"] == pytest.approx(row["ensemble_logei"] / row["gp_logei"])
 
@@ -34,6 +37,7 @@ def test_smoke_run_times_both_models_side_by_side_with_their_first_calls(tmp_pat
         f"{row['ensemble_fit']:.2f}",
         f"{row['fit_ratio']:.2f}",
     ]
+    assert cells[7:9] == [f"{row['gp_evaluations']:g}", f"{row['ensemble_evaluations']:g}"]
     first = row["ensemble_first_fit"] + row["ensemble_first_logei"]
     assert cells[-1] == f"{first:.2f}"
     assert "| 20 | GP |" in text and "| 20 | ensemble |" in text
@@ -53,7 +57,8 @@ def test_the_models_are_those_a_botorch_user_builds() -> None:
         assert isinstance(model.outcome_transform, Standardize)
     # Every hyperparameter but the epochs asked for is the default.
     assert ensemble.hyperparameters == DeepEnsembleHyperparameters(epochs=2)
-    candidate = drop_in_cost.propose_log_ei(ensemble, Y, bounds, seed=0)
+    candidate, evaluations = drop_in_cost.propose_log_ei(ensemble, Y, bounds, seed=0)
+    assert evaluations >= 2
     assert candidate.shape == (1, 3) and ((bounds[0] <= candidate) & (candidate <= bounds[1])).all()
 
 
