@@ -13,7 +13,7 @@ abstract extension point, not a private use, and it stays in those subclasses.
 from __future__ import annotations
 
 from botorch.acquisition.analytic import _log_ei_helper, _scaled_improvement
-from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.models.transforms.outcome import OutcomeTransform, Standardize
 from botorch.posteriors.ensemble import EnsemblePosterior
 from botorch.test_functions.base import BaseTestProblem
 from torch import Tensor
@@ -48,6 +48,16 @@ def is_linear(outcome_transform: OutcomeTransform) -> bool:
     r"""Whether ``outcome_transform`` is affine (``Standardize``, chains of affine
     transforms), so it maps a Gaussian (or a mixture of Gaussians) to one exactly."""
     return bool(getattr(outcome_transform, "_is_linear", False))
+
+
+def standardize_min_stdv(transform: Standardize) -> float:
+    r"""The smallest standard deviation ``transform`` divides by (its ``min_stdv``)."""
+    return transform._min_stdv
+
+
+def standardize_width(transform: Standardize) -> int:
+    r"""The number of outputs ``m`` that ``transform`` standardises."""
+    return transform._m
 
 
 def ensemble_weights(posterior: EnsemblePosterior) -> Tensor | None:

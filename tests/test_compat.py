@@ -14,6 +14,8 @@ from botorch_nn_uq.compat import (
     is_linear,
     log_ei_helper,
     scaled_improvement,
+    standardize_min_stdv,
+    standardize_width,
 )
 
 DTYPE = torch.float64
@@ -41,6 +43,16 @@ def test_is_linear_tells_affine_transforms_apart() -> None:
     assert not is_linear(Log())
     assert is_linear(ChainedOutcomeTransform(first=Standardize(1)))
     assert not is_linear(ChainedOutcomeTransform(first=Log(), second=Standardize(1)))
+
+
+def test_standardize_exposes_its_width_and_smallest_standard_deviation() -> None:
+    transform = Standardize(3, min_stdv=1e-5)
+    assert standardize_width(transform) == 3
+    assert standardize_min_stdv(transform) == 1e-5
+    Y = torch.tensor([[1.0, 2.0, 5.0], [1.0, 4.0, 9.0]], dtype=DTYPE)
+    transform(Y)
+    # The constant first output is only centred: its deviation is below min_stdv.
+    assert transform.stdvs[0, 0].item() == 1.0
 
 
 def test_ensemble_weights_are_the_weights_as_given() -> None:

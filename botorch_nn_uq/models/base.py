@@ -35,6 +35,11 @@ from botorch_nn_uq.models.input_transforms import (
 from botorch_nn_uq.models.known_noise import transformed_noise_variance, validate_train_Yvar
 from botorch_nn_uq.models.last_layer import GaussianConditioning, PredictionWithFeatures, state_key
 from botorch_nn_uq.models.posterior_serving import PosteriorServingMixin
+from botorch_nn_uq.models.tensor_outputs import (
+    flat_outcome_transform,
+    scaling_check_targets,
+    tensor_output_shape,
+)
 from botorch_nn_uq.models.validation import validate_output_indices, validate_training_data
 from botorch_nn_uq.training.config import TrainedWithLoop, TrainingConfig, TrainingResult
 from botorch_nn_uq.training.losses import KnownNoise
@@ -163,6 +168,17 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         **hyperparameters: Any,
     ) -> None:
         super().__init__()
+        #: The shape ``o1 x o2 x ...`` of each point's outputs when the training targets
+        #: are tensor-valued (``n x o1 x o2 x ...``, as ``HigherOrderGP`` takes them): the
+        #: networks train on the flattened outputs and posteriors serve them in this
+        #: shape (:mod:`botorch_nn_uq.models.tensor_outputs`). ``None`` for ``n x m``.
+        self.output_shape = tensor_output_shape(train_X, train_Y)
+        if self.output_shape is not None:
+            if isinstance(train_Yvar, Tensor) and train_Yvar.shape == train_Y.shape:
+                train_Yvar = train_Yvar.flatten(1)
+            train_Y = train_Y.flatten(1)
+            if outcome_transform is not DEFAULT and outcome_transform is not None:
+                outcome_transform = flat_outcome_transform(outcome_transform, self.output_shape)
         validate_training_data(train_X, train_Y, min_points=self.min_training_points)
         if train_Yvar is not None:
             validate_train_Yvar(train_Yvar, train_Y)
@@ -198,7 +214,8 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         if train_Yvar is not None:
             transformed_Yvar = transformed_noise_variance(transformed_Yvar, outcome_transform)
         validate_input_scaling(
-            train_X=transformed_X, train_Y=transformed_Y, train_Yvar=transformed_Yvar
+            train_X=transformed_X,
+            **scaling_check_targets(transformed_Y, transformed_Yvar, outcome_transform),
         )
         if input_transform is not None:
             self.input_transform = input_transform
@@ -309,6 +326,7 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         Returns:
             The copy (fitted if this model is), sharing no state with this model.
         """
+        self._refuse_output_selection_of_tensor_outputs("subset_output")
         indices = validate_output_indices(idcs, self.num_outputs, name="idcs")
         indices = [i % self.num_outputs for i in indices]
         if len(set(indices)) != len(indices):
@@ -323,6 +341,17 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         if outcome_transform is not None:
             subset.outcome_transform = outcome_transform.subset_output(indices)
         return subset
+
+    def _refuse_output_selection_of_tensor_outputs(self, what: str) -> None:
+        r"""Raise if the model serves tensor-valued outputs, which ``what`` (output
+        indices into the flattened outputs) would serve as a flat selection."""
+        if self.output_shape is not None:
+            raise UnsupportedError(
+                f"{what} selects among the flattened outputs; this model serves "
+                f"tensor-valued outputs of shape {tuple(self.output_shape)}. Select from "
+                "the posterior instead, e.g. `model.posterior(X).mean[..., i, j]`, or in "
+                "the MC objective from the samples."
+            )
 
     def _independent_copy(self) -> Self:
         r"""A deep copy of the model that shares no tensor or module with it."""

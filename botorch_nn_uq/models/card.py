@@ -138,6 +138,11 @@ FEATURES: tuple[Feature, ...] = (
     Feature("learnable-transforms", "Learnable input transforms (`Warp`)"),
     Feature("input-batches", "Batches of inputs (`batch_shape x q x d`)"),
     Feature("batched-models", "Batched training data (`batch_shape x n x d`)"),
+    Feature(
+        "tensor-outputs",
+        "Tensor-valued outputs (`train_Y` of `n x o1 x o2`, as `HigherOrderGP` takes them) "
+        "with an MC objective over them",
+    ),
     Feature("dtypes", "`float32` and `float64`"),
     Feature("output-subsets", "`output_indices`, `subset_output`"),
     Feature(
@@ -195,6 +200,12 @@ NEURAL_MODEL_SUPPORT: Mapping[str, Support] = {
         "training data are `n x d` and `n x m`; use one model per batch",
         error=ValueError,
         error_match="train_X must be an `n x d` tensor",
+    ),
+    "tensor-outputs": Support(
+        Status.WORKS,
+        "trained on the flattened outputs, served in their shape as `HigherOrderGP` serves "
+        "them (fantasies too); outcome transform `FlattenedStandardize`, `Standardize(m)` "
+        "or none; no `output_indices` or `subset_output`",
     ),
     "dtypes": WORKS,
     "output-subsets": Support(Status.WORKS, "exact"),

@@ -52,6 +52,9 @@ from botorch.posteriors import Posterior
 from botorch.sampling.base import MCSampler
 from torch import Tensor
 
+from botorch_nn_uq.models.tensor_outputs import flatten_outputs
+from botorch_nn_uq.posteriors.tensor_outputs import TensorOutputPosterior
+
 if TYPE_CHECKING:
     from botorch_nn_uq.models.base import NeuralSurrogateModel
 
@@ -83,6 +86,7 @@ class ConditioningMixin:
         _check_no_extra_arguments(type(self).__name__, kwargs)
         if not self.is_fitted:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
+        Y, noise = _flat_observations(self, Y, noise)
         _validate_observations(self, X, Y)
         noise = _validated_noise(X, Y, noise)
         if X.shape[-2] == 0:
@@ -265,6 +269,7 @@ class FantasyModel(Model):
         the batch shapes broadcast with this model's)."""
         model = self._model
         _check_no_extra_arguments(type(self).__name__, kwargs)
+        Y, noise = _flat_observations(model, Y, noise)
         _validate_observations(model, X, Y)
         noise = _validated_noise(X, Y, noise)
         if X.shape[-2] == 0:
@@ -317,13 +322,16 @@ def _fantasize(
     if observation_noise is None:
         observation_noise = True
     elif isinstance(observation_noise, Tensor):
-        target = X.shape[:-1] + torch.Size([model.num_outputs])
+        outputs = (
+            torch.Size([model.num_outputs]) if base.output_shape is None else base.output_shape
+        )
+        target = X.shape[:-1] + outputs
         try:
             observation_noise = observation_noise.expand(target)
         except RuntimeError as error:
             raise ValueError(
                 f"observation_noise of shape {tuple(observation_noise.shape)} does not "
-                f"broadcast to `batch_shape x n' x m` = {tuple(target)}."
+                f"broadcast to `batch_shape x n' x outputs` = {tuple(target)}."
             ) from error
         if base.has_known_noise:
             noise = observation_noise
@@ -333,6 +341,9 @@ def _fantasize(
         else:
             posterior = model._fantasy_posterior(X, observation_noise)
         Y = sampler(posterior)
+        if base.output_shape is not None and not isinstance(posterior, TensorOutputPosterior):
+            # A family's own fantasy distribution may be over the flattened outputs.
+            Y = Y.unflatten(-1, base.output_shape)
         return model.condition_on_observations(X, Y, noise=noise)
 
 
@@ -341,6 +352,20 @@ def _check_no_extra_arguments(name: str, kwargs: dict[str, Any]) -> None:
         raise UnsupportedError(
             f"{name}.condition_on_observations does not support the argument(s) {sorted(kwargs)}."
         )
+
+
+def _flat_observations(
+    model: NeuralSurrogateModel, Y: Tensor, noise: Tensor | None
+) -> tuple[Tensor, Tensor | None]:
+    r"""Observations ``Y`` and their ``noise`` of a model of tensor-valued outputs
+    (``batch_shape x n' x o1 x o2 x ...``) with the outputs flattened, as its networks
+    take them; unchanged for ``n x m`` outputs."""
+    if model.output_shape is None or not isinstance(Y, Tensor):
+        return Y, noise
+    Y = flatten_outputs(Y, model.output_shape, "Y")
+    if isinstance(noise, Tensor):
+        noise = flatten_outputs(noise, model.output_shape, "noise")
+    return Y, noise
 
 
 def _validate_observations(model: NeuralSurrogateModel, X: Tensor, Y: Tensor) -> None:

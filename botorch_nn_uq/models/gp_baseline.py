@@ -17,6 +17,9 @@ GP_FAMILY = Family(
             Status.WORKS, "through `ModelList` with the package imported (BoTorch alone refuses)"
         ),
         "batch-thompson-sampling": Support(Status.WORKS, "joint samples at the candidates"),
+        "tensor-outputs": Support(
+            Status.WORKS, "`HigherOrderGP`, BoTorch's GP of them (`SingleTaskGP` takes `n x m`)"
+        ),
         "output-subsets": Support(
             Status.APPROXIMATE,
             "multi-output: `output_indices` of one output raises and a reordering is "

@@ -49,6 +49,7 @@ from botorch_nn_uq.models.last_layer import (
     training_precision,
 )
 from botorch_nn_uq.models.nomu_presets import build_preset, rescale_outputs
+from botorch_nn_uq.models.tensor_outputs import flatten_outputs
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.nomu import READOUTS, NOMUNetwork, nomu_readout
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior, min_variance
@@ -538,6 +539,10 @@ class NOMU(NeuralSurrogateModel):
             self._check_posterior_inputs(X)
             transformed_X = self._transformed_test_inputs(X)
             mean, covariance, noise = self._joint_moments(transformed_X, observation_noise is True)
+            if isinstance(observation_noise, Tensor) and self.output_shape is not None:
+                observation_noise = flatten_outputs(
+                    observation_noise, self.output_shape, "observation_noise"
+                )
             if isinstance(observation_noise, Tensor):
                 shape = transformed_X.shape[:-1] + mean.shape[-2:-1]  # batch x q x m
                 noise = observation_noise.to(mean).expand(shape).transpose(-2, -1)

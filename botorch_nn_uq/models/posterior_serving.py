@@ -16,12 +16,14 @@ from gpytorch.distributions import MultivariateNormal
 from torch import Tensor
 
 from botorch_nn_uq.models.scaling import inputs_outside_bounds, warn_inputs_outside_bounds
+from botorch_nn_uq.models.tensor_outputs import flatten_outputs
 from botorch_nn_uq.models.validation import (
     NON_FINITE_INPUTS,
     validate_observation_noise,
     validate_output_indices,
     validate_test_inputs,
 )
+from botorch_nn_uq.posteriors.tensor_outputs import TensorOutputPosterior
 from botorch_nn_uq.posteriors.transforms import apply_posterior_transform
 
 if TYPE_CHECKING:
@@ -137,15 +139,21 @@ class PosteriorServingMixin:
 
         Args:
             X: A ``batch_shape x q x d`` tensor of inputs (``q x d`` is fine).
-            output_indices: Outputs to return; all if ``None``.
+            output_indices: Outputs to return; all if ``None``. Not for tensor-valued
+                outputs.
             observation_noise: ``False`` for the latent function; ``True`` to include
                 the model's observation noise; a ``batch_shape x q x m`` tensor of noise
-                variances (transformed outcome space) to add instead.
-            posterior_transform: An optional BoTorch ``PosteriorTransform``.
+                variances (transformed outcome space; ``batch_shape x q x o1 x o2 x
+                ...`` for tensor-valued outputs) to add instead.
+            posterior_transform: An optional BoTorch ``PosteriorTransform`` (of the
+                flattened outputs, for tensor-valued ones).
 
         Returns:
             A posterior over ``batch_shape x q x m'`` outputs (``m'`` the number of
-            selected outputs; 1 after a scalarising transform).
+            selected outputs; 1 after a scalarising transform), or, for tensor-valued
+            outputs without a posterior transform, a
+            :class:`~botorch_nn_uq.posteriors.TensorOutputPosterior` over
+            ``batch_shape x q x o1 x o2 x ...``.
         """
         with self.serving_lock():
             return self._posterior(
@@ -176,9 +184,14 @@ class PosteriorServingMixin:
                 f"got {observation_noise!r}."
             )
         if output_indices is not None:
+            self._refuse_output_selection_of_tensor_outputs("output_indices")
             output_indices = validate_output_indices(output_indices, self.num_outputs)
         transformed_X = self._transformed_test_inputs(X)
         self._check_input_values(X, transformed_X)
+        if isinstance(observation_noise, Tensor) and self.output_shape is not None:
+            observation_noise = flatten_outputs(
+                observation_noise, self.output_shape, "observation_noise"
+            )
         if isinstance(observation_noise, Tensor):
             validate_observation_noise(
                 observation_noise, transformed_X.shape[:-1] + torch.Size([self.num_outputs])
@@ -198,5 +211,7 @@ class PosteriorServingMixin:
         if outcome_transform is not None:
             posterior = posterior.untransform_outcomes(outcome_transform, X=transformed_X)
         if posterior_transform is not None:
-            posterior = apply_posterior_transform(posterior, posterior_transform, X=transformed_X)
+            return apply_posterior_transform(posterior, posterior_transform, X=transformed_X)
+        if self.output_shape is not None:
+            return TensorOutputPosterior(posterior, self.output_shape)
         return posterior

@@ -5,6 +5,8 @@
    deterministic member index (:class:`EnsembleIndexSampler`), joint across the q-batch.
 3. :class:`MixtureOfGaussiansPosterior`: a weighted mixture of per-member Gaussians with
    the aleatoric / epistemic split (:class:`MixtureSampler`).
+4. :class:`TensorOutputPosterior`: any of them over flattened tensor-valued outputs,
+   served in the outputs' shape (:class:`TensorOutputSampler`).
 
 Importing this package registers the samplers with BoTorch's ``get_sampler`` and gives
 BoTorch's ``PosteriorList`` the normal base samples that explicit normal samplers need
@@ -15,6 +17,7 @@ from botorch_nn_uq.posteriors.ensemble import EnsembleIndexSampler, FunctionEnse
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior, MixtureSampler
 from botorch_nn_uq.posteriors.posterior_list import install_posterior_list_base_samples
+from botorch_nn_uq.posteriors.tensor_outputs import TensorOutputPosterior, TensorOutputSampler
 
 install_posterior_list_base_samples()
 
@@ -24,4 +27,6 @@ __all__ = [
     "GaussianMarginalPosterior",
     "MixtureOfGaussiansPosterior",
     "MixtureSampler",
+    "TensorOutputPosterior",
+    "TensorOutputSampler",
 ]

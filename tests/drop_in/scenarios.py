@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -45,8 +46,9 @@ from botorch.acquisition.risk_measures import CVaR
 from botorch.exceptions.errors import UnsupportedError
 from botorch.exceptions.warnings import InputDataWarning
 from botorch.generation.sampling import ConstrainedMaxPosteriorSampling, MaxPosteriorSampling
-from botorch.models import ModelList
-from botorch.models.transforms import Standardize
+from botorch.models import HigherOrderGP, ModelList
+from botorch.models.higher_order_gp import FlattenedStandardize
+from botorch.models.transforms import Normalize, Standardize
 from botorch.models.transforms.input import AppendFeatures, Warp
 from botorch.models.transforms.outcome import ChainedOutcomeTransform, Log
 from botorch.optim import optimize_acqf
@@ -441,6 +443,46 @@ def _(family: str) -> None:
     batched_Y = (batched_Y - batched_Y.mean(-2, keepdim=True)) / batched_Y.std(-2, keepdim=True)
     model = build(family, batched_X, batched_Y, input_transform=None, outcome_transform=None)
     assert fit(family, model).posterior(query_points(2, 5)).mean.shape == (2, 5, 1)
+
+
+def field_outputs(train_X: Tensor) -> Tensor:
+    r"""A ``2 x 3`` field per point of ``train_X`` (``n x 2``): what BoTorch's composite
+    tutorial models with a ``HigherOrderGP``."""
+    rows = torch.linspace(0.5, 1.5, 2, dtype=train_X.dtype)
+    columns = torch.linspace(0.0, 1.0, 3, dtype=train_X.dtype)
+    phase = 3 * train_X[:, :1, None] + columns
+    return rows[:, None] * torch.sin(phase + train_X[:, 1:, None])
+
+
+@scenario("tensor-outputs")
+def _(family: str) -> None:
+    # BoTorch's composite_bo_with_hogp tutorial: HigherOrderGP(train_X, train_Y, ...) on
+    # `n x o1 x o2` outputs with FlattenedStandardize, and q-batch expected improvement
+    # with an IIDNormalSampler and a GenericMCObjective over the outputs' grid.
+    train_X, _ = toy_data()
+    train_Y = field_outputs(train_X)
+    target = field_outputs(torch.tensor([[0.3, 0.6]], dtype=train_X.dtype))[0]
+    objective = GenericMCObjective(
+        lambda samples, X=None: -(samples - target).pow(2).sum(dim=(-1, -2))
+    )
+    model_type = HigherOrderGP if family == "gp" else model_class(family)
+    options = {} if family == "gp" else family_options(family)
+    transforms = {
+        "input_transform": Normalize(DIM, bounds=BOUNDS),
+        "outcome_transform": FlattenedStandardize(train_Y.shape[1:]),
+    }
+    with warnings.catch_warnings():
+        # Raised by torch inside the HigherOrderGP's sparse interpolation, not by BoTorch.
+        warnings.filterwarnings("ignore", message="Sparse invariant checks", category=UserWarning)
+        model = fit(family, model_type(train_X, train_Y, **transforms, **options))
+        posterior = model.posterior(query_points(4, 1))
+        assert posterior.mean.shape == posterior.variance.shape == (4, 1, 2, 3)
+        sampler = IIDNormalSampler(sample_shape=torch.Size([16]), seed=0)
+        assert sampler(posterior).shape == (16, 4, 1, 2, 3)
+        acquisition = qLogExpectedImprovement(
+            model, best_f=objective(train_Y).max(), sampler=sampler, objective=objective
+        )
+        optimize(acquisition, q=2)
 
 
 @scenario("dtypes")

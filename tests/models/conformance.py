@@ -32,6 +32,7 @@ from botorch.acquisition.max_value_entropy_search import (
 from botorch.acquisition.objective import GenericMCObjective, ScalarizedPosteriorTransform
 from botorch.exceptions.warnings import InputDataWarning
 from botorch.models import ModelList, SingleTaskGP
+from botorch.models.higher_order_gp import FlattenedStandardize
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
@@ -42,7 +43,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from botorch_nn_uq.models import ModelCard
-from botorch_nn_uq.posteriors import GaussianMarginalPosterior
+from botorch_nn_uq.posteriors import GaussianMarginalPosterior, TensorOutputPosterior
 from botorch_nn_uq.training import NonFiniteLossError, resolve_seed
 from tests.testing import allow_single_member_warning, tolerances
 
@@ -611,11 +612,6 @@ class ConformanceKit:
                 r"batch dimensions \(2,\).*one model per batch element",
             ),
             (lambda X, Y: (X, Y.expand(3, *Y.shape)), ValueError, "train_Y .*batch dimensions"),
-            (
-                lambda X, Y: (X, Y.unsqueeze(-1).expand(*Y.shape, 3)),
-                ValueError,
-                r"tensor-valued outputs of shape \(1, 3\).*flatten\(1\).*unflatten",
-            ),
             (lambda X, Y: (X, Y[:-1]), ValueError, "same number of rows"),
             (lambda X, Y: (X[:0], Y[:0]), ValueError, "Empty"),
             (lambda X, Y: (X[:1], Y[:1]), ValueError, r"At least \d+"),
@@ -632,6 +628,35 @@ class ConformanceKit:
         train_X, train_Y = make_data(*toy_data(device=device))
         with pytest.raises(error, match=message):
             entry.build(train_X, train_Y)
+
+    def test_tensor_valued_outputs_are_the_flattened_outputs_in_their_shape(
+        self, entry: ConformanceEntry, device: torch.device
+    ) -> None:
+        train_X, pair = toy_data(num_outputs=2, device=device)
+        # Six outputs: the two toy outputs at three scales.
+        train_Y = (pair.unsqueeze(-1) * torch.tensor([1.0, 0.5, 2.0]).to(pair)).flatten(1)
+        field = train_Y.unflatten(-1, (2, 3))
+        models = {
+            "tensor": entry.build(
+                train_X, field, outcome_transform=FlattenedStandardize(field.shape[1:])
+            ),
+            "flat": entry.build(
+                train_X, train_Y, outcome_transform=FlattenedStandardize(torch.Size([6]))
+            ),
+        }
+        posteriors = {}
+        for name, model in models.items():
+            posteriors[name] = model.fit(seed=0).posterior(test_points(4, 2, device=device))
+        tensor, flat = posteriors["tensor"], posteriors["flat"]
+        assert isinstance(tensor, TensorOutputPosterior)
+        assert tensor.mean.shape == tensor.variance.shape == (4, 2, 2, 3)
+        torch.testing.assert_close(tensor.mean, flat.mean.unflatten(-1, (2, 3)))
+        torch.testing.assert_close(tensor.variance, flat.variance.unflatten(-1, (2, 3)))
+        draws = [
+            SobolQMCNormalSampler(torch.Size([5]), seed=1)(posterior)
+            for posterior in (tensor, flat)
+        ]
+        torch.testing.assert_close(draws[0], draws[1].unflatten(-1, (2, 3)))
 
     def test_non_finite_loss_raises(self, entry: ConformanceEntry, device: torch.device) -> None:
         train_X, train_Y = toy_data(device=device)
