@@ -137,3 +137,14 @@ def test_large_batch_example_runs_and_its_checkpoint_loads(tmp_path, monkeypatch
         rtol=0,
         atol=0,
     )
+
+
+def test_the_tensor_valued_outputs_example_runs() -> None:
+    (example,) = [
+        block for block in _python_blocks(GUIDE / "models.md") if "FlattenedStandardize" in block
+    ]
+    namespace: dict = {}
+    exec(compile(example, str(GUIDE / "models.md"), "exec"), namespace)
+    candidates, bounds = namespace["candidates"], namespace["bounds"]
+    assert candidates.shape == (3, 2)
+    assert ((candidates >= bounds[0]) & (candidates <= bounds[1])).all()

@@ -122,7 +122,8 @@ def flat_outcome_transform(
         flat = FlattenedStandardize(
             torch.Size([num_outputs]), min_stdv=standardize_min_stdv(outcome_transform)
         )
-        flat.load_state_dict(outcome_transform.state_dict())
+        # Assigned, not copied: the new buffers' default dtype would round the statistics.
+        flat.load_state_dict(outcome_transform.state_dict(), assign=True)
         return flat.train(outcome_transform.training)
     if (
         type(outcome_transform) is Standardize
