@@ -340,7 +340,8 @@ def check_loaded_predictions(model: NeuralSurrogateModel) -> None:
     its first training input (with and without observation noise): the sign of fitted
     buffers of the wrong sizes."""
     X = model.train_X[:1].unsqueeze(0)
-    expected = (1, 1, model.num_outputs)
+    outputs = (model.num_outputs,) if model.output_shape is None else tuple(model.output_shape)
+    expected = (1, 1, *outputs)
     try:
         with torch.no_grad():
             for observation_noise in (False, True):

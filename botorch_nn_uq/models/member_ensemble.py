@@ -55,6 +55,7 @@ from botorch_nn_uq.models.last_layer import PredictionWithFeatures, append_bias
 from botorch_nn_uq.nn.batched_mlp import EnsembleNetwork
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
+from botorch_nn_uq.posteriors.tensor_outputs import TensorOutputPosterior
 
 #: The most training rows of one forward pass of the noise estimate.
 NOISE_ESTIMATE_ROWS = 2**14
@@ -245,13 +246,21 @@ class MemberEnsemble(NeuralSurrogateModel):
             X: A ``batch_shape x q x d`` (or ``q x d``) tensor of inputs.
 
         Returns:
-            An :class:`UncertaintyDecomposition` of ``batch_shape x q x m`` tensors in
+            An :class:`UncertaintyDecomposition` of ``batch_shape x q x m`` tensors
+            (``batch_shape x q x o1 x o2 x ...`` for tensor-valued outputs) in
             original outcome units (members with mean-only heads report the
             homoscedastic ``noise_variance`` as aleatoric variance, and a model with
             known noise ``train_Yvar`` the mean known variance).
         """
         with torch.no_grad():
             posterior = self.posterior(X, observation_noise=True)
+        if isinstance(posterior, TensorOutputPosterior):
+            flat = posterior.flat_posterior
+            return UncertaintyDecomposition(
+                posterior.mean,
+                posterior.unflatten_outputs(flat.aleatoric_variance),
+                posterior.unflatten_outputs(flat.epistemic_variance),
+            )
         return UncertaintyDecomposition(
             posterior.mean, posterior.aleatoric_variance, posterior.epistemic_variance
         )

@@ -27,7 +27,8 @@ def validate_training_data(train_X: Tensor, train_Y: Tensor, min_points: int = 2
 
     Args:
         train_X: An ``n x d`` tensor of training inputs.
-        train_Y: An ``n x m`` tensor of training targets.
+        train_Y: An ``n x m`` tensor of training targets (tensor-valued outputs are
+            flattened before, see :mod:`botorch_nn_uq.models.tensor_outputs`).
         min_points: The fewest training points the model accepts.
 
     Raises:
@@ -39,16 +40,6 @@ def validate_training_data(train_X: Tensor, train_Y: Tensor, min_points: int = 2
         if not isinstance(tensor, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor; got {type(tensor).__name__}.")
         _check_dtype(name, tensor)
-    if train_X.ndim == 2 and train_Y.ndim > 2 and train_Y.shape[0] == train_X.shape[0]:
-        output_shape = tuple(train_Y.shape[1:])
-        raise ValueError(
-            f"train_Y must be an `n x m` tensor; got shape {tuple(train_Y.shape)}: "
-            f"tensor-valued outputs of shape {output_shape} per point (as HigherOrderGP "
-            "takes them) are not supported. Flatten them to `n x m` with "
-            "`train_Y.flatten(1)` (and `Standardize(m)` for the outcome transform), and "
-            "restore their shape in the objective with "
-            f"`samples.unflatten(-1, {output_shape})`."
-        )
     for name, tensor, columns in (("train_X", train_X, "d"), ("train_Y", train_Y, "m")):
         if tensor.ndim > 2:
             raise ValueError(

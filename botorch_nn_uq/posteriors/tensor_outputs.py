@@ -45,7 +45,9 @@ class TensorOutputPosterior(Posterior):
         self.flat_posterior = posterior
         self.output_shape = output_shape
 
-    def _unflatten(self, values: Tensor) -> Tensor:
+    def unflatten_outputs(self, values: Tensor) -> Tensor:
+        r"""``values`` of the flat posterior's outputs (``... x m``) in the outputs'
+        shape (``... x o1 x o2 x ...``)."""
         return values.unflatten(-1, self.output_shape)
 
     @property
@@ -59,12 +61,12 @@ class TensorOutputPosterior(Posterior):
     @property
     def mean(self) -> Tensor:
         r"""The ``batch_shape x q x o1 x o2 x ...`` posterior mean."""
-        return self._unflatten(self.flat_posterior.mean)
+        return self.unflatten_outputs(self.flat_posterior.mean)
 
     @property
     def variance(self) -> Tensor:
         r"""The ``batch_shape x q x o1 x o2 x ...`` posterior variance."""
-        return self._unflatten(self.flat_posterior.variance)
+        return self.unflatten_outputs(self.flat_posterior.variance)
 
     @property
     def base_sample_shape(self) -> torch.Size:
@@ -82,12 +84,12 @@ class TensorOutputPosterior(Posterior):
 
     def rsample(self, sample_shape: torch.Size | None = None) -> Tensor:
         r"""Draw ``sample_shape x batch_shape x q x o1 x o2 x ...`` samples."""
-        return self._unflatten(self.flat_posterior.rsample(sample_shape))
+        return self.unflatten_outputs(self.flat_posterior.rsample(sample_shape))
 
     def rsample_from_base_samples(self, sample_shape: torch.Size, base_samples: Tensor) -> Tensor:
         r"""The flat posterior's samples from ``base_samples`` (of its base sample
         shape), as ``sample_shape x batch_shape x q x o1 x o2 x ...``."""
-        return self._unflatten(
+        return self.unflatten_outputs(
             self.flat_posterior.rsample_from_base_samples(sample_shape, base_samples)
         )
 
@@ -108,7 +110,7 @@ class TensorOutputSampler(MCSampler):
             self.flat_sampler = get_sampler(
                 posterior.flat_posterior, self.sample_shape, seed=self.seed
             )
-        return posterior._unflatten(self.flat_sampler(posterior.flat_posterior))
+        return posterior.unflatten_outputs(self.flat_sampler(posterior.flat_posterior))
 
 
 @GetSampler.register(TensorOutputPosterior)

@@ -200,3 +200,30 @@ def test_posteriors_are_shaped_as_the_higher_order_gps():
         assert posterior.mean.shape == expected.mean.shape
         assert posterior.variance.shape == expected.variance.shape
         assert sampler(posterior).shape == sampler(expected).shape
+
+
+def test_a_checkpoint_loads_into_a_model_of_the_same_field():
+    tensor, _ = _pair(outcome_transform=FlattenedStandardize(OUTPUT_SHAPE))
+    X, field = _data()
+    fresh = DeepEnsemble(
+        X,
+        field,
+        input_transform=Normalize(2),
+        outcome_transform=FlattenedStandardize(OUTPUT_SHAPE),
+        **FAST,
+    )
+    fresh.load_state_dict(tensor.state_dict())
+    points = _points(3, 1)
+    torch.testing.assert_close(
+        fresh.posterior(points).mean, tensor.posterior(points).mean, rtol=0, atol=0
+    )
+
+
+def test_the_uncertainty_decomposition_has_the_outputs_shape():
+    tensor, flat = _pair()
+    points = _points(3, 1)
+    decomposition, reference = (model.uncertainty_decomposition(points) for model in (tensor, flat))
+    for name in ("mean", "aleatoric_variance", "epistemic_variance"):
+        torch.testing.assert_close(
+            getattr(decomposition, name), getattr(reference, name).unflatten(-1, OUTPUT_SHAPE)
+        )
