@@ -30,6 +30,13 @@ each pattern is checked:
 - ``saasbo``: ``SaasFullyBayesianSingleTaskGP(..., train_Yvar=torch.full_like(train_Y,
   1e-6))``: another model class; its noise is :func:`nearly_noiseless`'s.
 
+Tensor-valued outputs come from ``composite_bo_with_hogp``: ``HigherOrderGP(train_X,
+train_Y, outcome_transform=FlattenedStandardize(train_Y.shape[1:]),
+input_transform=Normalize(d))`` on ``n x o1 x o2`` outputs, with ``qExpectedImprovement``,
+an ``IIDNormalSampler`` and a ``GenericMCObjective`` over the outputs' grid: the
+``"tensor-outputs"`` scenario of ``tests/drop_in/scenarios.py`` (with ``qLogExpectedImprovement``,
+which takes the same sampler and objective).
+
 Beyond the tutorials, the scenario checks what a fixed-noise GP does with the noise:
 heteroscedastic noise is honoured point by point (:func:`noisy_points_pull_less`),
 ``observation_noise=True`` adds the mean known variance (:func:`noise_at_new_points`) and
