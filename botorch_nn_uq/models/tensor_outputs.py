@@ -1,5 +1,6 @@
-r"""Tensor-valued outputs: training targets ``n x o1 x o2 x ...``, as BoTorch's
-``HigherOrderGP`` takes them (a field on a grid per point, for composite BO).
+r"""Tensor-valued outputs: training targets of shape ``n x o1 x o2`` (or more output
+dimensions), as BoTorch's ``HigherOrderGP`` takes them: a field on a grid per point, for
+composite BO.
 
 Every model of the package takes them. Its networks train on the ``m = o1 o2 ...``
 flattened outputs (``train_Y.flatten(1)``), and its posteriors serve them in their shape
@@ -34,9 +35,12 @@ from botorch_nn_uq.compat import standardize_min_stdv, standardize_width
 
 
 def tensor_output_shape(train_X: Tensor, train_Y: Tensor) -> torch.Size | None:
-    r"""The shape of each point's outputs if ``train_Y`` holds tensor-valued outputs
-    (``n x d`` inputs, ``n x o1 x o2 x ...`` targets, the same ``n``); ``None`` otherwise
-    (``n x m`` targets, or data that training-data validation refuses)."""
+    r"""The shape of each point's outputs if ``train_Y`` holds tensor-valued outputs;
+    ``None`` otherwise.
+
+    Tensor-valued outputs are ``n x d`` inputs with ``n x o1 x o2 x ...`` targets, the
+    same ``n``; anything else is ``n x m`` targets or data that training-data validation
+    refuses."""
     if not (isinstance(train_X, Tensor) and isinstance(train_Y, Tensor)):
         return None
     if train_X.ndim == 2 and train_Y.ndim > 2 and train_Y.shape[0] == train_X.shape[0]:
@@ -68,8 +72,9 @@ def scaling_check_targets(
 
 
 def flatten_outputs(values: Tensor, output_shape: torch.Size, name: str) -> Tensor:
-    r"""``values`` of tensor-valued outputs (``... x o1 x o2 x ...``) with the outputs
-    flattened (``... x m``).
+    r"""Values of tensor-valued outputs with the outputs flattened into one dimension.
+
+    ``... x o1 x o2 x ...`` becomes ``... x m``.
 
     Args:
         values: Observations, noise variances or samples, the trailing dimensions

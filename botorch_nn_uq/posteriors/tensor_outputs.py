@@ -46,8 +46,8 @@ class TensorOutputPosterior(Posterior):
         self.output_shape = output_shape
 
     def unflatten_outputs(self, values: Tensor) -> Tensor:
-        r"""``values`` of the flat posterior's outputs (``... x m``) in the outputs'
-        shape (``... x o1 x o2 x ...``)."""
+        r"""Values of the flat posterior's outputs in the outputs' shape: ``... x m``
+        becomes ``... x o1 x o2 x ...``."""
         return values.unflatten(-1, self.output_shape)
 
     @property
