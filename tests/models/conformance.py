@@ -9,6 +9,7 @@ test of :class:`ConformanceKit` then runs on it.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from botorch.acquisition.max_value_entropy_search import (
 )
 from botorch.acquisition.objective import GenericMCObjective, ScalarizedPosteriorTransform
 from botorch.exceptions.warnings import InputDataWarning
-from botorch.models import ModelList, SingleTaskGP
+from botorch.models import HigherOrderGP, ModelList, SingleTaskGP
 from botorch.models.higher_order_gp import FlattenedStandardize
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
@@ -657,6 +658,21 @@ class ConformanceKit:
             for posterior in (tensor, flat)
         ]
         torch.testing.assert_close(draws[0], draws[1].unflatten(-1, (2, 3)))
+        # Side by side with BoTorch's model of such outputs: the same call, the same shapes.
+        with warnings.catch_warnings():
+            # Raised by torch inside the HigherOrderGP's sparse interpolation.
+            warnings.filterwarnings("ignore", message="Sparse invariant checks")
+            hogp = HigherOrderGP(
+                train_X,
+                field,
+                input_transform=Normalize(DIM, bounds=bounds_like(train_X)),
+                outcome_transform=FlattenedStandardize(field.shape[1:]),
+            ).eval()
+            reference = hogp.posterior(test_points(4, 2, device=device))
+            reference_draws = SobolQMCNormalSampler(torch.Size([5]), seed=1)(reference)
+        assert tensor.mean.shape == reference.mean.shape
+        assert tensor.variance.shape == reference.variance.shape
+        assert draws[0].shape == reference_draws.shape
 
     def test_non_finite_loss_raises(self, entry: ConformanceEntry, device: torch.device) -> None:
         train_X, train_Y = toy_data(device=device)
