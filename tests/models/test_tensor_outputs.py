@@ -4,6 +4,7 @@ of them against the same model of the flattened outputs and against BoTorch's
 
 import pytest
 import torch
+from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from botorch.exceptions.errors import UnsupportedError
 from botorch.models import HigherOrderGP
 from botorch.models.higher_order_gp import FlattenedStandardize
@@ -227,3 +228,14 @@ def test_the_uncertainty_decomposition_has_the_outputs_shape():
         torch.testing.assert_close(
             getattr(decomposition, name), getattr(reference, name).unflatten(-1, OUTPUT_SHAPE)
         )
+
+
+def test_a_posterior_transform_acts_on_the_flattened_outputs():
+    tensor, flat = _pair()
+    weights = torch.linspace(-1.0, 1.0, 6, dtype=DTYPE)
+    transform = ScalarizedPosteriorTransform(weights)
+    points = _points(3, 2)
+    scalarised = tensor.posterior(points, posterior_transform=transform)
+    reference = flat.posterior(points, posterior_transform=transform)
+    assert scalarised.mean.shape == (3, 2, 1)
+    torch.testing.assert_close(scalarised.mean, reference.mean)
