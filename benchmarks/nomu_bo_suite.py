@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+import benchmarks.dropout_variants  # noqa: F401  (registers the MC dropout variants)
 import benchmarks.ensemble_variants  # noqa: F401  (registers the deep-ensemble variants)
 from benchmarks.common import (
     add_device_option,

@@ -228,7 +228,8 @@ MC_DROPOUT_CARD = ModelCard(
     posterior="finite set of functions (`FunctionEnsemblePosterior`); with "
     "`observation_noise=True`, a mixture of Gaussians",
     bo=BODefaults(
-        constructor_options={"max_steps": 500, **SCALABLE_BATCH}, supports_warm_start=True
+        constructor_options={"activation": "relu", "max_steps": 500, **SCALABLE_BATCH},
+        supports_warm_start=True,
     ),
     fast=FastSettings({"hidden_widths": (32, 32), "epochs": 150, "num_masks": 16}),
 )
