@@ -12,7 +12,8 @@ threads (default one):
   ``ExactMarginalLogLikelihood``;
 - ``ensemble_fit``: ``DeepEnsemble(X, Y, input_transform=Normalize(d),
   outcome_transform=Standardize(1)).fit(seed=seed)`` with its default hyperparameters
-  (``--ensemble-epochs`` changes its epochs, for the smoke run);
+  (``--ensemble-epochs`` changes its epochs, for the smoke run; ``--neural-model
+  mc-dropout`` puts ``MCDropout`` in its place, the ``ensemble_*`` fields then being its);
 - ``gp_logei``, ``ensemble_logei``: ``optimize_acqf`` of ``LogExpectedImprovement(model,
   best_f=Y.max())`` on each, q = 1, 10 restarts, 512 raw samples, seeded, and
   ``gp_evaluations``, ``ensemble_evaluations``: how many times it called the acquisition
@@ -35,6 +36,7 @@ Examples:
     python -m benchmarks.drop_in_cost --points 20 50 100 200 --seeds 5
     python -m benchmarks.drop_in_cost --ensemble-training-dtype float64 --ensemble-widths 64 64
     python -m benchmarks.drop_in_cost --ensemble-widths 32 32 --ensemble-activation swish
+    python -m benchmarks.drop_in_cost --neural-model mc-dropout --ensemble-activation smelu
     python -m benchmarks.drop_in_cost --smoke
 """
 
@@ -72,13 +74,16 @@ from benchmarks.common import (
     write_text,
 )
 from botorch_nn_uq.bo import write_rows_csv
-from botorch_nn_uq.models import DeepEnsemble, DeepEnsembleHyperparameters
+from botorch_nn_uq.models import DeepEnsemble, MCDropout
 from botorch_nn_uq.problems import get_bo_problem
 
 Result = TypeVar("Result")
 
 #: The two models, in the order of the tables, and their names there.
 MODELS = {"gp": "GP", "ensemble": "ensemble"}
+#: The neural models that can take the ensemble's place (``--neural-model``); the tables'
+#: and rows' ``ensemble`` is then that model.
+NEURAL_MODELS = {"deep-ensemble": DeepEnsemble, "mc-dropout": MCDropout}
 #: The deep ensemble's training precisions by name (``--ensemble-training-dtype``).
 TRAINING_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 #: The acquisition optimiser's budget (as in BoTorch's tutorials and ``scale_cost.py``).
@@ -105,19 +110,23 @@ def fit(model: str, X: Tensor, Y: Tensor, seed: int, ensemble_options: dict[str,
 
     Args:
         model: ``"gp"`` (``SingleTaskGP`` by ``fit_gpytorch_mll``) or ``"ensemble"``
-            (``DeepEnsemble.fit``).
+            (the neural model's ``fit``).
         X: ``n x d`` inputs in problem units (``Normalize`` learns their box).
         Y: ``n x 1`` observations.
         seed: Seed of the fit (torch's global generator for the GP, whose fit draws
             only if it restarts).
-        ensemble_options: Hyperparameters of the deep ensemble (empty: its defaults).
+        ensemble_options: The neural model's settings: ``"model"``, a key of
+            :data:`NEURAL_MODELS` (default: the deep ensemble), and its hyperparameters
+            (none: its defaults).
 
     Returns:
         The fitted model.
     """
     transforms = {"input_transform": Normalize(X.shape[-1]), "outcome_transform": Standardize(1)}
     if model == "ensemble":
-        return DeepEnsemble(X, Y, **transforms, **ensemble_options).fit(seed=seed)
+        hyperparameters = dict(ensemble_options)
+        model_class = NEURAL_MODELS[hyperparameters.pop("model", "deep-ensemble")]
+        return model_class(X, Y, **transforms, **hyperparameters).fit(seed=seed)
     gp = SingleTaskGP(X, Y, **transforms)
     with manual_seed(seed):
         fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
@@ -237,13 +246,14 @@ def summary_row(
     return row
 
 
-def tables(rows: Sequence[dict[str, Any]]) -> str:
+def tables(rows: Sequence[dict[str, Any]], label: str = "ensemble") -> str:
     r"""The markdown tables: the steady state with the first calls per n, then the first
-    calls of each model against its steady state (the one-off seconds a new user pays)."""
+    calls of each model against its steady state (the one-off seconds a new user pays);
+    the neural model is called ``label``."""
     lines = [
-        "| n | GP fit s | ensemble fit s | ensemble / GP | GP LogEI s | ensemble LogEI s "
-        "| ensemble / GP | GP LogEI evaluations | ensemble LogEI evaluations "
-        "| GP first calls s | ensemble first calls s |",
+        f"| n | GP fit s | {label} fit s | {label} / GP | GP LogEI s | {label} LogEI s "
+        f"| {label} / GP | GP LogEI evaluations | {label} LogEI evaluations "
+        f"| GP first calls s | {label} first calls s |",
         "|" + " --- |" * 11,
     ]
     for row in rows:
@@ -269,8 +279,9 @@ def tables(rows: Sequence[dict[str, Any]]) -> str:
         "| n | model | first fit s | first LogEI s | fit s | LogEI s | one-off s |",
         "|" + " --- |" * 7,
     ]
+    labels = {**MODELS, "ensemble": label}
     for row in rows:
-        for model, label in MODELS.items():
+        for model, model_label in labels.items():
             first = row[f"{model}_first_fit"] + row[f"{model}_first_logei"]
             steady = row[f"{model}_fit"] + row[f"{model}_logei"]
             cells = [
@@ -280,9 +291,8 @@ def tables(rows: Sequence[dict[str, Any]]) -> str:
                 row[f"{model}_logei"],
                 first - steady,
             ]
-            lines.append(
-                f"| {row['n']} | {label} | " + " | ".join(f"{cell:.2f}" for cell in cells) + " |"
-            )
+            row_cells = " | ".join(f"{cell:.2f}" for cell in cells)
+            lines.append(f"| {row['n']} | {model_label} | {row_cells} |")
     return "\n".join(lines) + "\n"
 
 
@@ -291,12 +301,15 @@ def description(
 ) -> str:
     r"""The paragraph above the tables: what was timed, and how (the arguments are
     those of :func:`steady_samples`, and the torch ``threads``)."""
-    hyperparameters = ", ".join(f"{key} = {value}" for key, value in ensemble_options.items())
+    hyperparameters = dict(ensemble_options)
+    model_class = NEURAL_MODELS[hyperparameters.pop("model", "deep-ensemble")]
+    hyperparameters = ", ".join(f"{key} = {value}" for key, value in hyperparameters.items())
     return (
         f"Ackley-{dim} (maximising -f), n uniform random points in its box, float64, torch "
         f"on {_count(threads, 'thread')}, CPU seconds. GP: `SingleTaskGP` with `Normalize` "
-        "and `Standardize`, fitted by `fit_gpytorch_mll`; ensemble: `DeepEnsemble` with the "
-        f"same transforms and {hyperparameters or 'its default hyperparameters'}. LogEI: "
+        f"and `Standardize`, fitted by `fit_gpytorch_mll`; {_label(ensemble_options)}: "
+        f"`{model_class.__name__}` with the same transforms and "
+        f"{hyperparameters or 'its default hyperparameters'}. LogEI: "
         "`optimize_acqf` of `LogExpectedImprovement(model, best_f=Y.max())`, q = 1, "
         f"{NUM_RESTARTS} restarts, {RAW_SAMPLES} raw samples; its evaluations: the calls of "
         "the acquisition function (batches of the restarts still running). Fits and LogEI: "
@@ -305,6 +318,15 @@ def description(
         "a first, untimed call of each model. First calls: the first fit and LogEI of each "
         f"model in a fresh process of its own (seed {seeds[0]}), after its imports; "
         "one-off: what they cost above the steady state."
+    )
+
+
+def _label(ensemble_options: dict[str, Any]) -> str:
+    r"""What the tables call the neural model of ``ensemble_options``."""
+    return (
+        "ensemble"
+        if ensemble_options.get("model", "deep-ensemble") == "deep-ensemble"
+        else ("MC dropout")
     )
 
 
@@ -330,6 +352,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="timed repeats per seed, after an untimed first call (the medians are reported)",
     )
     parser.add_argument(
+        "--neural-model",
+        choices=sorted(NEURAL_MODELS),
+        default="deep-ensemble",
+        help="the neural model in the GP's place; the --ensemble-* options set its hyperparameters",
+    )
+    parser.add_argument(
         "--ensemble-epochs",
         type=integer_argument(1),
         default=None,
@@ -351,13 +379,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--ensemble-activation",
         default=None,
-        help="hidden activation of the deep ensemble's members, e.g. relu, swish or gelu "
-        "(default: DeepEnsemble's own)",
+        help="hidden activation of the neural model, e.g. relu, smelu, swish or gelu "
+        "(default: the model's own)",
     )
     args = parser.parse_args(argv)
+    hyperparameters = dict(ensemble_options(args))
+    model_class = NEURAL_MODELS[hyperparameters.pop("model", "deep-ensemble")]
     try:
-        DeepEnsembleHyperparameters(**ensemble_options(args))
-    except ValueError as error:
+        model_class.hyperparameter_class(**hyperparameters)
+    except (TypeError, ValueError) as error:
         parser.error(str(error))
     if args.smoke:
         args.points, args.dim, args.seeds, args.repeats = [20], 2, 1, 1
@@ -366,9 +396,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def ensemble_options(args: argparse.Namespace) -> dict[str, Any]:
-    r"""The deep ensemble's hyperparameters that the arguments change (empty: its
-    defaults)."""
+    r"""The neural model's settings that the arguments change: ``"model"`` unless it is
+    the deep ensemble, and the hyperparameters (empty: the deep ensemble's defaults)."""
     options: dict[str, Any] = {}
+    if args.neural_model != "deep-ensemble":
+        options["model"] = args.neural_model
     if args.ensemble_epochs is not None:
         options["epochs"] = args.ensemble_epochs
     if args.ensemble_widths is not None:
@@ -422,7 +454,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     write_text(
         markdown,
         f"{summary_header(__file__, argv, args.threads)}\n\n"
-        f"{description(args.dim, seeds, args.repeats, args.threads, options)}\n\n" + tables(rows),
+        f"{description(args.dim, seeds, args.repeats, args.threads, options)}\n\n"
+        + tables(rows, _label(options)),
     )
     print(markdown.read_text())
     return markdown

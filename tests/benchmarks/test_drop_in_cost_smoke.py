@@ -9,7 +9,12 @@ from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 
 from benchmarks import drop_in_cost
-from botorch_nn_uq.models import DeepEnsemble, DeepEnsembleHyperparameters
+from botorch_nn_uq.models import (
+    DeepEnsemble,
+    DeepEnsembleHyperparameters,
+    MCDropout,
+    MCDropoutHyperparameters,
+)
 
 
 def test_smoke_run_times_both_models_side_by_side_with_their_first_calls(tmp_path) -> None:
@@ -85,3 +90,29 @@ def test_an_unknown_activation_is_rejected(capsys) -> None:
     with pytest.raises(SystemExit):
         drop_in_cost.parse_args(["--ensemble-activation", "no-such-activation"])
     assert "Unknown activation 'no-such-activation'" in capsys.readouterr().err
+
+
+def test_mc_dropout_takes_the_ensembles_place(tmp_path) -> None:
+    args = drop_in_cost.parse_args(
+        ["--neural-model", "mc-dropout", "--ensemble-activation", "smelu"]
+    )
+    options = drop_in_cost.ensemble_options(args)
+    assert options == {"model": "mc-dropout", "activation": "smelu"}
+    X, Y, _ = drop_in_cost.problem_data(12, 3, seed=0)
+    model = drop_in_cost.fit("ensemble", X, Y, seed=0, ensemble_options={**options, "epochs": 2})
+    assert isinstance(model, MCDropout)
+    assert model.hyperparameters == MCDropoutHyperparameters(activation="smelu", epochs=2)
+    text = drop_in_cost.main(
+        ["--smoke", "--neural-model", "mc-dropout", "--out", str(tmp_path)]
+    ).read_text()
+    assert "MC dropout: `MCDropout` with the same transforms" in text
+    assert "| n | GP fit s | MC dropout fit s | MC dropout / GP |" in text
+    assert "| 20 | MC dropout |" in text
+
+
+def test_a_hyperparameter_the_neural_model_does_not_take_is_rejected(capsys) -> None:
+    with pytest.raises(SystemExit):
+        drop_in_cost.parse_args(
+            ["--neural-model", "mc-dropout", "--ensemble-training-dtype", "float64"]
+        )
+    assert "training_dtype" in capsys.readouterr().err
