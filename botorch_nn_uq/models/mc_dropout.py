@@ -43,7 +43,12 @@ class MCDropoutHyperparameters(TrainedWithLoop):
 
     Args:
         hidden_widths: Widths of the hidden layers.
-        activation: Hidden activation (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``).
+        activation: Hidden activation (see ``botorch_nn_uq.nn.mlp.ACTIVATIONS``). The
+            default, ``"smelu"`` (:class:`~botorch_nn_uq.nn.mlp.SmeLU`), is a ReLU with
+            its kink rounded off: on a ReLU network's piecewise-linear acquisition
+            surface ``optimize_acqf`` spends three to four times the evaluations
+            (``benchmarks/docs/protocol-6-scale.md``, "Small data"). The registry's
+            ``"mc-dropout"`` keeps ReLU, as its published runs.
         dropout: Dropout rate ``p`` in ``(0, 1)``, used at training and test time.
         num_masks: Size ``s`` of the fixed bank of test-time dropout masks, i.e. the
             number of functions in the posterior.
@@ -63,7 +68,7 @@ class MCDropoutHyperparameters(TrainedWithLoop):
     """
 
     hidden_widths: tuple[int, ...] = (64, 64)
-    activation: str = "relu"
+    activation: str = "smelu"
     dropout: float = 0.1
     num_masks: int = 64
     epochs: int = 500

@@ -46,9 +46,9 @@ def test_names_are_registered_once() -> None:
     ("name", "model_class", "architecture"),
     [
         # The registry's deep ensemble has ReLU members of 2 x 64 units, the class
-        # SmeLU members of 2 x 32.
+        # SmeLU members of 2 x 32; the registry's MC dropout ReLU units, the class SmeLU.
         ("deep-ensemble", "DeepEnsemble", {"hidden_widths": (64, 64), "activation": "relu"}),
-        ("mc-dropout", "MCDropout", {}),
+        ("mc-dropout", "MCDropout", {"activation": "relu"}),
     ],
 )
 def test_step_budgets_leave_small_data_fits_exactly_as_full_batch_epochs(
