@@ -204,7 +204,8 @@ NEURAL_MODEL_SUPPORT: Mapping[str, Support] = {
     "tensor-outputs": Support(
         Status.WORKS,
         "trained on the flattened outputs, served in their shape as `HigherOrderGP` serves "
-        "them (fantasies too); outcome transform `FlattenedStandardize`, `Standardize(m)` "
+        "them (fantasies and `posterior.mvn`, over the flattened outputs, too); outcome "
+        "transform `FlattenedStandardize`, `Standardize(m)` "
         "or none; no `output_indices` or `subset_output`",
     ),
     "dtypes": WORKS,

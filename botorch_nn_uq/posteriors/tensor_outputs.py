@@ -14,6 +14,7 @@ import torch
 from botorch.posteriors.posterior import Posterior
 from botorch.sampling.base import MCSampler
 from botorch.sampling.get_sampler import GetSampler, get_sampler
+from gpytorch.distributions import MultivariateNormal
 from torch import Tensor
 
 
@@ -67,6 +68,19 @@ class TensorOutputPosterior(Posterior):
     def variance(self) -> Tensor:
         r"""The ``batch_shape x q x o1 x o2 x ...`` posterior variance."""
         return self.unflatten_outputs(self.flat_posterior.variance)
+
+    @property
+    def distribution(self) -> MultivariateNormal:
+        r"""The flat posterior's Gaussian, over the ``q m`` flattened outputs of each
+        batch element, as a ``HigherOrderGP`` posterior's is over its flattened outputs
+        (for the flat posteriors that have one: the package's moment-matched
+        Gaussians)."""
+        return self.flat_posterior.distribution
+
+    @property
+    def mvn(self) -> MultivariateNormal:
+        r"""Alias of :attr:`distribution`, as ``GPyTorchPosterior`` has."""
+        return self.distribution
 
     @property
     def base_sample_shape(self) -> torch.Size:

@@ -239,3 +239,9 @@ def test_a_posterior_transform_acts_on_the_flattened_outputs():
     reference = flat.posterior(points, posterior_transform=transform)
     assert scalarised.mean.shape == (3, 2, 1)
     torch.testing.assert_close(scalarised.mean, reference.mean)
+
+
+def test_the_posteriors_gaussian_is_over_the_flattened_outputs():
+    tensor, flat = _pair()
+    points = _points(3, 2)
+    torch.testing.assert_close(tensor.posterior(points).mvn.mean, flat.posterior(points).mvn.mean)

@@ -84,3 +84,12 @@ def test_rsample_keeps_the_gradient_and_the_shape():
 def test_an_output_shape_of_another_size_is_refused():
     with pytest.raises(ValueError, match=r"output_shape \(4, 2\) has 8 elements.*6 outputs"):
         TensorOutputPosterior(_flat_posteriors()["gaussian"], torch.Size([4, 2]))
+
+
+@pytest.mark.parametrize("family", ["functions", "mixture"])
+def test_the_gaussian_is_the_flat_posteriors(family):
+    flat = _flat_posteriors()[family]
+    posterior = TensorOutputPosterior(flat, OUTPUT_SHAPE)
+    for distribution in (posterior.distribution, posterior.mvn):
+        assert torch.equal(distribution.mean, flat.mvn.mean)
+        assert torch.equal(distribution.covariance_matrix, flat.mvn.covariance_matrix)
