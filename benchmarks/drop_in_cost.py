@@ -74,16 +74,19 @@ from benchmarks.common import (
     write_text,
 )
 from botorch_nn_uq.bo import write_rows_csv
-from botorch_nn_uq.models import DeepEnsemble, MCDropout
+from botorch_nn_uq.models import DeepEnsemble, MCDropout, NeuralSurrogateModel
 from botorch_nn_uq.problems import get_bo_problem
 
 Result = TypeVar("Result")
 
 #: The two models, in the order of the tables, and their names there.
 MODELS = {"gp": "GP", "ensemble": "ensemble"}
-#: The neural models that can take the ensemble's place (``--neural-model``); the tables'
-#: and rows' ``ensemble`` is then that model.
-NEURAL_MODELS = {"deep-ensemble": DeepEnsemble, "mc-dropout": MCDropout}
+#: The neural models that can take the ensemble's place (``--neural-model``), with what the
+#: tables call them; the rows' ``ensemble`` is then that model.
+NEURAL_MODELS = {
+    "deep-ensemble": (DeepEnsemble, "ensemble"),
+    "mc-dropout": (MCDropout, "MC dropout"),
+}
 #: The deep ensemble's training precisions by name (``--ensemble-training-dtype``).
 TRAINING_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 #: The acquisition optimiser's budget (as in BoTorch's tutorials and ``scale_cost.py``).
@@ -124,8 +127,7 @@ def fit(model: str, X: Tensor, Y: Tensor, seed: int, ensemble_options: dict[str,
     """
     transforms = {"input_transform": Normalize(X.shape[-1]), "outcome_transform": Standardize(1)}
     if model == "ensemble":
-        hyperparameters = dict(ensemble_options)
-        model_class = NEURAL_MODELS[hyperparameters.pop("model", "deep-ensemble")]
+        model_class, _, hyperparameters = neural_model(ensemble_options)
         return model_class(X, Y, **transforms, **hyperparameters).fit(seed=seed)
     gp = SingleTaskGP(X, Y, **transforms)
     with manual_seed(seed):
@@ -301,13 +303,12 @@ def description(
 ) -> str:
     r"""The paragraph above the tables: what was timed, and how (the arguments are
     those of :func:`steady_samples`, and the torch ``threads``)."""
-    hyperparameters = dict(ensemble_options)
-    model_class = NEURAL_MODELS[hyperparameters.pop("model", "deep-ensemble")]
+    model_class, label, hyperparameters = neural_model(ensemble_options)
     hyperparameters = ", ".join(f"{key} = {value}" for key, value in hyperparameters.items())
     return (
         f"Ackley-{dim} (maximising -f), n uniform random points in its box, float64, torch "
         f"on {_count(threads, 'thread')}, CPU seconds. GP: `SingleTaskGP` with `Normalize` "
-        f"and `Standardize`, fitted by `fit_gpytorch_mll`; {_label(ensemble_options)}: "
+        f"and `Standardize`, fitted by `fit_gpytorch_mll`; {label}: "
         f"`{model_class.__name__}` with the same transforms and "
         f"{hyperparameters or 'its default hyperparameters'}. LogEI: "
         "`optimize_acqf` of `LogExpectedImprovement(model, best_f=Y.max())`, q = 1, "
@@ -321,13 +322,14 @@ def description(
     )
 
 
-def _label(ensemble_options: dict[str, Any]) -> str:
-    r"""What the tables call the neural model of ``ensemble_options``."""
-    return (
-        "ensemble"
-        if ensemble_options.get("model", "deep-ensemble") == "deep-ensemble"
-        else ("MC dropout")
-    )
+def neural_model(
+    ensemble_options: dict[str, Any],
+) -> tuple[type[NeuralSurrogateModel], str, dict[str, Any]]:
+    r"""The neural model of ``ensemble_options`` (see :func:`fit`): its class, what the
+    tables call it, and its hyperparameters."""
+    hyperparameters = dict(ensemble_options)
+    model_class, label = NEURAL_MODELS[hyperparameters.pop("model", "deep-ensemble")]
+    return model_class, label, hyperparameters
 
 
 def _count(number: int, noun: str) -> str:
@@ -383,8 +385,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "(default: the model's own)",
     )
     args = parser.parse_args(argv)
-    hyperparameters = dict(ensemble_options(args))
-    model_class = NEURAL_MODELS[hyperparameters.pop("model", "deep-ensemble")]
+    model_class, _, hyperparameters = neural_model(ensemble_options(args))
     try:
         model_class.hyperparameter_class(**hyperparameters)
     except (TypeError, ValueError) as error:
@@ -455,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
         markdown,
         f"{summary_header(__file__, argv, args.threads)}\n\n"
         f"{description(args.dim, seeds, args.repeats, args.threads, options)}\n\n"
-        + tables(rows, _label(options)),
+        + tables(rows, neural_model(options)[1]),
     )
     print(markdown.read_text())
     return markdown

@@ -254,16 +254,13 @@ class MemberEnsemble(NeuralSurrogateModel):
         """
         with torch.no_grad():
             posterior = self.posterior(X, observation_noise=True)
-        if isinstance(posterior, TensorOutputPosterior):
-            flat = posterior.flat_posterior
+        if not isinstance(posterior, TensorOutputPosterior):
             return UncertaintyDecomposition(
-                posterior.mean,
-                posterior.unflatten_outputs(flat.aleatoric_variance),
-                posterior.unflatten_outputs(flat.epistemic_variance),
+                posterior.mean, posterior.aleatoric_variance, posterior.epistemic_variance
             )
-        return UncertaintyDecomposition(
-            posterior.mean, posterior.aleatoric_variance, posterior.epistemic_variance
-        )
+        flat = posterior.flat_posterior
+        parts = (flat.mean, flat.aleatoric_variance, flat.epistemic_variance)
+        return UncertaintyDecomposition(*map(posterior.unflatten_outputs, parts))
 
 
 _MEMBER_AVERAGE = Support(Status.WORKS, "exact average over the members")

@@ -59,6 +59,7 @@ class SmeLU(nn.Module):
             The activation, and ``r``, elementwise.
         """
         h = self.half_width
+        # In place only outside autograd, which keeps clamp's input for its backward.
         if torch.is_grad_enabled() and x.requires_grad:
             one_minus_slope = torch.rsub(x, 0.5, alpha=0.5 / h).clamp(0, 1)
         else:

@@ -71,10 +71,8 @@ class TensorOutputPosterior(Posterior):
 
     @property
     def distribution(self) -> MultivariateNormal:
-        r"""The flat posterior's Gaussian, over the ``q m`` flattened outputs of each
-        batch element, as a ``HigherOrderGP`` posterior's is over its flattened outputs
-        (for the flat posteriors that have one: the package's moment-matched
-        Gaussians)."""
+        r"""The flat posterior's Gaussian over the flattened outputs (for the flat
+        posteriors that have one: the package's moment-matched Gaussians)."""
         return self.flat_posterior.distribution
 
     @property
