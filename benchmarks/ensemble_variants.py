@@ -11,6 +11,9 @@ SiLU activations in two hidden layers of 32 units (``deep-ensemble-silu-32-float
 double precision), ``deep-ensemble-32`` ReLU members of that width and
 ``deep-ensemble-smelu-32`` members of that width whose ReLUs are rounded off at the
 kink (``smelu``): the cheap fits of a few dozen points that protocol 1 compared.
+``deep-ensemble-continuous`` draws its MC samples from the Gaussian of the members'
+moments (``joint_samples="continuous"``) where the registered ensemble samples whole
+members (``"functions"``).
 Everything else is unchanged: the card with other constructor options,
 registered through :func:`botorch_nn_uq.bo.surrogate_from_card`. The members still train
 as one batched computation, so a fit costs less than members × one member's.
@@ -163,6 +166,18 @@ def smelu_narrow_card() -> ModelCard:
     )
 
 
+def continuous_samples_card() -> ModelCard:
+    r"""The deep ensemble whose MC samples are continuous, the Gaussian with the members'
+    mean and joint covariance (``joint_samples="continuous"``), named
+    ``deep-ensemble-continuous``; the registered ensemble samples one member per MC
+    sample."""
+    return _variant(
+        "continuous",
+        ("deep ensemble of", "deep ensemble (continuous joint samples) of"),
+        joint_samples="continuous",
+    )
+
+
 def register() -> None:
     r"""Register the variants (once per process)."""
     cards = [larger_ensemble_card(members) for members in LARGER_ENSEMBLE_SIZES]
@@ -173,6 +188,7 @@ def register() -> None:
     cards += [smooth_short_card(), smooth_narrow_card(), smooth_cheap_card(), narrow_card()]
     cards.append(smelu_narrow_card())
     cards.append(double_precision_card(smooth_cheap_card()))
+    cards.append(continuous_samples_card())
     for card in cards:
         if card.name not in SURROGATES:
             register_surrogate(surrogate_from_card(card))

@@ -202,6 +202,8 @@ def build_neon(
         outcome_transform=Standardize(problem.num_outputs),
         preset=problem.name,
         noise_variance=NOISE_VARIANCE,
+        # The published runs sample one function of the bank per MC sample.
+        joint_samples="functions",
         **hyperparameters,
     )
 

@@ -42,7 +42,8 @@ GP peers are registered by ``gp_peers.py``: ``gp-turbo:ts+turbo`` is GP-TuRBO-1 
 tutorial's kernel and constraints, and ``gp-warp:qlogei`` the GP with BoTorch's ``Warp``
 input transform; ``ensemble_variants.py`` registers the deep ensemble with 10 and 20
 members (``deep-ensemble-10``, ``deep-ensemble-20``) and with 200 optimizer steps
-(``deep-ensemble-200-steps``).
+(``deep-ensemble-200-steps``), and ``warp_variants.py`` the deep ensemble and NOMU with a
+learnable ``Warp`` (``deep-ensemble-warp``, ``nomu-warp``).
 
 Per problem the markdown summary gives the best value found (the objective is
 minimised) and the normalised regret, mean ± standard error over seeds, each method's
@@ -90,6 +91,7 @@ from torch import Tensor
 import benchmarks.ensemble_variants  # noqa: F401  (registers the deep-ensemble variants)
 import benchmarks.gp_peers  # noqa: F401  (registers the GP peers of protocol 7)
 import benchmarks.vbll_peer  # noqa: F401  (registers the VBLL peer)
+import benchmarks.warp_variants  # noqa: F401  (registers the warped neural surrogates)
 from benchmarks.common import (
     add_device_option,
     add_jobs_option,

@@ -13,11 +13,57 @@ from botorch.models.model import Model, ModelList
 from botorch.models.pairwise_gp import PairwiseGP, PairwiseLaplaceMarginalLogLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood, VariationalELBO
 from gpytorch.models import ExactGP
+from torch import Tensor, nn
 
 from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.training.seeding import resolve_seed, seeded
 
-__all__ = ["fit_model"]
+__all__ = ["NetworkLoss", "fit_model"]
+
+
+class NetworkLoss(nn.Module):
+    r"""The ``mll_cls`` of the package's models, for BoTorch code that fits a model by
+    ``fit_gpytorch_mll`` on ``mll_cls(model.likelihood, model)``.
+
+    BoTorch's ``fit_gpytorch_mll`` then trains the model with its own loss and loop
+    (:meth:`~botorch_nn_uq.models.base.NeuralSurrogateModel.custom_fit`, ``fit_args``
+    going to :meth:`~botorch_nn_uq.models.base.NeuralSurrogateModel.fit`).
+
+    This is how ``botorch.cross_validation.batch_cross_validation`` runs on a
+    :class:`~botorch_nn_uq.models.ensemble.DeepEnsemble`, which takes its batched folds.
+
+    Example:
+        >>> from botorch.cross_validation import batch_cross_validation, gen_loo_cv_folds
+        >>> train_X = torch.rand(10, 2, dtype=torch.float64)
+        >>> folds = gen_loo_cv_folds(train_X, train_X.sin().sum(-1, keepdim=True))
+        >>> results = batch_cross_validation(
+        ...     DeepEnsemble, NetworkLoss, folds, fit_args={"seed": 0}
+        ... )
+        >>> results.posterior.mean.shape  # each fold's held-out point
+        torch.Size([10, 1, 1])
+
+    Args:
+        likelihood: The model's ``likelihood`` (``None`` for the package's models).
+        model: The model to fit.
+    """
+
+    def __init__(self, likelihood: None, model: NeuralSurrogateModel) -> None:
+        if not isinstance(model, NeuralSurrogateModel):
+            raise TypeError(
+                "NetworkLoss fits the package's neural models; got a "
+                f"{type(model).__name__}. Fit a GP with its marginal log likelihood, e.g. "
+                "ExactMarginalLogLikelihood."
+            )
+        super().__init__()
+        self.likelihood = likelihood
+        self.model = model
+
+    def forward(self, *args: Tensor) -> Tensor:
+        r"""Not served: the model's loss lives in its training loop, which
+        ``fit_gpytorch_mll`` runs."""
+        raise NotImplementedError(
+            "NetworkLoss is not evaluated; fit_gpytorch_mll(NetworkLoss(...)) trains the model."
+        )
 
 
 def fit_model(

@@ -148,3 +148,26 @@ def test_the_tensor_valued_outputs_example_runs() -> None:
     candidates, bounds = namespace["candidates"], namespace["bounds"]
     assert candidates.shape == (3, 2)
     assert ((candidates >= bounds[0]) & (candidates <= bounds[1])).all()
+
+
+def test_the_batch_cross_validation_example_runs() -> None:
+    (example,) = [
+        block for block in _python_blocks(GUIDE / "models.md") if "batch_cross_validation" in block
+    ]
+    namespace: dict = {}
+    exec(compile(example, str(GUIDE / "models.md"), "exec"), namespace)
+    results = namespace["results"]
+    assert results.model.batch_shape == (16,)
+    assert results.posterior.mean.shape == (16, 1, 1)
+    assert namespace["cv_error"].isfinite()
+
+
+def test_the_learnable_warp_example_runs() -> None:
+    (example,) = [block for block in _python_blocks(GUIDE / "models.md") if "Warp(d=" in block]
+    namespace: dict = {}
+    exec(compile(example, str(GUIDE / "models.md"), "exec"), namespace)
+    learned, warp = namespace["learned"], namespace["warp"]
+    assert learned is namespace["model"].input_transform and not learned.training
+    assert not torch.equal(learned.concentration0, warp.concentration0)
+    assert torch.equal(warp.concentration0, torch.ones(2, dtype=torch.float64))
+    assert namespace["acquisition"](torch.rand(3, 1, 2, dtype=torch.float64)).isfinite().all()

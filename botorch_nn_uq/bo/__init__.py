@@ -16,7 +16,8 @@ from botorch_nn_uq.bo.acquisitions import (
     register_acquisition,
 )
 from botorch_nn_uq.bo.continual import ContinualTraining
-from botorch_nn_uq.bo.fitting import ColdFit, ContinualFit, FitPolicy
+from botorch_nn_uq.bo.designs import initial_design
+from botorch_nn_uq.bo.fitting import ColdFit, ContinualFit, FitPolicy, StreamingFit
 from botorch_nn_uq.bo.loop import BOResult, run_bo, write_rows_csv
 from botorch_nn_uq.bo.objectives import (
     Composite,
@@ -33,8 +34,8 @@ from botorch_nn_uq.bo.optimizer import (
     BayesianOptimizer,
     BestPoint,
     EvaluationsNotToldError,
-    initial_design,
 )
+from botorch_nn_uq.bo.pending import NotPendingError, Trials
 from botorch_nn_uq.bo.proposers import (
     AcquisitionProposer,
     CandidateSetProposer,
@@ -45,7 +46,14 @@ from botorch_nn_uq.bo.proposers import (
     ScreenedProposer,
     TrustRegionProposer,
 )
-from botorch_nn_uq.bo.state import StateFileError, StepCost, StepRecord, step_seed
+from botorch_nn_uq.bo.state import (
+    FailedPoints,
+    PendingPoints,
+    StateFileError,
+    StepCost,
+    StepRecord,
+    step_seed,
+)
 from botorch_nn_uq.bo.strategy import RECOMMENDED_STRATEGIES, Strategy
 from botorch_nn_uq.bo.surrogates import (
     RANDOM_SEARCH,
@@ -68,6 +76,7 @@ __all__ = [
     "BayesianOptimizer",
     "BestPoint",
     "EvaluationsNotToldError",
+    "FailedPoints",
     "CandidateSetProposer",
     "ColdFit",
     "Composite",
@@ -79,7 +88,9 @@ __all__ = [
     "HitTarget",
     "Maximize",
     "Minimize",
+    "NotPendingError",
     "Objective",
+    "PendingPoints",
     "Problem",
     "Proposal",
     "Proposer",
@@ -92,7 +103,9 @@ __all__ = [
     "RECOMMENDED_STRATEGIES",
     "StepCost",
     "StepRecord",
+    "StreamingFit",
     "SurrogateSpec",
+    "Trials",
     "TrustRegion",
     "TrustRegionProposer",
     "TurboProposer",

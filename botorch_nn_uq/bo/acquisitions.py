@@ -68,6 +68,11 @@ class AcquisitionContext:
         objective: The MC objective of the model's samples (``-g`` of a composite
             objective), or ``None`` for the model's single output.
         step: The BO step (1, 2, ...).
+        X_pending: ``p x d`` points asked and not yet told, or ``None``: an MC
+            acquisition takes them as BoTorch's ``X_pending``, Thompson sampling leaves
+            them out of its candidates.
+        X_failed: ``f x d`` points whose evaluation failed, or ``None``: never fitted,
+            avoided as the pending ones are (see :attr:`X_avoid`).
     """
 
     train_X: Tensor
@@ -79,6 +84,15 @@ class AcquisitionContext:
     center: Tensor | None = None
     objective: MCAcquisitionObjective | None = None
     step: int = 1
+    X_pending: Tensor | None = None
+    X_failed: Tensor | None = None
+
+    @property
+    def X_avoid(self) -> Tensor | None:
+        r"""The pending and the failed points (``(p + f) x d``): those a proposer keeps
+        out of its proposals; ``None`` when there are none."""
+        avoided = [X for X in (self.X_pending, self.X_failed) if X is not None]
+        return torch.cat(avoided) if avoided else None
 
     @property
     def proposal_bounds(self) -> Tensor:
@@ -317,7 +331,8 @@ THOMPSON_NUM_CANDIDATES = 4096
 def _propose_thompson(model: Model, context: AcquisitionContext, q: int) -> Tensor:
     r"""Batch Thompson sampling (``botorch_nn_uq.generation``) around the five best
     observations, or inside the trust region; a model whose function bank can grow gets
-    at least ``2 q`` functions."""
+    at least ``2 q`` functions. Pending and failed points are excluded like evaluated
+    ones: no candidate within the exclusion radius of one is proposed."""
     if isinstance(model, ResizableFunctionBank):
         bank_size = model.posterior(context.train_X[:1]).values.shape[-3]
         if bank_size < 2 * q:
@@ -328,11 +343,12 @@ def _propose_thompson(model: Model, context: AcquisitionContext, q: int) -> Tens
     else:
         # All candidates inside the trust region, spread over its whole extent.
         centers, local = context.center.unsqueeze(0), {"local_fraction": 1.0, "scale": 0.5}
+    avoid = context.X_avoid
     return batch_thompson_sampling(
         model,
         context.proposal_bounds,
         q,
-        X_baseline=context.train_X,
+        X_baseline=context.train_X if avoid is None else torch.cat([context.train_X, avoid]),
         centers=centers,
         num_candidates=context.options.get("num_candidates", THOMPSON_NUM_CANDIDATES),
         local_fraction=local.get("local_fraction", 0.5),

@@ -4,6 +4,12 @@ r"""Fit policies: how a BO run refits its surrogate at every step.
 - :class:`ContinualFit`: warm-started refits from the previous step's model, with a
   cold fit every ``cold_refit_every`` steps and when the held-out error on the newest
   batch degrades (:mod:`botorch_nn_uq.bo.continual`).
+- :class:`StreamingFit`: for results that stream in (an asynchronous run), a refit only
+  after ``every`` new results or ``seconds`` since the last fit, warm-started or cold;
+  the asks in between reuse the last model.
+
+Whatever the policy, an ``ask`` fits at most once, on every result told so far
+(:meth:`FitPolicy.refit_due` says whether it fits at all).
 
 A policy's decisions depend only on the data, the previous model and its own state
 (:meth:`FitPolicy.state_dict`), which the run state saves, so a run continued from a
@@ -13,6 +19,7 @@ saved state fits exactly as an uninterrupted one.
 from __future__ import annotations
 
 import math
+import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,7 +29,7 @@ from torch import Tensor
 
 from botorch_nn_uq.bo.continual import ContinualTraining, ContinualTrainingState
 from botorch_nn_uq.bo.surrogates import SURROGATES, SurrogateSpec
-from botorch_nn_uq.checks import is_int_in_range
+from botorch_nn_uq.checks import Interval, check_real_number, is_int_in_range
 from botorch_nn_uq.models.input_transforms import InputCoordinatesError
 from botorch_nn_uq.training import NonFiniteLossError
 
@@ -71,6 +78,13 @@ class FitPolicy(ABC):
     def last_fit_was_warm(self) -> bool:
         r"""Whether the last :meth:`fit` continued from the previous model."""
         return False
+
+    def refit_due(self, num_new: int) -> bool:
+        r"""Whether an ``ask`` that has a model already refits, given ``num_new``
+        results told since that model's fit; if not, the ask proposes with the last
+        model. Default: always (every ask fits, so a run's fits do not depend on whether
+        its model was kept in memory)."""
+        return True
 
     def check(self, surrogate: SurrogateSpec) -> None:
         r"""Raise a clear error if the policy cannot fit ``surrogate``."""
@@ -197,10 +211,123 @@ class ContinualFit(FitPolicy):
         return {"type": "continual", **asdict(self.schedule)}
 
 
+class StreamingFit(FitPolicy):
+    r"""Refits for results that stream in: after every ``every`` new results, or
+    ``seconds`` after the last fit, each refit on all results told so far.
+
+    An ask refits when at least ``every`` results were told since the last fit, or when
+    at least one was and ``seconds`` have passed since it; otherwise it proposes with the
+    last model. So an ask waits on one fit at most, and with several results told since
+    the last fit it fits once on all of them. A refit continues from the last model
+    (``warm_start``: :class:`ContinualFit`'s schedule) or starts afresh
+    (:class:`ColdFit`). The last model is saved with the run state (the surrogate must
+    be able to restore one), so a run continued from its file reuses the same model.
+    ``seconds`` makes the fits depend on the clock: a seeded run is then repeatable only
+    up to the timing of its results.
+
+    Args:
+        every: Refit after this many new results (1: after every result).
+        seconds: Also refit when this many seconds have passed since the last fit and a
+            result is new; ``None``: only ``every`` decides.
+        warm_start: ``True`` (:class:`ContinualTraining`'s defaults), a
+            :class:`ContinualTraining` schedule, or ``False`` for cold refits.
+
+    Example:
+        >>> StreamingFit(every=4, seconds=60.0, warm_start=ContinualTraining(50))
+    """
+
+    needs_previous_model = True
+
+    def __init__(
+        self,
+        every: int = 1,
+        seconds: float | None = None,
+        warm_start: bool | ContinualTraining = True,
+    ) -> None:
+        if not is_int_in_range(every, minimum=1):
+            raise ValueError(f"every must be a positive integer; got {every!r}.")
+        check_real_number("seconds", seconds, Interval(0.0, lower_closed=False), optional=True)
+        if not isinstance(warm_start, (bool, ContinualTraining)):
+            raise TypeError(
+                f"warm_start must be a bool or a ContinualTraining; got {warm_start!r}."
+            )
+        self.every = every
+        self.seconds = None if seconds is None else float(seconds)
+        self.warm_start = warm_start
+        self.inner: FitPolicy = (
+            ColdFit()
+            if warm_start is False
+            else ContinualFit(None if warm_start is True else warm_start)
+        )
+        #: The fits so far, and the time (``time.time()``) of the last one.
+        self.fits = 0
+        self.last_fit_time: float | None = None
+
+    def check(self, surrogate: SurrogateSpec) -> None:
+        self.inner.check(surrogate)
+        if surrogate.restore is None:
+            raise ValueError(
+                f"Surrogate {surrogate.name!r} cannot restore a saved model (no restore); "
+                "StreamingFit keeps the last model with the run state."
+            )
+
+    def refit_due(self, num_new: int) -> bool:
+        if num_new >= self.every:
+            return True
+        return (
+            num_new > 0
+            and self.seconds is not None
+            and (self.last_fit_time is None or time.time() - self.last_fit_time >= self.seconds)
+        )
+
+    def fit(self, surrogate: SurrogateSpec, data: FitData, previous: Model | None) -> Model:
+        model = self.inner.fit(surrogate, data, previous)
+        self.fits += 1
+        self.last_fit_time = time.time()
+        return model
+
+    @property
+    def last_fit_was_warm(self) -> bool:
+        return self.inner.last_fit_was_warm
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "fits": self.fits,
+            "last_fit_time": self.last_fit_time,
+            "inner": self.inner.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if set(state) != {"fits", "last_fit_time", "inner"}:
+            raise ValueError(f"Unexpected streaming-fit state {sorted(state)}.")
+        if not is_int_in_range(state["fits"]):
+            raise ValueError(f"fits must be a non-negative integer; got {state['fits']!r}.")
+        check_real_number("last_fit_time", state["last_fit_time"], optional=True)
+        self.inner.load_state_dict(state["inner"])
+        self.fits, self.last_fit_time = state["fits"], state["last_fit_time"]
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "type": "streaming",
+            "every": self.every,
+            "seconds": self.seconds,
+            "warm_start": self.warm_start
+            if isinstance(self.warm_start, bool)
+            else asdict(self.warm_start),
+        }
+
+
 def fit_policy_from_config(config: dict[str, Any]) -> FitPolicy:
     r"""The policy a :meth:`FitPolicy.to_config` describes."""
     options = dict(config)
     kind = options.pop("type", None)
+    if kind == "streaming" and set(options) == {"every", "seconds", "warm_start"}:
+        warm_start = options["warm_start"]
+        return StreamingFit(
+            options["every"],
+            options["seconds"],
+            ContinualTraining(**warm_start) if isinstance(warm_start, dict) else warm_start,
+        )
     if kind == "cold" and not options:
         return ColdFit()
     if kind == "continual":

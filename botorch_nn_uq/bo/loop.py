@@ -134,7 +134,7 @@ def run_bo(
         seed: Seed of the initial design, the fits and the acquisition samplers.
         target: Optional target value of ``f`` (target-value optimisation).
         design: The initial design, ``"uniform"`` or ``"sobol"`` (see
-            :func:`~botorch_nn_uq.bo.optimizer.initial_design`).
+            :func:`~botorch_nn_uq.bo.designs.initial_design`).
         time_budget: Stop after the step at which the BO steps' cumulative wall-clock
             seconds pass this budget (a cap for slow surrogates; the result then has
             fewer steps); ``None`` runs all ``iterations``.

@@ -6,7 +6,19 @@ and its components: the objective (:mod:`botorch_nn_uq.bo.objectives`), the surr
 and the proposer (:mod:`botorch_nn_uq.bo.proposers`). ``ask(q)`` fits the surrogate and
 proposes a batch, ``tell(X, Y)`` adds its evaluations, ``best()`` is the best evaluation
 so far, ``save``/``load`` write and read the state, and ``run(problem, steps)`` is
-nothing but ask, evaluate, tell. Every random draw follows the one seeding rule of
+nothing but ask, evaluate, tell.
+
+**Asynchronous runs**: points, not batches, are pending. ``ask_trials(q)`` gives new
+points with their ids (``ask`` the points alone), and may be called while points are
+pending: the proposer takes them into account. ``tell(ids_or_X, Y)`` takes the results
+of any pending points, in any order, one or many; ``tell_failed(ids_or_X, reason)``
+records points whose evaluation failed (never fitted, never asked again, avoided by the
+proposers). A result told twice, or of a point never asked, is refused
+(:class:`~botorch_nn_uq.bo.pending.NotPendingError`);
+:class:`~botorch_nn_uq.bo.fitting.StreamingFit` refits only after ``k`` results or ``t``
+seconds.
+
+Every random draw follows the one seeding rule of
 :func:`~botorch_nn_uq.bo.state.step_seed`, so a run gives the same proposals through
 ``run``, through ask/tell in one process, and through ask/tell across processes with
 the state saved and loaded between steps.
@@ -18,6 +30,9 @@ Example:
     >>> X = optimizer.ask(q=10)          # one BO step
     >>> optimizer.tell(X, evaluate(X))
     >>> optimizer.best().x
+    >>> ids, X, step = optimizer.ask_trials(3)  # three workers; each tells its own
+    >>> optimizer.tell(ids[1:2], evaluate(X[1:2]))
+    >>> optimizer.tell_failed(ids[0], "node lost")
 """
 
 from __future__ import annotations
@@ -26,6 +41,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,28 +49,29 @@ import torch
 from botorch.exceptions.warnings import InputDataWarning
 from botorch.models.model import Model
 from torch import Tensor
-from torch.quasirandom import SobolEngine
 
 from botorch_nn_uq.bo.acquisitions import AcquisitionContext
-from botorch_nn_uq.bo.fitting import ColdFit, FitData, FitPolicy, fit_policy_from_config
+from botorch_nn_uq.bo.designs import INITIAL_DESIGNS, initial_design
+from botorch_nn_uq.bo.fitting import ColdFit, FitData, FitPolicy
 from botorch_nn_uq.bo.objectives import (
     Minimize,
     Objective,
     Problem,
     as_real_tensor,
     check_bounds,
-    objective_from_config,
 )
-from botorch_nn_uq.bo.proposer_configs import proposer_from_config
+from botorch_nn_uq.bo.pending import Points, Trials, are_ids, pending_rows
 from botorch_nn_uq.bo.proposers import (
     AcquisitionProposer,
     Proposer,
     RandomProposer,
 )
+from botorch_nn_uq.bo.saved_config import describe_component, load_optimizer
 from botorch_nn_uq.bo.state import (
-    PendingBatch,
+    MAX_REASON_CHARS,
+    FailedPoints,
+    PendingPoints,
     RunState,
-    StateFileError,
     StepCost,
     StepRecord,
     check_seed,
@@ -63,39 +80,8 @@ from botorch_nn_uq.bo.state import (
 from botorch_nn_uq.bo.state_file import same_file
 from botorch_nn_uq.bo.strategy import Strategy, as_strategy
 from botorch_nn_uq.bo.surrogates import RANDOM_SEARCH, SurrogateSpec, get_surrogate
-from botorch_nn_uq.checks import check_device, is_int_in_range
+from botorch_nn_uq.checks import is_int_in_range
 from botorch_nn_uq.metrics import batch_diversity
-
-INITIAL_DESIGNS = ("uniform", "sobol")
-#: Told inputs match asked ones within this fraction of the box's side (a CSV that
-#: rounds the inputs it was given).
-MATCH_TOLERANCE = 1e-9
-
-
-def initial_design(bounds: Tensor, n: int, seed: int, design: str = "uniform") -> Tensor:
-    r"""``n x d`` initial points in the box, the same for every surrogate with ``seed``.
-
-    Args:
-        bounds: The ``2 x d`` box.
-        n: The number of points.
-        seed: Seed of the draw (or of the Sobol scrambling).
-        design: ``"uniform"`` (independent uniform points) or ``"sobol"`` (the first
-            ``n`` points of a scrambled Sobol sequence, which cover the box evenly).
-
-    Example:
-        >>> initial_design(torch.tensor([[0.0, 0.0], [1.0, 2.0]]), 4, seed=0).shape
-        torch.Size([4, 2])
-    """
-    if design not in INITIAL_DESIGNS:
-        raise ValueError(f"Unknown design {design!r}; valid: {', '.join(INITIAL_DESIGNS)}.")
-    dim = bounds.shape[-1]
-    # Drawn on the CPU: the same points whatever the device of the bounds.
-    if design == "sobol":
-        unit = SobolEngine(dim, scramble=True, seed=seed).draw(n, dtype=bounds.dtype)
-    else:
-        generator = torch.Generator().manual_seed(seed)
-        unit = torch.rand(n, dim, generator=generator, dtype=bounds.dtype)
-    return bounds[0] + (bounds[1] - bounds[0]) * unit.to(bounds.device)
 
 
 class BestPoint(NamedTuple):
@@ -244,7 +230,7 @@ class BayesianOptimizer:
 
     @property
     def records(self) -> list[StepRecord]:
-        r"""One record per told batch (the initial design first)."""
+        r"""One record per ``tell`` (the initial design's first), in the order told."""
         return self.state.records
 
     @property
@@ -254,8 +240,22 @@ class BayesianOptimizer:
 
     @property
     def pending(self) -> Tensor | None:
-        r"""The ``q x d`` batch asked and not yet told, if any."""
-        return None if self.state.pending is None else self.state.pending.X.clone()
+        r"""The ``p x d`` points asked and not yet told, in the order asked (``None``
+        when none is pending)."""
+        return self.state.pending.X.clone() if len(self.state.pending) else None
+
+    @property
+    def pending_ids(self) -> Tensor:
+        r"""The ``p`` ids of the :attr:`pending` points (``int64``; empty when none)."""
+        return self.state.pending.ids.clone()
+
+    @property
+    def failed(self) -> FailedPoints:
+        r"""The points told as failed, with their ids, steps and reasons."""
+        failed = self.state.failed
+        return FailedPoints(
+            failed.ids.clone(), failed.X.clone(), failed.steps.clone(), [*failed.reasons]
+        )
 
     def best(self) -> BestPoint:
         r"""The best evaluation so far (the smallest score of the objective)."""
@@ -272,12 +272,8 @@ class BayesianOptimizer:
     # Ask and tell -----------------------------------------------------------------------
 
     def ask(self, q: int | None = None) -> Tensor:
-        r"""The next batch to evaluate.
-
-        The first batch is the initial design (``n_initial`` points; ``q`` must then be
-        ``None`` or ``n_initial``). Every later call fits the surrogate (as the fit
-        policy says) and proposes ``q`` points (default 1). Asking again before the
-        batch was told returns the same batch.
+        r"""The next points to evaluate, as a tensor (:meth:`ask_trials` gives their ids
+        too).
 
         Args:
             q: The batch size of a BO step.
@@ -285,27 +281,58 @@ class BayesianOptimizer:
         Returns:
             A ``q x d`` tensor of points in the box.
         """
-        pending = self.state.pending
-        if pending is not None:
-            if q is None or q == pending.X.shape[0]:
-                return pending.X.clone()
-            raise ValueError(
-                f"The batch of step {pending.step} ({pending.X.shape[0]} points) was asked and "
-                f"not told; tell its results before asking for a batch of {q}."
-            )
-        if self.state.step == 0:
+        return self.ask_trials(q).X
+
+    def ask_trials(self, q: int | None = None) -> Trials:
+        r"""The next points to evaluate, with their ids.
+
+        The first ask is the initial design (``n_initial`` points; ``q`` must then be
+        ``None`` or ``n_initial``). Every later ask fits the surrogate (as the fit policy
+        says: at most one fit, on every result told so far) and proposes ``q`` new points
+        (default 1). Asking while points are pending proposes new points that take the
+        pending ones into account: an MC acquisition gets them as BoTorch's
+        ``X_pending``, Thompson sampling and TuRBO-1 leave them (and the failed points)
+        out of their candidates; an analytic acquisition cannot and refuses. A BO step
+        needs at least one told result when its proposer fits a model.
+
+        Args:
+            q: The batch size of a BO step.
+
+        Returns:
+            :class:`~botorch_nn_uq.bo.pending.Trials`: the ``q`` new ids, the ``q x d``
+            points and the step.
+
+        Raises:
+            ValueError: If ``q`` is a batch size the proposer cannot serve, or the
+                proposer needs a model and no result has been told yet.
+        """
+        state = self.state
+        if state.step == 0:
             if q is not None and q != self.n_initial:
                 raise ValueError(
                     f"The first batch is the initial design of n_initial = {self.n_initial} "
                     f"points; ask without q (or with q = {self.n_initial})."
                 )
             X = initial_design(self.bounds, self.n_initial, self.state.seed, self.design)
-            self.state.pending = PendingBatch(step=0, X=X)
-            return X.clone()
-        q = 1 if q is None else q
-        self._check_batch_size(q)
-        self.state.pending = self._propose(q)
-        return self.state.pending.X.clone()
+            self.proposer.start(self.n_initial)
+            cost = StepCost()
+        else:
+            q = 1 if q is None else q
+            self._check_batch_size(q)
+            X, cost = self._propose(q)
+        step = state.step
+        ids = torch.arange(state.next_id, state.next_id + X.shape[0], device=X.device)
+        asked = PendingPoints(
+            ids,
+            X,
+            torch.full_like(ids, step),
+            torch.full((X.shape[0],), time.time(), dtype=torch.float64, device=X.device),
+        )
+        state.pending = state.pending.append(asked)
+        state.ask_costs[step] = cost
+        state.next_id += X.shape[0]
+        state.step += 1
+        return Trials(ids.clone(), X.clone(), step)
 
     def _check_batch_size(self, q: int) -> None:
         r"""Refuse a BO step's batch size ``q`` that the proposer cannot serve (e.g. one
@@ -318,7 +345,8 @@ class BayesianOptimizer:
             )
         self.proposer.check_batch_size(q, self.bounds.shape[-1])
 
-    def _propose(self, q: int) -> PendingBatch:
+    def _propose(self, q: int) -> tuple[Tensor, StepCost]:
+        r"""A BO step's ``q x d`` points and the cost of the ask."""
         state = self.state
         seed = step_seed(state.seed, state.step)
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -329,27 +357,41 @@ class BayesianOptimizer:
             if train_X.shape[0]
             else None
         )
-        model, fit_seconds, warm = None, 0.0, False
+        model, fit_seconds, warm, fit_points = None, 0.0, False, 0
         fit_bounds = self.proposer.fit_bounds(self.bounds, center)
         region_local = fit_bounds is not self.bounds
         if self.proposer.needs_model():
-            # The last model continues only if it was fitted on rows the step keeps.
+            if train_X.shape[0] == 0:
+                raise ValueError(
+                    f"{self.proposer.describe()} has no told result to fit a model on "
+                    f"({len(state.pending)} points are pending); tell a result before "
+                    "asking for more points."
+                )
+            # The last model continues (or serves again) only if it was fitted on rows
+            # the step keeps.
             keeps_previous = state.model_num_points > rows.start
-            previous = (
-                self.model if self.fit_policy.needs_previous_model and keeps_previous else None
-            )
-            data = FitData(
-                train_X=train_X,
-                train_Y=train_Y,
-                bounds=fit_bounds,
-                seed=seed,
-                num_new=state.X.shape[0] - state.model_num_points if previous is not None else 0,
-            )
-            with _quiet_outside_fit_box(region_local):
-                model = self.fit_policy.fit(self.surrogate, data, previous)
-            warm = self.fit_policy.last_fit_was_warm
-            fit_seconds = time.perf_counter() - start
-            self.model, state.model_num_points = model, state.X.shape[0]
+            num_new = state.X.shape[0] - state.model_num_points
+            if self.model is not None and keeps_previous and not self.fit_policy.refit_due(num_new):
+                model, fit_points = self.model, state.model_num_points - rows.start
+            else:
+                previous = (
+                    self.model if self.fit_policy.needs_previous_model and keeps_previous else None
+                )
+                data = FitData(
+                    train_X=train_X,
+                    train_Y=train_Y,
+                    bounds=fit_bounds,
+                    seed=seed,
+                    num_new=num_new if previous is not None else 0,
+                )
+                with _quiet_outside_fit_box(region_local):
+                    model = self.fit_policy.fit(self.surrogate, data, previous)
+                warm = self.fit_policy.last_fit_was_warm
+                fit_seconds = time.perf_counter() - start
+                fit_points = train_X.shape[0]
+                self.model, state.model_num_points = model, state.X.shape[0]
+        # Failed points told with a penalty are in the data; the others are avoided.
+        unfitted = state.failed.X[~torch.isin(state.failed.ids, state.ids)]
         context = AcquisitionContext(
             train_X=train_X,
             train_Y=train_Y,
@@ -359,6 +401,8 @@ class BayesianOptimizer:
             center=center,
             objective=self.objective.mc_objective,
             step=state.step,
+            X_pending=self.pending,
+            X_failed=unfitted if unfitted.shape[0] else None,
         )
         with _quiet_outside_fit_box(region_local):
             proposal = self.proposer.propose(model, context, q, self._random)
@@ -369,13 +413,13 @@ class BayesianOptimizer:
             seconds=time.perf_counter() - start,
             cpu_seconds=time.process_time() - cpu_start,
             fit_seconds=fit_seconds,
-            fit_points=train_X.shape[0] if model is not None else 0,
+            fit_points=fit_points,
             warm_start=warm,
             batch_min_distance=diversity.min_distance,
             batch_duplicates=diversity.duplicates,
             details=dict(proposal.details),
         )
-        return PendingBatch(step=state.step, X=X, cost=cost)
+        return X, cost
 
     def _check_proposal(self, X: Tensor, q: int) -> Tensor:
         if X.shape != (q, self.bounds.shape[-1]):
@@ -388,66 +432,151 @@ class BayesianOptimizer:
             raise RuntimeError(f"{self.proposer.describe()} proposed points outside the box.")
         return X
 
-    def tell(self, X: Tensor, Y: Tensor) -> StepRecord:
-        r"""Add the evaluations of the asked batch.
+    def tell(self, points: Points, Y: Tensor) -> StepRecord:
+        r"""Add the results of pending points: any of them, in any order, one or many.
 
-        ``X`` must hold the asked points (in any order, each once; a told point may
-        differ from the asked one by rounding, up to ``MATCH_TOLERANCE`` of the box's
-        side); the asked points are stored. Before anything was asked, ``tell`` adds
-        evaluations made beforehand as the initial design instead.
+        ``points`` names the told points by their ids (as :meth:`ask_trials` gave them)
+        or by their rows (each matched to a pending point, up to
+        :data:`~botorch_nn_uq.bo.pending.MATCH_TOLERANCE` of the box's side, as a CSV that
+        rounds its inputs needs; a point pending twice is told twice); the asked points
+        are stored. Before anything was asked, ``tell`` adds evaluations made beforehand
+        as the initial design instead.
 
         Args:
-            X: ``q x d`` evaluated inputs.
+            points: ``q`` ids (integers) or ``q x d`` evaluated inputs.
             Y: ``q x m`` outputs (``q`` for one output); finite.
 
         Returns:
-            The batch's :class:`~botorch_nn_uq.bo.state.StepRecord`.
+            The :class:`~botorch_nn_uq.bo.state.StepRecord` of this tell: its step is the
+            latest ask among the told points, and it carries the cost of the asks whose
+            first results it tells.
 
         Raises:
-            ValueError: If no batch is pending (e.g. this batch was told already), the
-                rows do not match the asked ones (missing, extra or repeated points),
-                ``X`` or ``Y`` is complex, or the outputs have the wrong shape or
-                non-finite values. Nothing changes then.
+            NotPendingError: If a point is not pending (told already, failed, never
+                asked) or named twice.
+            ValueError: If the outputs have the wrong shape, are complex or not finite,
+                or ``points`` is neither ids nor ``q x d`` rows. Nothing changes then.
         """
         state = self.state
-        X = as_real_tensor(X, "Told inputs")
         # Outputs may come from anywhere (a user's function returns CPU numbers, or a
         # tensor still attached to its autograd graph); the run keeps them detached, on
         # its own device.
         Y = as_real_tensor(Y, "Told outputs", self.bounds.dtype, self.bounds.device)
-        pending = state.pending
-        if pending is None:
-            if state.step > 0:
-                raise ValueError(
-                    f"No batch is pending: the batch of step {state.step - 1} was told "
-                    "already; ask for the next one first."
-                )
-            pending = PendingBatch(step=0, X=self._check_points(X))
-        order = self._match(X, pending.X)
+        if state.step == 0 and not are_ids(points):
+            X = self._check_points(as_real_tensor(points, "Told inputs"))
+            ids = torch.arange(X.shape[0], device=X.device)
+            now = torch.full((X.shape[0],), time.time(), dtype=torch.float64, device=X.device)
+            told, rows = PendingPoints(ids, X, torch.zeros_like(ids), now), None
+        else:
+            rows = pending_rows(points, self.state, self.bounds)
         Y = self.objective.check_outputs(Y)
-        if Y.shape[0] != X.shape[0]:
-            raise ValueError(f"Got {Y.shape[0]} outputs for {X.shape[0]} points.")
+        count = len(told) if rows is None else rows.shape[0]
+        if Y.shape[0] != count:
+            raise ValueError(f"Got {Y.shape[0]} outputs for {count} points.")
         if state.Y.shape[0] and Y.shape[-1] != state.Y.shape[-1]:
             raise ValueError(
                 f"Got {Y.shape[-1]} outputs per point; the run has {state.Y.shape[-1]}."
             )
-        Y = Y[order]
+        # Checked: from here on the tell changes the run.
+        if rows is None:
+            self.proposer.start(len(told))
+            state.next_id, state.step, costs = len(told), 1, []
+        else:
+            # Stored in the order asked, whatever the order told, so that a batch told
+            # in any order gives the same data (and the same fits).
+            rows, order = rows.sort()
+            told, Y = state.pending.select(rows), Y[order]
+            # An ask's cost goes with the first results told from it.
+            steps = sorted(set(told.steps.tolist()) & set(state.ask_costs))
+            costs = [state.ask_costs.pop(step) for step in steps]
+            self._drop_pending(rows)
         values = self.objective.values(Y)
-        state.X = torch.cat([state.X, pending.X])
+        state.X = torch.cat([state.X, told.X])
         state.Y = Y.clone() if state.Y.shape[0] == 0 else torch.cat([state.Y, Y])
         state.values = torch.cat([state.values, values])
+        state.ids = torch.cat([state.ids, told.ids])
         scores = self.objective.scores(values)
         record = StepRecord(
-            step=pending.step,
+            step=int(told.steps.max()),
             num_evaluations=state.X.shape[0],
             value=float(values[scores.argmin()]),
             best_value=float(state.values[self.objective.scores(state.values).argmin()]),
-            cost=pending.cost,
+            cost=_merged_costs(costs),
         )
         state.records.append(record)
-        self.proposer.observe(pending.X, values, scores)
-        state.step, state.pending = state.step + 1, None
+        self.proposer.observe(told.X, values, scores)
         return record
+
+    def tell_failed(
+        self,
+        points: Points,
+        reason: str | Sequence[str],
+        *,
+        penalty: Tensor | float | Sequence[float] | None = None,
+    ) -> StepRecord | None:
+        r"""Record that the evaluation of pending points failed (crashed, timed out, was
+        lost), with a reason; they leave the pending set and are never asked again.
+
+        The policy for the model, by default: a failed point is never fitted (it has no
+        value), and it stays among the points the proposers avoid (with the pending
+        ones: an MC acquisition's ``X_pending``, Thompson sampling's and TuRBO-1's
+        excluded candidates), so a failing point is not proposed again by accident; an
+        analytic acquisition, which cannot take such points, ignores it. With
+        ``penalty``, the failed points are also told as evaluations with those outputs
+        (e.g. the worst value seen), so the model learns that the region fails; they
+        then count as results (records, the trust region, the best point if the penalty
+        is the best value).
+
+        Args:
+            points: ``f`` ids or ``f x d`` rows of pending points (as :meth:`tell`).
+            reason: One reason for all of them, or one per point.
+            penalty: ``None``, or the outputs told for each failed point: a number (one
+                output) or ``m`` numbers.
+
+        Returns:
+            ``None``, or with ``penalty`` the record of the penalised evaluations.
+
+        Raises:
+            NotPendingError: If a point is not pending or named twice.
+            ValueError: If the reasons are not text, or not one per point, or the
+                penalty is not finite outputs of the run's shape. Nothing changes then.
+        """
+        rows = pending_rows(points, self.state, self.bounds)
+        reasons = [reason] * rows.shape[0] if isinstance(reason, str) else list(reason)
+        if len(reasons) != rows.shape[0] or not all(isinstance(r, str) for r in reasons):
+            raise ValueError(
+                f"Give one reason (text) or one per failed point ({rows.shape[0]}); got {reason!r}."
+            )
+        if any(len(r) > MAX_REASON_CHARS for r in reasons):
+            raise ValueError(f"A reason holds at most {MAX_REASON_CHARS} characters.")
+        state = self.state
+        failed = state.pending.select(rows)
+        record = None
+        if penalty is not None:
+            outputs = as_real_tensor(penalty, "penalty", self.bounds.dtype, self.bounds.device)
+            if outputs.dim() > 1:
+                raise ValueError(f"penalty must be a number or m numbers; got {outputs.shape}.")
+            # Checked by tell, which changes nothing if it refuses them.
+            record = self.tell(failed.ids, outputs.expand(rows.shape[0], *outputs.shape))
+        else:
+            self._drop_pending(rows)
+        state.failed = FailedPoints(
+            torch.cat([state.failed.ids, failed.ids]),
+            torch.cat([state.failed.X, failed.X]),
+            torch.cat([state.failed.steps, failed.steps]),
+            [*state.failed.reasons, *reasons],
+        )
+        return record
+
+    def _drop_pending(self, rows: Tensor) -> None:
+        r"""Remove the pending points at ``rows``, and the unreported cost of an ask
+        none of whose points is pending any more (all its points failed)."""
+        state = self.state
+        keep = torch.ones(len(state.pending), dtype=torch.bool, device=rows.device)
+        keep[rows] = False
+        state.pending = state.pending.select(keep)
+        asked = set(state.pending.steps.tolist())
+        state.ask_costs = {step: cost for step, cost in state.ask_costs.items() if step in asked}
 
     def _check_points(self, X: Tensor) -> Tensor:
         if X.dim() != 2 or X.shape[-1] != self.bounds.shape[-1] or X.shape[0] < 2:
@@ -459,45 +588,6 @@ class BayesianOptimizer:
         if not X.isfinite().all() or not ((X >= self.bounds[0]) & (X <= self.bounds[1])).all():
             raise ValueError("Initial evaluations must lie inside the bounds.")
         return X
-
-    def _match(self, X: Tensor, asked: Tensor) -> Tensor:
-        r"""For each asked row, the row of ``X`` that holds it; a clear error unless
-        ``X`` holds every asked point exactly once (a batch may ask for one point
-        several times; it is then told as often)."""
-        if X.dim() != 2 or X.shape[-1] != asked.shape[-1]:
-            raise ValueError(
-                f"Told inputs must be a q x {asked.shape[-1]} tensor; got shape {tuple(X.shape)}."
-            )
-        X = X.to(asked)
-        if X.shape == asked.shape and torch.equal(X, asked):
-            return torch.arange(asked.shape[0], device=asked.device)
-        tolerance = MATCH_TOLERANCE * (self.bounds[1] - self.bounds[0])
-        close = ((X.unsqueeze(1) - asked.unsqueeze(0)).abs() <= tolerance).all(-1)
-        unmatched = (~close.any(1)).nonzero().squeeze(-1).tolist()
-        if unmatched:
-            raise ValueError(
-                f"Told rows {unmatched} are not points of the asked batch (step {self.state.step})."
-            )
-        # Told rows take the asked rows they match in order, so repeated asked points
-        # are matched one to one.
-        order = torch.full((asked.shape[0],), -1, dtype=torch.long, device=asked.device)
-        repeated = []
-        for row, candidates in enumerate(close):
-            free = (candidates & (order < 0)).nonzero().squeeze(-1)
-            if free.numel() == 0:
-                repeated.append(int(candidates.nonzero()[0]))
-            else:
-                order[free[0]] = row
-        missing = (order < 0).nonzero().squeeze(-1).tolist()
-        if repeated or missing:
-            raise ValueError(
-                f"The told rows must hold each of the {asked.shape[0]} asked points once; "
-                + (f"asked points {sorted(set(repeated))} are repeated" if repeated else "")
-                + ("; " if repeated and missing else "")
-                + (f"asked points {missing} are missing" if missing else "")
-                + "."
-            )
-        return order
 
     # The loop ---------------------------------------------------------------------------
 
@@ -511,8 +601,10 @@ class BayesianOptimizer:
         time_budget: float | None = None,
         cpu_budget: float | None = None,
     ) -> list[StepRecord]:
-        r"""Ask, evaluate, tell: the initial design (if not told yet), then ``steps``
-        BO steps of ``q`` points.
+        r"""Ask, evaluate, tell: the initial design (if not asked yet), then ``steps``
+        BO steps of ``q`` points. Points pending before the call stay pending (their
+        results are told by whoever evaluates them), and the steps take them into
+        account.
 
         Args:
             problem: What to evaluate (:class:`~botorch_nn_uq.bo.objectives.Problem`); its
@@ -534,7 +626,7 @@ class BayesianOptimizer:
             ValueError: If ``q`` is a batch size the proposer cannot serve (before the
                 initial design is evaluated).
             EvaluationsNotToldError: If ``tell`` refuses a batch's outputs (the error
-                holds the points and outputs; the batch stays pending).
+                holds the points and outputs; the points stay pending).
         """
         if not torch.equal(problem.bounds.to(self.bounds), self.bounds):
             raise ValueError("The problem's bounds are not the optimizer's.")
@@ -550,18 +642,18 @@ class BayesianOptimizer:
         records: list[StepRecord] = []
 
         def evaluate(q: int | None) -> None:
-            X = self.ask(q)
+            ids, X, step = self.ask_trials(q)
             # The problem gets a copy: an objective that changes its input in place must
             # not change the points told.
             Y = problem.evaluate(X.clone())
             try:
-                records.append(self.tell(X, Y))
+                records.append(self.tell(ids, Y))
             except ValueError as error:
                 raise EvaluationsNotToldError(
                     f"The outputs of {problem.name} at the {X.shape[0]} points of step "
-                    f"{self.state.step} were evaluated but not told: {error} The batch is "
-                    "still pending; this error's X and Y hold its points and outputs, to "
-                    f"tell once usable (the run keeps its {self.state.X.shape[0]} earlier "
+                    f"{step} were evaluated but not told: {error} The points are still "
+                    "pending; this error's X and Y hold them and their outputs, to tell "
+                    f"once usable (the run keeps its {self.state.X.shape[0]} earlier "
                     "evaluations).",
                     X,
                     Y,
@@ -590,7 +682,7 @@ class BayesianOptimizer:
             "strategy": None if self.strategy is None else str(self.strategy),
             "bounds": self.bounds.tolist(),
             "objective": self.objective.to_config(),
-            "surrogate": None if self.surrogate is None else _describe(self.surrogate),
+            "surrogate": None if self.surrogate is None else describe_component(self.surrogate),
             "proposer": self.proposer.to_config(),
             "fit_policy": self.fit_policy.to_config(),
             "n_initial": self.n_initial,
@@ -600,8 +692,8 @@ class BayesianOptimizer:
     def save(self, path: str | Path, *, overwrite: bool = False) -> None:
         r"""Write the run's state to ``path`` atomically (see
         :class:`~botorch_nn_uq.bo.state.RunState`): data, records, seed and step, the
-        pending batch, the random stream, the fit policy's and the proposer's states, and
-        the last model's weights where the fit policy warm-starts from them.
+        pending and failed points, the random stream, the fit policy's and the proposer's
+        states, and the last model's weights where the fit policy keeps it.
 
         Compare-before-write: a file this optimizer was loaded from or saved to is
         replaced only if it still holds what the optimizer read or wrote there (another
@@ -668,109 +760,28 @@ class BayesianOptimizer:
             ValueError: If a component is missing or differs from the saved one, or
                 ``device`` is not available.
         """
-        state, digest = RunState.read(path)
-        if device is not None:
-            state.to(check_device("device", device))
-        config = state.config
-        expected = {"bounds", "objective", "surrogate", "proposer", "fit_policy"}
-        if not expected | {"n_initial", "design"} <= set(config):
-            raise StateFileError(f"{str(path)!r} holds no optimizer configuration (field config).")
-
-        def restored(field: str, restore: Callable[[], Any]) -> Any:
-            r"""What ``restore`` rebuilds from the file's ``field``, or a
-            :class:`StateFileError` that names the file and the field."""
-            try:
-                return restore()
-            except (ValueError, TypeError, KeyError, IndexError, AttributeError, RuntimeError) as e:
-                raise StateFileError(
-                    f"{str(path)!r} holds an unusable {field}: {type(e).__name__}: {e}"
-                ) from None
-
-        def component(name: str, given: Any, build: Callable[[Any], Any]) -> Any:
-            saved = config[name]
-            if given is None:
-                if saved is None or saved == "<custom>":
-                    raise ValueError(
-                        f"{str(path)!r} was saved with a {name.replace('_', ' ')} given as "
-                        f"code; pass {name}=... to load it."
-                    )
-                return restored(f"config.{name}", lambda: build(saved))
-            described = given if isinstance(given, str) else _describe(given)
-            if saved not in (None, "<custom>") and described != saved:
-                raise ValueError(
-                    f"{str(path)!r} was saved with {name.replace('_', ' ')} {saved!r}; got "
-                    f"{described!r}."
-                )
-            return given
-
-        chosen_proposer = component("proposer", proposer, proposer_from_config)
-        chosen_surrogate = (
-            None
-            if config["surrogate"] is None and surrogate is None
-            else component("surrogate", surrogate, get_surrogate)
+        return load_optimizer(
+            cls,
+            path,
+            device=device,
+            surrogate=surrogate,
+            proposer=proposer,
+            objective=objective,
+            fit_policy=fit_policy,
         )
-        chosen_objective = component("objective", objective, objective_from_config)
-        chosen_fit_policy = component("fit_policy", fit_policy, fit_policy_from_config)
-        strategy = config.get("strategy")
-        given = (surrogate, proposer, fit_policy) != (None, None, None)
-        components = (
-            {"strategy": restored("config.strategy", lambda: Strategy.parse(strategy))}
-            if strategy is not None and not given
-            else {
-                "surrogate": chosen_surrogate,
-                "proposer": chosen_proposer,
-                "fit_policy": chosen_fit_policy,
-            }
-        )
-        optimizer = restored(
-            "config",
-            lambda: cls(
-                torch.tensor(
-                    config["bounds"], dtype=state.bounds.dtype, device=state.bounds.device
-                ),
-                objective=chosen_objective,
-                seed=state.seed,
-                n_initial=config["n_initial"],
-                design=config["design"],
-                **components,
-            ),
-        )
-        # Components given as code describe no strategy; the file's must match the rest.
-        rebuilt = optimizer._config()
-        if {**rebuilt, "strategy": None} != {**config, "strategy": None}:
-            raise StateFileError(
-                f"{str(path)!r} holds a strategy that does not match its components "
-                "(field config.strategy)."
-            )
-        if not torch.equal(optimizer.bounds, state.bounds):
-            raise StateFileError(f"{str(path)!r} holds inconsistent bounds (field config.bounds).")
-        if state.X.shape[0]:
-            values = restored("Y", lambda: optimizer.objective.values(state.Y))
-            tolerance = 64 * torch.finfo(state.values.dtype).eps
-            if not torch.allclose(values, state.values, rtol=tolerance, atol=0.0):
-                raise StateFileError(
-                    f"{str(path)!r} holds objective values inconsistent with its outputs "
-                    "(fields values and Y)."
-                )
-        state.config = optimizer.state.config
-        optimizer.state = state
-        restored("random_state", lambda: optimizer._random.set_state(state.random_state))
-        restored("fit_state", lambda: optimizer.fit_policy.load_state_dict(state.fit_state))
-        restored("proposer_state", lambda: optimizer.proposer.load_state_dict(state.proposer_state))
-        rows = optimizer.proposer.fit_rows(state.model_num_points)
-        # A model fitted on rows that a restart has set aside is not continued.
-        if state.model_state is not None and rows.start < rows.stop:
-            optimizer.model = restored(
-                "model_state",
-                lambda: optimizer.surrogate.restore(
-                    state.X[rows],
-                    optimizer.objective.model_targets(state.Y[rows]),
-                    state.bounds,
-                    state.model_state,
-                ),
-            )
-        optimizer._file = (Path(path), digest)
-        return optimizer
+
+
+def _merged_costs(costs: list[StepCost]) -> StepCost:
+    r"""One cost for the asks a record reports (in step order): their times summed,
+    the rest the latest ask's; an empty cost when it reports none."""
+    if not costs:
+        return StepCost()
+    return replace(
+        costs[-1],
+        seconds=sum(cost.seconds for cost in costs),
+        cpu_seconds=sum(cost.cpu_seconds for cost in costs),
+        fit_seconds=sum(cost.fit_seconds for cost in costs),
+    )
 
 
 @contextmanager
@@ -783,15 +794,3 @@ def _quiet_outside_fit_box(region_local: bool) -> Iterator[None]:
         if region_local:
             warnings.simplefilter("ignore", InputDataWarning)
         yield
-
-
-def _describe(component: Any) -> Any:
-    r"""What the configuration says of ``component``: a surrogate's name (registered,
-    or with hyperparameter overrides), else ``"<custom>"``, or ``to_config()``."""
-    if isinstance(component, SurrogateSpec):
-        try:
-            registered = get_surrogate(component.name) is component
-        except ValueError:
-            registered = False
-        return component.name if registered else "<custom>"
-    return component.to_config()

@@ -25,6 +25,13 @@ A proposer refuses a batch size it cannot serve before any work
 posterior would not fit :data:`ACQUISITION_MEMORY_BUDGET`, Thompson sampling more points
 than it has candidates.
 
+Points asked and not yet told reach every proposer in the context (its ``X_pending``,
+with the failed points in ``X_failed``): an MC acquisition gets both as BoTorch's
+``X_pending`` (:func:`with_pending_points`), Thompson sampling and TuRBO-1 exclude
+candidates near them, NOMU's dynamic c keeps its maximiser away from them as from
+observed points, and an analytic acquisition, which cannot account for them, refuses to
+propose while points are pending (it ignores failed points).
+
 A proposer's state (a trust region, NOMU's fixed ``c``, the candidates used) is saved
 with the run state (:meth:`Proposer.state_dict`). Draws that continue across steps come
 from the run's random stream, passed to :meth:`Proposer.propose`.
@@ -40,6 +47,7 @@ from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction, UpperConfidenceBound
+from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 from botorch.models.model import Model
 from botorch.optim import optimize_acqf
 from botorch.utils.sampling import manual_seed
@@ -149,9 +157,16 @@ class Proposer(ABC):
         some steps without it, e.g. the design of a TuRBO restart)."""
         return self.uses_model
 
+    def start(self, n_initial: int) -> None:
+        r"""Take note of the size of the run's initial design, when it is asked (or told
+        without an ask): its results may then be told in several parts."""
+        return None
+
     def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
-        r"""Take note of a told batch (``q x d`` inputs, their ``q`` values and ranking
-        scores, smaller is better), the initial design first."""
+        r"""Take note of told results (``q x d`` inputs, their ``q`` values and ranking
+        scores, smaller is better), the initial design's first. Every ``tell`` is one
+        call, with the points it tells: in an asynchronous run one or a few at a time,
+        in the order their results arrive."""
         return None
 
     def state_dict(self) -> dict[str, Any]:
@@ -338,10 +353,12 @@ class AcquisitionProposer(Proposer):
         context = replace(context, options={**self.options, **context.options})
         if self.spec is not None and self.spec.propose is not None:
             return Proposal(self.spec.propose(model, context, q).detach())
-        acquisition = (
+        acquisition = with_pending_points(
             self.spec.build(model, context)
             if self.spec is not None
-            else self.acquisition(model, context)
+            else self.acquisition(model, context),
+            context,
+            self.dtype,
         )
         bounds = context.proposal_bounds
         # The options' seed fixes the raw samples, but optimize_acqf picks the restarts
@@ -420,8 +437,12 @@ class ScreenedProposer(Proposer):
         bounds = context.proposal_bounds
         with manual_seed(context.seed):
             candidates, _ = optimize_acqf_screened(
-                self.acquisition(model, context),
-                self.acquisition(model.function_bank_subset(self.screening_functions), context),
+                with_pending_points(self.acquisition(model, context), context, self.dtype),
+                with_pending_points(
+                    self.acquisition(model.function_bank_subset(self.screening_functions), context),
+                    context,
+                    self.dtype,
+                ),
                 bounds=bounds if self.dtype is None else bounds.to(self.dtype),
                 q=q,
                 num_restarts=self.num_restarts,
@@ -430,6 +451,46 @@ class ScreenedProposer(Proposer):
                 seed=context.seed,
             )
         return Proposal(_in_box(candidates, context.bounds))
+
+
+def with_pending_points(
+    acquisition: AcquisitionFunction,
+    context: AcquisitionContext,
+    dtype: torch.dtype | None = None,
+) -> AcquisitionFunction:
+    r"""``acquisition`` told the step's pending and failed points (``context.X_avoid``)
+    as BoTorch's ``X_pending``, so it scores a candidate given that they are being (or
+    could not be) evaluated.
+
+    An analytic acquisition cannot take ``X_pending``: it is returned as it is when only
+    failed points exist (they are then not avoided), and refused while points are
+    pending (it would propose them again).
+
+    Args:
+        acquisition: The step's acquisition.
+        context: The step's context.
+        dtype: The dtype the acquisition is optimised in (``None``: the data's).
+
+    Returns:
+        ``acquisition``, its ``X_pending`` set.
+
+    Raises:
+        ValueError: If ``acquisition`` is analytic and points are pending.
+    """
+    avoid = context.X_avoid
+    if avoid is None:
+        return acquisition
+    if isinstance(acquisition, AnalyticAcquisitionFunction):
+        if context.X_pending is None:
+            return acquisition
+        raise ValueError(
+            f"{type(acquisition).__name__} is analytic and cannot account for the "
+            f"{context.X_pending.shape[0]} pending points (BoTorch's X_pending); ask while "
+            "points are pending with an MC acquisition (e.g. qlogei) or ts, or tell the "
+            "pending results first."
+        )
+    acquisition.set_X_pending(avoid if dtype is None else avoid.to(dtype))
+    return acquisition
 
 
 def _upper_confidence_bound(model: Model) -> AcquisitionFunction:
@@ -497,7 +558,11 @@ class DynamicCalibrationProposer(SinglePointProposer):
                 model,
                 self.make_acquisition,
                 context.proposal_bounds,
-                context.train_X,
+                # Pending and failed points count as observed: a maximiser near one
+                # doubles c as a maximiser near an evaluation does.
+                context.train_X
+                if context.X_avoid is None
+                else torch.cat([context.train_X, context.X_avoid]),
                 min_distance=dynamic_calibration_threshold(context.step - 1, self.horizon),
                 num_restarts=self.num_restarts,
                 raw_samples=self.raw_samples,
@@ -558,7 +623,10 @@ class TrustRegionProposer(Proposer):
 
     The region's failure tolerance (TuRBO's ``ceil(max(4 / q, d / q))`` unless given)
     follows the size ``q`` of each told batch, so it is the one of the batch size that
-    the run's ``ask`` uses.
+    the run's ``ask`` uses. In an asynchronous run every ``tell`` is one batch of the
+    results it tells (one result: the sequential tolerance ``max(4, d)``), judged
+    against the incumbent when it is told, so a late result counts when it arrives;
+    pending points are in flight and count for nothing until told.
 
     Args:
         inner: The proposer that proposes inside the region.
@@ -605,6 +673,9 @@ class TrustRegionProposer(Proposer):
 
     def fit_bounds(self, bounds: Tensor, center: Tensor | None) -> Tensor:
         return local_fit_bounds(self.region, self.local_fit, bounds, center)
+
+    def start(self, n_initial: int) -> None:
+        self.inner.start(n_initial)
 
     def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
         if self.region is None:

@@ -44,8 +44,11 @@ except ImportError:  # Windows: no flock
 
 #: The first line of a state file starts with this.
 STATE_MAGIC = b"botorch-nn-uq run state"
-#: Version of the file layout; a file of another version is refused.
-STATE_FORMAT = 2
+#: Version of the file layout that :func:`write_state_file` writes.
+STATE_FORMAT = 3
+#: The versions :func:`read_state_file` reads (an older layout is converted by its
+#: reader); a file of any other version is refused with an error naming its version.
+READABLE_FORMATS = (2, 3)
 #: The largest state file read: far above a run's data and its last model's weights,
 #: low enough that a wrong path (a disk image, a device) is refused before it is read.
 MAX_STATE_FILE_BYTES = 2**32
@@ -90,19 +93,19 @@ def state_digest(payload: bytes) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
-def read_state_file(path: str | Path) -> tuple[bytes, str]:
-    r"""The payload of the state file at ``path`` and its checksum.
+def read_state_file(path: str | Path) -> tuple[bytes, str, int]:
+    r"""The payload of the state file at ``path``, its checksum and its format version.
 
     Args:
         path: The state file.
 
     Returns:
-        ``(payload, digest)``.
+        ``(payload, digest, version)``, the version one of :data:`READABLE_FORMATS`.
 
     Raises:
         StateFileError: If ``path`` is not a regular file, is larger than
-            :data:`MAX_STATE_FILE_BYTES`, is not a state file, is of another version, or
-            its payload does not match its checksum.
+            :data:`MAX_STATE_FILE_BYTES`, is not a state file, is of a version not in
+            :data:`READABLE_FORMATS`, or its payload does not match its checksum.
         OSError: If the file cannot be read (e.g. ``FileNotFoundError``).
     """
     name = str(path)
@@ -123,23 +126,24 @@ def read_state_file(path: str | Path) -> tuple[bytes, str]:
     if not first.startswith(STATE_MAGIC + b" "):
         raise StateFileError(f"{name!r} is not a botorch-nn-uq run state file.")
     version = first[len(STATE_MAGIC) + 1 :].decode(errors="replace")
-    if version != str(STATE_FORMAT):
+    if version not in {str(readable) for readable in READABLE_FORMATS}:
         raise StateFileError(
             f"{name!r} is a run state of format {version!r}; this version of "
-            f"botorch-nn-uq reads format {STATE_FORMAT} only."
+            f"botorch-nn-uq reads formats {', '.join(map(str, READABLE_FORMATS))} only."
         )
     digest, _, payload = rest.partition(b"\n")
     if state_digest(payload).encode() != digest:
         raise StateFileError(f"{name!r} is corrupted: its content does not match its checksum.")
-    return payload, digest.decode()
+    return payload, digest.decode(), int(version)
 
 
 def _current_digest(handle: int) -> str | None:
-    r"""The checksum line of the open file, or ``None`` if it is not a state file of
-    this format (read from the file's head only: the payload is not checked here)."""
+    r"""The checksum line of the open file, or ``None`` if it is not a state file of a
+    readable format (read from the file's head only: the payload is not checked here; an
+    older format counts, so that a run loaded from one can replace it)."""
     head = os.pread(handle, len(STATE_MAGIC) + 96, 0)
     first, _, rest = head.partition(b"\n")
-    if first != STATE_MAGIC + b" " + str(STATE_FORMAT).encode():
+    if first not in {STATE_MAGIC + b" " + str(version).encode() for version in READABLE_FORMATS}:
         return None
     digest = rest.partition(b"\n")[0]
     return digest.decode() if len(digest) == 64 else None

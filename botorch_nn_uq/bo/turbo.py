@@ -108,6 +108,22 @@ def turbo_candidates(
     return torch.where(mask, perturbed, center.expand(num_candidates, dim))
 
 
+def _away_from(unit: Tensor, avoid: Tensor, q: int) -> Tensor:
+    r"""The candidates (``N x d``, unit cube) farther than batch Thompson sampling's
+    exclusion radius (``0.01 sqrt(d)``) from every point of ``avoid`` (``p x d``, unit
+    cube): TuRBO-1 does not propose a pending or failed point (or a near duplicate of
+    one) again; at least ``q`` must remain."""
+    radius = 0.01 * math.sqrt(unit.shape[-1])
+    kept = unit[torch.cdist(unit, avoid.to(unit)).min(-1).values > radius]
+    if kept.shape[0] < q:
+        raise ValueError(
+            f"TuRBO has {kept.shape[0]} candidates away from the {avoid.shape[0]} pending and "
+            f"failed points, fewer than q = {q}; tell pending results first, or give it more "
+            "num_candidates."
+        )
+    return kept
+
+
 class TurboProposer(Proposer):
     r"""TuRBO-1: Thompson sampling in a trust region, with restarts that set the run's
     data aside (see the module's description).
@@ -117,6 +133,15 @@ class TurboProposer(Proposer):
     (it sets the failure tolerance and the restart design's batches; later steps must
     ask for the same ``q``), and a restart design has as many points as the run's
     initial design (TuRBO's rule), rounded up to whole batches.
+
+    In an asynchronous run (points asked while others are pending) the pending points
+    are in flight: the candidates leave them and the failed points out (and their near
+    duplicates), and they count for nothing until told. Each ``tell`` updates the region
+    once, as a batch of the results it tells, judged against the incumbent at the time
+    it is told: a result that arrives late counts when it arrives. A result of a point
+    asked before a restart and told after it joins the new run's data and counts toward
+    its restart design; once a restart design is asked in full, further asks propose
+    from the model of the new run's told results.
 
     Args:
         success_tolerance: Improving batches in a row that double the side.
@@ -224,16 +249,26 @@ class TurboProposer(Proposer):
         return slice(self.segment_start, num_rows)
 
     def needs_model(self) -> bool:
-        return self.design_untold == 0
+        # A restart design asked in full but not yet told in full: further asks propose
+        # from the model of the new run's told results.
+        return self.design_untold == 0 or self._design_asked()
+
+    def _design_asked(self) -> bool:
+        return self.design is not None and self.design.shape[0] == 0
+
+    def start(self, n_initial: int) -> None:
+        self.n_initial = n_initial
 
     def fit_bounds(self, bounds: Tensor, center: Tensor | None) -> Tensor:
         return local_fit_bounds(self.region, self.local_fit, bounds, center)
 
     def observe(self, X: Tensor, values: Tensor, scores: Tensor) -> None:
         if self.region is None:
-            # The initial design: its size is a restart design's; the batch size of the
-            # BO steps sets the region's failure tolerance batch by batch.
-            self.n_initial = X.shape[0]
+            # The initial design: its size is a restart design's (told by start, or the
+            # size of a state's first tell); the batch size of the BO steps sets the
+            # region's failure tolerance batch by batch.
+            if self.n_initial is None:
+                self.n_initial = X.shape[0]
             self.region = TrustRegion(X.shape[-1], **self.region_options)
         self.num_told += X.shape[0]
         region = self.region
@@ -257,7 +292,7 @@ class TurboProposer(Proposer):
         self.batch_size = q
         region = self.region
         details = {"trust_region_length": region.length, "restarts": float(region.restarts)}
-        if self.design_untold > 0:
+        if self.design_untold > 0 and not self._design_asked():
             if self.design is None:
                 self.design = SobolEngine(bounds.shape[-1], scramble=True, seed=context.seed).draw(
                     self.design_size, dtype=bounds.dtype
@@ -274,6 +309,9 @@ class TurboProposer(Proposer):
         lower, upper = (center - half).clamp(0, 1), (center + half).clamp(0, 1)
         num_candidates = self.num_candidates or turbo_num_candidates(dim)
         unit = turbo_candidates(center, lower, upper, num_candidates, context.seed)
+        avoid = context.X_avoid
+        if avoid is not None:
+            unit = _away_from(unit, (avoid - bounds[0]) / span, q)
         candidates = bounds[0] + span * unit
         if self.batch_thompson:
             region_bounds = torch.stack([bounds[0] + span * lower, bounds[0] + span * upper])
@@ -281,7 +319,9 @@ class TurboProposer(Proposer):
                 model,
                 region_bounds,
                 q,
-                X_baseline=context.train_X,
+                X_baseline=context.train_X
+                if avoid is None
+                else torch.cat([context.train_X, avoid]),
                 candidates=candidates,
                 seed=context.seed,
             )

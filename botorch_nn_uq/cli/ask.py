@@ -4,7 +4,12 @@ are made elsewhere, and print it as CSV (or write it to ``--csv``).
 A ``--state`` file that does not exist starts a run with the given box and strategy.
 The batch is written before the state is saved, and the batch file is moved into place
 only after, so a command that fails leaves the run as it was (a new run without a state
-file) and no batch file behind. Asking again before telling repeats the pending batch.
+file) and no batch file behind.
+
+The command line keeps one batch in flight: asking again before telling prints the
+pending points again (so a batch file that was lost, or a command that was killed
+after saving, costs nothing), where the Python API's ``ask`` would propose new points
+that take the pending ones into account.
 """
 
 from __future__ import annotations
@@ -54,16 +59,29 @@ def ask_command(args: argparse.Namespace, ask: argparse.ArgumentParser) -> int:
             )
         stream = check_output(args.csv, "--csv", ask, args.overwrite)
     optimizer = _new_run(args, ask) if new_run else _existing_run(args, ask)
-    # Without --batch-size a pending batch is asked again whatever its size (a new BO
-    # step then has one point); the initial design has its own size.
-    q = None if optimizer.step == 0 else args.batch_size
+    pending = optimizer.pending
     # Asking a pending batch again changes nothing to save.
-    changed = optimizer.pending is None
-    try:
-        X = optimizer.ask(q)
-    except ValueError as error:
-        ask.error(f"argument --batch-size: {error}")
-    text = _batch_text(X, optimizer.step)
+    changed = pending is None
+    if pending is None:
+        # The initial design has its own size.
+        q = None if optimizer.step == 0 else args.batch_size
+        try:
+            _, X, step = optimizer.ask_trials(q)
+        except ValueError as error:
+            ask.error(f"argument --batch-size: {error}")
+        steps = [step] * X.shape[0]
+    else:
+        # Without --batch-size the pending points are printed again whatever their
+        # number.
+        X, steps = pending, optimizer.state.pending.steps.tolist()
+        step = max(steps)
+        if args.batch_size is not None and args.batch_size != X.shape[0]:
+            ask.error(
+                f"argument --batch-size: The batch of step {step} ({X.shape[0]} points) was "
+                f"asked and not told; tell its results before asking for a batch of "
+                f"{args.batch_size}."
+            )
+    text = _batch_text(X, steps)
     temporary = None
     if args.csv is not None:
         # The batch is written before the state is saved, so a --csv that cannot be
@@ -81,7 +99,7 @@ def ask_command(args: argparse.Namespace, ask: argparse.ArgumentParser) -> int:
         sys.stdout.flush()
     elif temporary is not None:
         _move_batch(temporary, args, new_run, ask)
-    what = "the initial design" if optimizer.step == 0 else f"BO step {optimizer.step}"
+    what = "the initial design" if step == 0 else f"BO step {step}"
     destination = "" if args.csv is None else f" in {args.csv}"
     print(
         f"{what}: {X.shape[0]} points{destination}; evaluate them, add a column "
@@ -134,17 +152,17 @@ def _new_run(args: argparse.Namespace, ask: argparse.ArgumentParser) -> Bayesian
     )
 
 
-def _batch_text(X: Tensor, step: int) -> str:
-    r"""The CSV text of an asked batch: a row per point with ``step``, its ``index`` and
-    its inputs ``x0``, ``x1``, ... (written exactly, as ``repr``, so ``tell`` finds the
-    asked points)."""
+def _batch_text(X: Tensor, steps: list[int]) -> str:
+    r"""The CSV text of the pending points: a row per point with the ``step`` that
+    asked it, its ``index`` among the pending points and its inputs ``x0``, ``x1``, ...
+    (written exactly, as ``repr``, so ``tell`` finds the asked points)."""
     buffer = io.StringIO()
     columns = [*BATCH_COLUMNS, *(f"x{i}" for i in range(X.shape[-1]))]
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(
         {"step": step, "index": index, **{f"x{i}": repr(x) for i, x in enumerate(row)}}
-        for index, row in enumerate(X.tolist())
+        for index, (step, row) in enumerate(zip(steps, X.tolist(), strict=True))
     )
     return buffer.getvalue()
 

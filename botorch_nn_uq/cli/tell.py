@@ -1,5 +1,5 @@
-r"""``botorch-nn-uq tell --state FILE RESULTS.csv``: add the results of the batch asked last
-to the run saved in ``FILE``.
+r"""``botorch-nn-uq tell --state FILE RESULTS.csv``: add the results of the pending batch
+(the points ``ask`` printed) to the run saved in ``FILE``.
 
 The results file is the batch that ``ask`` wrote with a column ``y`` of results; this
 module alone checks it (:func:`read_results`): a UTF-8 CSV, a byte-order mark allowed,
@@ -82,7 +82,7 @@ def read_results(
     try:
         rows = _read_rows(path, (*BATCH_COLUMNS, *inputs, RESULT_COLUMN))
         _check_step(rows, optimizer)
-        _check_indices(rows, optimizer.state.pending.X.shape[0])
+        _check_indices(rows, len(optimizer.state.pending))
         return _told_batch(rows, optimizer, inputs)
     except _RefusedResultsError as refused:
         tell.error(f"argument results: {path}: {refused}")
@@ -145,18 +145,18 @@ def _check_step(rows: Sequence[Row], optimizer: BayesianOptimizer) -> None:
     r"""Refuse rows that are not all of the pending batch's step (rows of several steps,
     a step told before, a step not asked)."""
     steps = {_count(row, "step", line) for line, row in enumerate(rows, start=_FIRST_LINE)}
-    pending = optimizer.state.pending
+    pending = set(optimizer.state.pending.steps.tolist())
     if len(steps) > 1:
         raise _RefusedResultsError(
             f"rows of several steps ({', '.join(map(str, sorted(steps)))}); tell one batch"
         )
     (step,) = steps
-    if step < optimizer.step:
+    if step < optimizer.step and step not in pending:
         raise _RefusedResultsError(f"the results of step {step} were told already")
-    if pending is None or step != pending.step:
+    if step not in pending:
         raise _RefusedResultsError(
             f"no batch of step {step} was asked"
-            + ("" if pending is None else f" (the asked batch is step {pending.step})")
+            + (f" (the asked batch is step {max(pending)})" if pending else "")
         )
 
 

@@ -31,6 +31,8 @@ from botorch_nn_uq.models.input_transforms import (
     TransformedInputNetwork,
     affine_rebase,
     learnable_parameter_names,
+    learnable_state,
+    load_learnable_state,
 )
 from botorch_nn_uq.models.known_noise import transformed_noise_variance, validate_train_Yvar
 from botorch_nn_uq.models.last_layer import GaussianConditioning, PredictionWithFeatures, state_key
@@ -80,7 +82,10 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
     It implements, once for every model:
 
     - validation of ``train_X`` (``n x d``), ``train_Y`` (``n x m``) and the known
-      observation noise ``train_Yvar`` (``n x m``) with clear errors;
+      observation noise ``train_Yvar`` (``n x m``) with clear errors; batched training
+      data (``batch_shape x n x d``, as BoTorch's batched GPs take them) for the models
+      that take them (:attr:`batched_data_limit` ``None``, see
+      :mod:`botorch_nn_uq.models.batched_data`), refused by the others with the remedy;
     - known observation noise taken as ``SingleTaskGP`` takes it (see
       :mod:`botorch_nn_uq.models.known_noise`): transformed with the outcomes, it
       replaces the model's own noise model in training, in the posterior and in
@@ -113,15 +118,17 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
     drawing every random choice from the generator they are given.
 
     Args:
-        train_X: An ``n x d`` tensor of training inputs.
-        train_Y: An ``n x m`` tensor of training targets.
+        train_X: An ``n x d`` tensor of training inputs (``batch_shape x n x d`` for a
+            model that takes batched training data).
+        train_Y: An ``n x m`` tensor of training targets (``batch_shape x n x m``).
         train_Yvar: An optional ``n x m`` tensor of the observations' known noise
             variances (in ``train_Y``'s units), the third argument as for
             ``SingleTaskGP``; ``None`` lets the model estimate the noise (see
             :mod:`botorch_nn_uq.models.known_noise`).
         input_transform: An optional BoTorch ``InputTransform`` (e.g. ``Normalize(d)``).
-        outcome_transform: A BoTorch ``OutcomeTransform``; by default ``Standardize(m)``,
-            as for ``SingleTaskGP``; ``None`` trains on the raw targets.
+        outcome_transform: A BoTorch ``OutcomeTransform``; by default ``Standardize(m)``
+            (``Standardize(m, batch_shape=batch_shape)`` on batched training data), as for
+            ``SingleTaskGP``; ``None`` trains on the raw targets.
         refit_on_load: Make ``load_state_dict`` retrain the model on its own training
             data, with the checkpoint's configuration and fit seed, instead of serving
             the checkpoint's network: a checkpoint then acts like hyperparameters loaded
@@ -152,6 +159,14 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
     #: :attr:`input_transform_limit` as the reason.
     trains_input_transform: ClassVar[bool] = False
     input_transform_limit: ClassVar[str] = ""
+    #: No GPyTorch likelihood (the networks model the noise): BoTorch code that builds
+    #: ``mll_cls(model.likelihood, model)``, such as ``batch_cross_validation``, reads
+    #: it, and :class:`~botorch_nn_uq.fit.NetworkLoss` ignores it.
+    likelihood: ClassVar[None] = None
+    #: ``None`` for a model that takes batched training data (``batch_shape x n x d``,
+    #: as BoTorch's batched GPs), else why it takes none: its refusal names the remedy
+    #: after this reason.
+    batched_data_limit: ClassVar[str | None] = "it trains a single network on one data set."
 
     def __init__(
         self,
@@ -179,19 +194,37 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
             train_Y = train_Y.flatten(1)
             if outcome_transform is not DEFAULT and outcome_transform is not None:
                 outcome_transform = flat_outcome_transform(outcome_transform, self.output_shape)
-        validate_training_data(train_X, train_Y, min_points=self.min_training_points)
+        validate_training_data(
+            train_X,
+            train_Y,
+            min_points=self.min_training_points,
+            model_name=type(self).__name__,
+            batched_data_limit=self.batched_data_limit,
+        )
         if train_Yvar is not None:
             validate_train_Yvar(train_Yvar, train_Y)
+        #: The batch shape of the training data (empty for ``n x d`` data).
+        self._batch_shape = train_X.shape[:-2]
         if outcome_transform is DEFAULT:
-            outcome_transform = Standardize(m=train_Y.shape[-1])
+            # Per batch element, as SingleTaskGP standardises batched outcomes.
+            outcome_transform = Standardize(m=train_Y.shape[-1], batch_shape=self._batch_shape)
         learnable = learnable_parameter_names(input_transform)
         if learnable and not self.trains_input_transform:
             raise UnsupportedError(
                 f"{type(self).__name__} cannot learn the parameters {learnable} of its input "
                 f"transform {type(input_transform).__name__}: {self.input_transform_limit} "
                 "Fix them (e.g. `transform.requires_grad_(False)`), use a transform without "
-                "learnable parameters such as Normalize, or use MCDropout or NEON, which "
-                "train them with the network."
+                "learnable parameters such as Normalize, or use DeepEnsemble, MCDropout, "
+                "NEON or NOMU, which train them with the network."
+            )
+        if learnable and self._batch_shape:
+            # One transform's parameters would be shared by every batch element, which
+            # would then no longer be independent models.
+            raise UnsupportedError(
+                f"{type(self).__name__} cannot learn the parameters {learnable} of its input "
+                "transform on batched training data: they would be shared by every batch "
+                "element. Fix them (e.g. `transform.requires_grad_(False)`), or fit one model "
+                "per batch element on its `n x d` rows."
             )
         check_boolean("refit_on_load", refit_on_load)
         self.refit_on_load = refit_on_load
@@ -219,6 +252,8 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         )
         if input_transform is not None:
             self.input_transform = input_transform
+        # What every fit starts a learnable transform from (see _fit_from_seed).
+        self._initial_transform_state = learnable_state(input_transform)
         # Not persistent: a checkpoint is the trained function and loads into a model
         # constructed on any data (as BoTorch's GPs keep train_inputs out of state_dict).
         self.register_buffer("train_X", train_X, persistent=False)
@@ -360,8 +395,20 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
 
     @property
     def batch_shape(self) -> torch.Size:
-        r"""The model's batch shape: empty, since training data are ``n x d`` / ``n x m``."""
-        return torch.Size()
+        r"""The model's batch shape: the training data's, as for BoTorch's batched GPs
+        (``batch_shape`` of ``batch_shape x n x d`` data; empty for ``n x d``). A
+        posterior at ``batch_shape' x q x d`` inputs has the batch shape
+        ``broadcast(batch_shape', batch_shape)``."""
+        return self._batch_shape
+
+    def _refuse_batched_model(self, what: str, remedy: str) -> None:
+        r"""Raise an ``UnsupportedError`` naming ``remedy`` if the model was trained on
+        batched training data, which ``what`` does not support."""
+        if self._batch_shape:
+            raise UnsupportedError(
+                f"{what} is not supported for a {type(self).__name__} trained on batched "
+                f"training data (batch shape {tuple(self._batch_shape)}); {remedy}"
+            )
 
     @property
     def is_fitted(self) -> bool:
@@ -376,8 +423,9 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         r"""No-op (see :meth:`_set_transformed_inputs`)."""
 
     def transformed_training_data(self) -> tuple[Tensor, Tensor]:
-        r"""The ``n x d'`` transformed training inputs (input transform applied in
-        ``train`` mode, as ``SingleTaskGP`` does) and the ``n x m`` transformed targets."""
+        r"""The ``batch_shape x n x d'`` transformed training inputs (input transform
+        applied in ``train`` mode, as ``SingleTaskGP`` does) and the ``batch_shape x n x
+        m`` transformed targets (``n x d'`` and ``n x m`` for unbatched data)."""
         self.train()
         with torch.no_grad():
             transformed_X = self.transform_inputs(self.train_X)
@@ -439,6 +487,48 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         candidate._fit_from_seed(seed, progress, warm_start, overrides)
         self._adopt(candidate)
         return self
+
+    def custom_fit(
+        self,
+        mll: nn.Module,
+        closure: Any = None,
+        closure_kwargs: dict[str, Any] | None = None,
+        optimizer_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> nn.Module:
+        r"""How BoTorch's ``fit_gpytorch_mll(mll, **kwargs)`` fits the model of ``mll``
+        (BoTorch calls a model's ``custom_fit`` instead of optimising the objective):
+        :meth:`fit` with ``kwargs`` (``seed``, ``progress``, hyperparameter overrides),
+        so that ``batch_cross_validation(DeepEnsemble, NetworkLoss, folds,
+        fit_args={"seed": 0})`` runs (see :class:`~botorch_nn_uq.fit.NetworkLoss`).
+
+        Args:
+            mll: The objective whose ``model`` is this model.
+            closure, closure_kwargs, optimizer_kwargs: BoTorch's; a model trained by its
+                own loop takes none of them.
+            **kwargs: :meth:`fit`'s arguments (``optimizer``, a GP optimiser, refused).
+
+        Returns:
+            ``mll``, in ``eval`` mode.
+        """
+        given = [
+            name
+            for name, value in (
+                ("closure", closure),
+                ("closure_kwargs", closure_kwargs),
+                ("optimizer_kwargs", optimizer_kwargs),
+                ("optimizer", kwargs.get("optimizer")),
+            )
+            if value is not None
+        ]
+        if given:
+            raise UnsupportedError(
+                f"{type(self).__name__} trains with its own training loop; fit_gpytorch_mll "
+                f"takes no {given} for it. Pass fit()'s arguments instead, e.g. "
+                "`fit_args={'seed': 0}` (training hyperparameters such as `epochs` too)."
+            )
+        self.fit(**kwargs)
+        return mll.eval()
 
     def _private_copy(self, share_transforms: bool = True) -> Self:
         r"""A copy of the model to fit or load into while this one keeps serving: it has
@@ -516,6 +606,10 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
         learned_transform = None
         if learnable_parameter_names(getattr(self, "input_transform", None)):
             learned_transform = copy.deepcopy(self.input_transform)
+            # A refit starts from the constructed parameters (same seed, same model); a
+            # warm start from its own learned ones, which its network was trained with.
+            start = learnable_state(getattr(warm_start, "input_transform", None))
+            load_learnable_state(learned_transform, start or self._initial_transform_state)
             train_X = self.train_X
         if network is None and warm_start is not None:
             raise ValueError(
@@ -560,19 +654,20 @@ class NeuralSurrogateModel(ConditioningMixin, PosteriorServingMixin, Model, ABC)
 
     def _set_noise_variance(self, train_X: Tensor, train_Y: Tensor, fixed: float | None) -> None:
         r"""Register the homoscedastic ``noise_variance`` buffer (an ``m``-vector in the
-        transformed outcome space) that ``observation_noise=True`` adds: with known
-        noise, the mean of the known variances of each output (what BoTorch's
-        fixed-noise GP adds at new points); else ``fixed`` if given, else the mean
-        squared residual of the latent posterior mean at the training inputs, floored
-        at ``1e-6``."""
+        transformed outcome space, ``batch_shape x m`` for batched training data) that
+        ``observation_noise=True`` adds: with known noise, the mean of the known
+        variances of each output (what BoTorch's fixed-noise GP adds at new points);
+        else ``fixed`` if given, else the mean squared residual of the latent posterior
+        mean at the training inputs, floored at ``1e-6`` (each over the rows of a batch
+        element)."""
         if self.has_known_noise:
-            noise_variance = self.transformed_train_Yvar.mean(dim=0)
+            noise_variance = self.transformed_train_Yvar.mean(dim=-2)
         elif fixed is not None:
-            noise_variance = torch.full_like(train_Y[0], fixed)
+            noise_variance = torch.full_like(train_Y[..., 0, :], fixed)
         else:
             with torch.no_grad():
                 residuals = self._latent_training_mean(train_X) - train_Y
-            noise_variance = residuals.pow(2).mean(dim=0).clamp_min(1e-6)
+            noise_variance = residuals.pow(2).mean(dim=-2).clamp_min(1e-6)
         self._register_fitted_buffer("noise_variance", noise_variance)
 
     def _latent_training_mean(self, train_X: Tensor) -> Tensor:

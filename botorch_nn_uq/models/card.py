@@ -108,6 +108,12 @@ FEATURES: tuple[Feature, ...] = (
         "`qMaxValueEntropy`, `qLowerBoundMaxValueEntropy` (GIBBON) with q = 2 and 3",
     ),
     Feature(
+        "gibbon-batch",
+        "BoTorch's GIBBON tutorial's batches of 3 (`qLowerBoundMaxValueEntropy` and "
+        "`qMaxValueEntropy` sequential, `qLogNoisyExpectedImprovement` joint): 3 distinct "
+        "points",
+    ),
+    Feature(
         "gaussian-access",
         "`model(X)` and `posterior.mvn` (custom acquisitions, cost models)",
     ),
@@ -182,6 +188,12 @@ if len(set(_FEATURE_KEYS)) != len(_FEATURE_KEYS):
 #: every protocol-1 result.
 SCALABLE_BATCH: Mapping[str, Any] = {"batch_size": 256}
 
+#: The joint samples of the registered function banks' published BO runs: one function of
+#: the bank per MC sample (``joint_samples="functions"``). The cards keep them so that the
+#: published rows reproduce; the model classes default to continuous samples
+#: (:mod:`botorch_nn_uq.posteriors.continuous`).
+FINITE_FUNCTION_SAMPLES: Mapping[str, Any] = {"joint_samples": "functions"}
+
 #: A cell of a feature that simply works.
 WORKS = Support(Status.WORKS)
 
@@ -197,9 +209,10 @@ NEURAL_MODEL_SUPPORT: Mapping[str, Support] = {
     "input-batches": WORKS,
     "batched-models": Support(
         Status.UNSUPPORTED,
-        "training data are `n x d` and `n x m`; use one model per batch",
+        "a single network: refused at construction, naming the remedy (a `ModelList` of "
+        "one model per batch element, or a `DeepEnsemble`)",
         error=ValueError,
-        error_match="train_X must be an `n x d` tensor",
+        error_match="does not take batched training data.*ModelList.*DeepEnsemble",
     ),
     "tensor-outputs": Support(
         Status.WORKS,
@@ -236,9 +249,11 @@ NEURAL_MODEL_SUPPORT: Mapping[str, Support] = {
 FUNCTION_BANK_SUPPORT: Mapping[str, Support] = {
     "normal-samplers": Support(
         Status.WORKS,
-        "each sample's normal draw picks a whole function (inverse CDF of the weights): the "
-        "sampler's count and seed are kept",
+        "continuous samples: the first point's normal draws weight the functions' deviations "
+        '(with `joint_samples="functions"`, a draw picks a whole function by the inverse CDF '
+        "of the weights); the sampler's count and seed are kept",
     ),
+    "gibbon-batch": Support(Status.WORKS, "with continuous joint samples (each model's default)"),
     "fantasies": Support(
         Status.APPROXIMATE,
         "exact, differentiable update of each function's Bayesian last layer; the hidden "

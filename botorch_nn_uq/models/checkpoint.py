@@ -77,6 +77,9 @@ HEADER_FIELDS: dict[str, tuple[type, ...]] = {
 #: written only for such a model, so that the checkpoints of the others stay as they
 #: were, and compared as ``False`` where it is absent.
 KNOWN_NOISE_KEY = "known_noise"
+#: The header's key for the batch shape of batched training data, present only for a
+#: model trained on them (so that checkpoints of unbatched models keep their header).
+BATCH_SHAPE_KEY = "batch_shape"
 #: The keys of an ensemble member group's description and the JSON types of their values.
 GROUP_FIELDS: dict[str, tuple[type, ...]] = {
     "input_dim": (int,),
@@ -233,6 +236,11 @@ def _check_layout(model: NeuralSurrogateModel, header: dict[str, Any]) -> None:
     ]
     if not isinstance(header.get(KNOWN_NOISE_KEY, False), bool):
         problems.append(f"{KNOWN_NOISE_KEY} is a {type(header[KNOWN_NOISE_KEY]).__name__}")
+    batch_shape = header.get(BATCH_SHAPE_KEY, [])
+    if not isinstance(batch_shape, list) or not all(
+        isinstance(size, int) and not isinstance(size, bool) for size in batch_shape
+    ):
+        problems.append(f"{BATCH_SHAPE_KEY} is not a list of integers")
     if not problems and fields is HEADER_FIELDS:
         buffers = header["fitted_buffers"]
         if not all(isinstance(name, str) for name in buffers):
@@ -244,8 +252,11 @@ def _check_layout(model: NeuralSurrogateModel, header: dict[str, Any]) -> None:
 
 
 def _check_tensors(model: NeuralSurrogateModel, state_dict: dict[str, Any], prefix: str) -> None:
-    r"""Refuse complex, non-finite or non-tensor entries (the header aside)."""
+    r"""Refuse complex, non-finite or non-tensor entries (the header aside); an infinite
+    entry equal to the model's own (a constant such as the open upper bound of a learnable
+    ``Warp``'s GPyTorch constraints) is no learned state and passes."""
     problems = []
+    own = {prefix + name: tensor for name, tensor in model.named_buffers()}
     for name, value in state_dict.items():
         if not name.startswith(prefix) or name == prefix + HEADER_KEY:
             continue
@@ -254,7 +265,13 @@ def _check_tensors(model: NeuralSurrogateModel, state_dict: dict[str, Any], pref
         elif value.is_complex():
             problems.append(f"{name} is complex")
         elif value.is_floating_point() and not value.isfinite().all():
-            problems.append(f"{name} holds NaN or infinite values")
+            constant = own.get(name)
+            if not (
+                constant is not None
+                and constant.shape == value.shape
+                and torch.equal(constant.to(value), value)
+            ):
+                problems.append(f"{name} holds NaN or infinite values")
     if problems:
         raise _mismatch(model, "; ".join(problems) + ".")
 
@@ -339,9 +356,10 @@ def check_loaded_predictions(model: NeuralSurrogateModel) -> None:
     r"""Refuse a loaded model that does not predict finite values of the right shapes at
     its first training input (with and without observation noise): the sign of fitted
     buffers of the wrong sizes."""
-    X = model.train_X[:1].unsqueeze(0)
+    # `1 x batch_shape x 1 x d`: one point per batch element of a batched model.
+    X = model.train_X[..., :1, :].unsqueeze(0)
     outputs = (model.num_outputs,) if model.output_shape is None else tuple(model.output_shape)
-    expected = (1, 1, *outputs)
+    expected = (1, *model.batch_shape, 1, *outputs)
     try:
         with torch.no_grad():
             for observation_noise in (False, True):
@@ -371,6 +389,8 @@ def _configuration(model: NeuralSurrogateModel) -> dict[str, Any]:
     }
     if model.has_known_noise:
         configuration[KNOWN_NOISE_KEY] = True
+    if model.batch_shape:
+        configuration[BATCH_SHAPE_KEY] = list(model.batch_shape)
     return json.loads(json.dumps(configuration))
 
 
@@ -397,8 +417,18 @@ def _check_header(model: NeuralSurrogateModel, header: dict[str, Any]) -> None:
     differences = [
         f"{name} ({header.get(name)!r} in the checkpoint, {expected[name]!r} in this model)"
         for name in expected
-        if name not in ("hyperparameters", KNOWN_NOISE_KEY) and header.get(name) != expected[name]
+        if name not in ("hyperparameters", KNOWN_NOISE_KEY, BATCH_SHAPE_KEY)
+        and header.get(name) != expected[name]
     ]
+    saved_batch, expected_batch = (
+        configuration.get(BATCH_SHAPE_KEY, []) for configuration in (header, expected)
+    )
+    if saved_batch != expected_batch:
+        differences.append(
+            f"the batch shape of the training data ({tuple(saved_batch)} in the checkpoint, "
+            f"{tuple(expected_batch)} in this model: a checkpoint of a model trained on "
+            "batched data loads into a model on training data of the same batch shape)"
+        )
     saved_known, expected_known = (
         configuration.get(KNOWN_NOISE_KEY, False) for configuration in (header, expected)
     )

@@ -22,7 +22,15 @@ from botorch_nn_uq.checks import (
     check_widths,
 )
 from botorch_nn_uq.ensembles.holdout import holdout_size
-from botorch_nn_uq.models.card import SCALABLE_BATCH, BODefaults, FastSettings, ModelCard
+from botorch_nn_uq.models.batched_data import element_rows
+from botorch_nn_uq.models.card import (
+    FINITE_FUNCTION_SAMPLES,
+    SCALABLE_BATCH,
+    BODefaults,
+    FastSettings,
+    ModelCard,
+)
+from botorch_nn_uq.models.input_transforms import TransformedInputNetwork
 from botorch_nn_uq.models.member_ensemble import (
     ENSEMBLE_FAMILY,
     MemberEnsemble,
@@ -232,9 +240,29 @@ class DeepEnsemble(MemberEnsemble):
     known variances and mean-only members on weighted least squares (see
     :mod:`botorch_nn_uq.models.known_noise`).
 
+    A learnable input transform (BoTorch's ``Warp``, say) is one module shared by all
+    members and trained with them: it maps the training inputs at every step, its
+    parameters follow the sum of the members' losses, and the members and the transform
+    are restored together at the step with the lowest mean member loss (a member's own
+    best step was taken with another transform). The model serves with the trained
+    transform (``model.input_transform``, in eval mode). The hand-written backward pass
+    of the members' common path stays in use and hands the gradient at the transformed
+    inputs to autograd for the transform (see
+    :func:`~botorch_nn_uq.training.members.fit_members`).
+
+    Batched training data (``batch_shape x n x d``, ``batch_shape x n x m``, as BoTorch's
+    batched GPs take them, e.g. from ``batch_cross_validation``): each batch element gets
+    its own ``K`` members, all ``B * K`` of them trained as one batched computation, and
+    element ``b`` equals a fit on element ``b`` alone with the same seed (see
+    :mod:`botorch_nn_uq.models.batched_data`).
+
     Args:
-        train_X, train_Y, train_Yvar, input_transform, outcome_transform: As for every
-            :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble`.
+        train_X: An ``n x d`` or ``batch_shape x n x d`` tensor of training inputs.
+        train_Y: An ``n x m`` or ``batch_shape x n x m`` tensor of training targets.
+        train_Yvar, input_transform, outcome_transform: As for every
+            :class:`~botorch_nn_uq.models.member_ensemble.MemberEnsemble` (with
+            ``train_Y``'s shape; transforms with ``batch_shape`` for batched data, and the
+            default ``Standardize(m, batch_shape=batch_shape)``).
         **hyperparameters: Fields of :class:`DeepEnsembleHyperparameters`.
 
     Example:
@@ -249,6 +277,8 @@ class DeepEnsemble(MemberEnsemble):
     """
 
     hyperparameter_class = DeepEnsembleHyperparameters
+    batched_data_limit = None
+    trains_input_transform = True
     checkpoint_hyperparameters = (
         "ensemble_size",
         "hidden_widths",
@@ -260,9 +290,12 @@ class DeepEnsemble(MemberEnsemble):
         self, input_dim: int, output_dim: int, generator: torch.Generator
     ) -> EnsembleNetwork:
         hp = self.hyperparameters
-        member_seeds = torch.randint(
-            0, 2**31 - 1, (hp.ensemble_size,), generator=generator
-        ).tolist()
+        # Every batch element draws its members' seeds as an unbatched fit does: element b
+        # of a batched fit is then the fit of element b alone with the same seed.
+        member_seeds = (
+            torch.randint(0, 2**31 - 1, (hp.ensemble_size,), generator=generator).tolist()
+            * self.batch_shape.numel()
+        )
         return EnsembleNetwork(
             [
                 BatchedMLP(
@@ -283,7 +316,14 @@ class DeepEnsemble(MemberEnsemble):
     ) -> TrainingResult:
         hp = self.hyperparameters
         (members,) = self.network.groups
-        num_data = train_X.shape[0]
+        num_data = train_X.shape[-2]
+        known_noise = self._training_known_noise()
+        rows_X, rows_Y = train_X, train_Y
+        if self.batch_shape:
+            # Element rows: member block b trains on batch element b's rows.
+            rows_X, rows_Y = (element_rows(t, self.batch_shape) for t in (train_X, train_Y))
+            if known_noise is not None:
+                known_noise = known_noise.map(lambda t: element_rows(t, self.batch_shape))
         row_weights = resampling_row_weights(
             members, num_data, hp.bootstrap, hp.subset_fraction, train_X.dtype, train_X.device
         )
@@ -300,15 +340,20 @@ class DeepEnsemble(MemberEnsemble):
                 )
         result = fit_members(
             members,
-            train_X,
-            train_Y,
+            rows_X,
+            rows_Y,
             self._loop_config(hp),
             l2_regularization=hp.l2_regularization,
             row_weights=row_weights,
             validation_row_weights=validation_masks,
             dropout_generator=generator,
             training_dtype=hp.training_dtype,
-            known_noise=self._training_known_noise(),
+            known_noise=known_noise,
+            # A learnable input transform (Warp), shared by the members: the fit wrapped
+            # the network in it and passes the untransformed inputs.
+            input_transform=(
+                self.network.inputs if isinstance(self.network, TransformedInputNetwork) else None
+            ),
             progress=progress,
             description="deep ensemble",
         )
@@ -332,7 +377,7 @@ class DeepEnsemble(MemberEnsemble):
                 "value; from a warm start, one that ended clearly above it). Lower the "
                 "learning rate, check the data scaling, or enable gradient clipping."
             )
-        self._serve_members(self.network, torch.ones(members.num_members), train_X, train_Y)
+        self._serve_members(self.network, torch.ones(self.members_per_element), train_X, train_Y)
         return result
 
 
@@ -347,7 +392,9 @@ DEEP_ENSEMBLE_CARD = ModelCard(
     "trained as ONE batched computation, each with its own initialisation, data order and "
     "optional bootstrap / subset / validation hold-out; `uncertainty_decomposition(X)` "
     "returns mean, aleatoric and epistemic variance",
-    posterior="member means (`FunctionEnsemblePosterior`, joint across q); with "
+    posterior="member means (`FunctionEnsemblePosterior`, joint across q; one member per MC "
+    'sample, as published: `joint_samples="functions"`, the class default being '
+    "continuous samples); with "
     "`observation_noise=True`, the members' mixture of Gaussians",
     bo=BODefaults(
         constructor_options={
@@ -356,6 +403,7 @@ DEEP_ENSEMBLE_CARD = ModelCard(
             "max_steps": 500,
             **SCALABLE_BATCH,
             "training_dtype": torch.float32,
+            **FINITE_FUNCTION_SAMPLES,
         },
         supports_warm_start=True,
     ),

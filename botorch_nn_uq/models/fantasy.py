@@ -59,6 +59,13 @@ if TYPE_CHECKING:
     from botorch_nn_uq.models.base import NeuralSurrogateModel
 
 
+#: What to do instead of conditioning a model trained on batched training data.
+_BATCHED_REMEDY = (
+    "fit one model per batch element on its `n x d` rows (e.g. `train_X[i]`, `train_Y[i]`) "
+    "and condition those, or combine them in a ModelList."
+)
+
+
 class ConditioningMixin:
     r"""``condition_on_observations`` and ``fantasize`` for the package's models (mixed
     into :class:`~botorch_nn_uq.models.base.NeuralSurrogateModel`); see the module
@@ -86,6 +93,7 @@ class ConditioningMixin:
         _check_no_extra_arguments(type(self).__name__, kwargs)
         if not self.is_fitted:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
+        self._refuse_batched_model("Conditioning (condition_on_observations)", _BATCHED_REMEDY)
         Y, noise = _flat_observations(self, Y, noise)
         _validate_observations(self, X, Y)
         noise = _validated_noise(X, Y, noise)
@@ -125,6 +133,7 @@ class ConditioningMixin:
             posterior takes ``num_fantasies x batch_shape x q x d`` inputs (or inputs
             broadcastable to it).
         """
+        self._refuse_batched_model("fantasize", _BATCHED_REMEDY)
         return _fantasize(self, X, sampler, observation_noise, kwargs)
 
 

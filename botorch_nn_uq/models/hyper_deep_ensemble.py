@@ -26,7 +26,13 @@ from botorch_nn_uq.ensembles.hyper_deep import (
     MemberArchitecture,
     search_hyper_deep_ensemble,
 )
-from botorch_nn_uq.models.card import SCALABLE_BATCH, BODefaults, FastSettings, ModelCard
+from botorch_nn_uq.models.card import (
+    FINITE_FUNCTION_SAMPLES,
+    SCALABLE_BATCH,
+    BODefaults,
+    FastSettings,
+    ModelCard,
+)
 from botorch_nn_uq.models.ensemble import FixedArchitectureHyperparameters
 from botorch_nn_uq.models.member_ensemble import ENSEMBLE_FAMILY, MemberEnsemble
 from botorch_nn_uq.models.validation import SUPPORTED_DTYPES
@@ -212,6 +218,7 @@ HYPER_DEEP_ENSEMBLE_CARD = ModelCard(
             "max_steps": 300,
             "training_dtype": torch.float32,
             **SCALABLE_BATCH,
+            **FINITE_FUNCTION_SAMPLES,
         }
     ),
     fast=FastSettings(

@@ -5,12 +5,18 @@ construction, and trains its networks on the result; only the transforms with
 ``transform_on_train`` act there (``AppendFeatures``, for example, acts at evaluation
 only). A transform with learnable parameters, such as BoTorch's ``Warp``, must instead
 be applied at every training step, so that its parameters train with the network:
-:class:`TransformedInputNetwork` does that during a fit.
+:class:`TransformedInputNetwork` does that during a fit (one network's, or the members'
+of a deep ensemble, who share the transform).
+
+Every fit starts a learnable transform from its parameters as the model was constructed
+with them (:func:`learnable_state`), so that a refit with the same seed gives the same
+model, or, when it warm-starts, from the warm start's learned parameters: the network it
+starts from was trained on inputs mapped by those. Priors registered on a transform
+(GPyTorch's ``register_prior``, which a GP's marginal likelihood adds) are not part of
+the networks' losses.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 from botorch.models.transforms.input import (
@@ -19,6 +25,8 @@ from botorch.models.transforms.input import (
     InputTransform,
 )
 from torch import Tensor, nn
+
+from botorch_nn_uq.training.trained_networks import InputMappedNetwork
 
 
 def transform_components(transform: InputTransform) -> list[InputTransform]:
@@ -105,14 +113,70 @@ def learnable_parameter_names(transform: InputTransform | None) -> list[str]:
     return [name for name, parameter in transform.named_parameters() if parameter.requires_grad]
 
 
-class TransformedInputNetwork(nn.Module):
+def learnable_state(transform: InputTransform | None) -> dict[str, Tensor]:
+    r"""Detached copies of ``transform``'s learnable parameters by name (those of
+    :func:`learnable_parameter_names`); empty for ``None`` and fixed transforms."""
+    if transform is None:
+        return {}
+    return {
+        name: parameter.detach().clone()
+        for name, parameter in transform.named_parameters()
+        if parameter.requires_grad
+    }
+
+
+def load_learnable_state(transform: InputTransform, state: dict[str, Tensor]) -> None:
+    r"""Set ``transform``'s learnable parameters to ``state`` (from
+    :func:`learnable_state`), in the parameters' dtype and on their device.
+
+    Raises:
+        ValueError: If ``state`` does not name exactly the learnable parameters of
+            ``transform``, or a value has another shape.
+    """
+    parameters = dict(transform.named_parameters())
+    names = learnable_parameter_names(transform)
+    if sorted(state) != sorted(names) or any(
+        state[name].shape != parameters[name].shape for name in names
+    ):
+        shapes = {name: tuple(value.shape) for name, value in state.items()}
+        raise ValueError(
+            f"Learnable input-transform parameters {shapes} do not fit the transform "
+            f"{type(transform).__name__}, whose learnable parameters are "
+            f"{ {name: tuple(parameters[name].shape) for name in names} }."
+        )
+    with torch.no_grad():
+        for name in names:
+            parameters[name].copy_(state[name])
+
+
+class TrainingInputs(nn.Module):
+    r"""An input transform as a module that maps inputs as training inputs are mapped
+    (:func:`apply_training_transforms`): what the torch-only training code
+    (:func:`~botorch_nn_uq.training.members.fit_members`,
+    :func:`~botorch_nn_uq.training.nomu_training.train_nomu_network`) calls and trains
+    the parameters of.
+
+    Args:
+        transform: The input transform (trained in place).
+    """
+
+    def __init__(self, transform: InputTransform) -> None:
+        super().__init__()
+        self.transform = transform
+
+    def forward(self, X: Tensor) -> Tensor:
+        r"""``X`` (``batch_shape x n x d``) mapped as training inputs are."""
+        return apply_training_transforms(self.transform, X)
+
+
+class TransformedInputNetwork(InputMappedNetwork):
     r"""A network whose first argument goes through an input transform first: the
     module a fit trains when the transform has learnable parameters, so that the
     optimiser sees both.
 
-    The transform is applied as to training inputs (:func:`apply_training_transforms`)
-    and stays in ``eval`` mode whatever the mode of the module. Attributes that this
-    module does not have (``sample_masks``, ``hidden_layers``, ...) are the network's.
+    The transform is applied as to training inputs (:class:`TrainingInputs`) and stays
+    in ``eval`` mode whatever the mode of the module. Attributes that this module does
+    not have (``sample_masks``, ``hidden_layers``, ...) are the network's.
 
     Args:
         transform: The input transform (trained in place).
@@ -121,27 +185,20 @@ class TransformedInputNetwork(nn.Module):
     Example:
         >>> from botorch.models.transforms.input import Warp
         >>> module = TransformedInputNetwork(Warp(2, indices=[0, 1]), nn.Linear(2, 1))
-        >>> sorted(name for name, _ in module.named_parameters())[:2]
+        >>> sorted(name for name, _ in module.named_parameters())[-2:]
         ['network.bias', 'network.weight']
     """
 
     def __init__(self, transform: InputTransform, network: nn.Module) -> None:
-        super().__init__()
-        self.transform = transform.eval()
-        self.network = network
+        super().__init__(TrainingInputs(transform.eval()), network)
+
+    @property
+    def transform(self) -> InputTransform:
+        r"""The input transform."""
+        return self.inputs.transform
 
     def train(self, mode: bool = True) -> TransformedInputNetwork:
         r"""Set the network's mode; the transform stays in ``eval`` mode."""
         super().train(mode)
         self.transform.eval()
         return self
-
-    def forward(self, X: Tensor, *args: Any, **kwargs: Any) -> Any:
-        r"""The network at the transformed ``X``; other arguments are the network's."""
-        return self.network(apply_training_transforms(self.transform, X), *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._modules["network"], name)

@@ -18,6 +18,7 @@ from botorch_nn_uq.checks import (
 )
 from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.models.card import (
+    FINITE_FUNCTION_SAMPLES,
     FUNCTION_BANK_SUPPORT,
     NEURAL_MODEL_SUPPORT,
     SCALABLE_BATCH,
@@ -25,11 +26,14 @@ from botorch_nn_uq.models.card import (
     Family,
     FastSettings,
     ModelCard,
+    Status,
+    Support,
     resampled_bank_support,
 )
 from botorch_nn_uq.models.function_bank import ResizableFunctionBank
 from botorch_nn_uq.models.last_layer import PredictionWithFeatures, append_bias
 from botorch_nn_uq.nn.mlp import ACTIVATIONS, DropoutMLP
+from botorch_nn_uq.posteriors.continuous import JOINT_SAMPLES, with_joint_samples
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.config import TrainedWithLoop, TrainingResult
@@ -65,6 +69,12 @@ class MCDropoutHyperparameters(TrainedWithLoop):
             used for ``observation_noise=True``; ``None`` estimates it after training
             as the mean squared residual of the MC mean on the training data (with
             known noise ``train_Yvar``, which replaces it, leave it ``None``).
+        joint_samples: How MC samples are drawn (the mean and variance do not depend on
+            it). ``"continuous"``: the Gaussian with the masks' mean and joint covariance
+            (:class:`~botorch_nn_uq.posteriors.ContinuousFunctionPosterior`; with
+            observation noise, plus independent noise), a new function per sample;
+            ``"functions"``: one mask of the bank per sample (``posterior.rsample``
+            beyond the bank draws fresh masks), the posterior before this option.
     """
 
     hidden_widths: tuple[int, ...] = (64, 64)
@@ -78,6 +88,7 @@ class MCDropoutHyperparameters(TrainedWithLoop):
     weight_decay: float = 1e-4
     early_stopping_patience: int | None = None
     noise_variance: float | None = None
+    joint_samples: str = "continuous"
 
     def __post_init__(self) -> None:
         check_widths(self, "hidden_widths")
@@ -86,6 +97,7 @@ class MCDropoutHyperparameters(TrainedWithLoop):
         check_real_fields(self, "dropout", interval=OPEN_UNIT_INTERVAL)
         check_integer_fields(self, "num_masks", minimum=2)
         check_real_fields(self, "noise_variance", interval=POSITIVE, optional=True)
+        check_choice("joint_samples", self.joint_samples, JOINT_SAMPLES)
         self.training_config()
 
 
@@ -95,14 +107,17 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
     An MLP trained with dropout (MSE loss; with known observation noise ``train_Yvar``,
     weighted least squares, see :mod:`botorch_nn_uq.models.known_noise`); at test time
     dropout stays on, with a FIXED bank of ``num_masks`` dropout masks drawn from the
-    fit's seed. The posterior is therefore a deterministic finite set of ``s`` functions
-    (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`), all evaluated in one
-    batched forward pass; MC samples are joint across the q-batch and ``optimize_acqf``
-    sees a smooth deterministic acquisition. With ``observation_noise=True`` the
-    posterior is a mixture with one Gaussian per mask (homoscedastic noise, see
-    ``noise_variance``). ``posterior.rsample`` with more samples than masks adds fresh
-    masks, so Thompson sampling with BoTorch's ``MaxPosteriorSampling`` gets a distinct
-    function per sample.
+    fit's seed. The posterior is therefore a deterministic finite set of ``s`` functions,
+    all evaluated in one batched forward pass. By default (``joint_samples="continuous"``)
+    an MC sample is the Gaussian with the masks' mean and joint covariance
+    (:class:`~botorch_nn_uq.posteriors.ContinuousFunctionPosterior`): joint across the
+    q-batch, a new function per sample, and ``optimize_acqf`` sees a smooth
+    deterministic acquisition under a sampler's seed. With ``joint_samples="functions"``
+    a sample is one mask's function
+    (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`), and
+    ``posterior.rsample`` with more samples than masks adds fresh masks. With
+    ``observation_noise=True`` the posterior is a mixture with one Gaussian per mask
+    (homoscedastic noise, see ``noise_variance``).
 
     Args:
         train_X: An ``n x d`` tensor of training inputs.
@@ -210,6 +225,7 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
         )
         if observation_noise:
             posterior = posterior.add_observation_noise(self.noise_variance)
+        posterior = with_joint_samples(posterior, self.hyperparameters.joint_samples)
         if not return_features:
             return posterior
         # Each mask's thinned last hidden layer: `batch x s x q x 1 x H`.
@@ -220,7 +236,17 @@ class MCDropout(ResizableFunctionBank, NeuralSurrogateModel):
 MC_DROPOUT_FAMILY = Family(
     "mc-dropout",
     "MC dropout",
-    {**NEURAL_MODEL_SUPPORT, **FUNCTION_BANK_SUPPORT, **resampled_bank_support("mask", "masks")},
+    {
+        **NEURAL_MODEL_SUPPORT,
+        **FUNCTION_BANK_SUPPORT,
+        **resampled_bank_support("mask", "masks"),
+        "gibbon-batch": Support(
+            Status.APPROXIMATE,
+            "`qMaxValueEntropy` can repeat a point where the noise estimate exceeds the masks' "
+            "spread (on the tutorial's 5 points, the residual of a short fit); GIBBON and "
+            "`qLogNoisyExpectedImprovement` do not",
+        ),
+    },
 )
 
 #: MC dropout's catalogue entry (the registry's ``"mc-dropout"``).
@@ -230,10 +256,18 @@ MC_DROPOUT_CARD = ModelCard(
     model_class=MCDropout,
     family=MC_DROPOUT_FAMILY,
     summary="Monte Carlo dropout with a fixed bank of dropout masks",
-    posterior="finite set of functions (`FunctionEnsemblePosterior`); with "
+    posterior="finite set of functions (`FunctionEnsemblePosterior`; one mask per MC sample, "
+    'as published: `joint_samples="functions"`, the class default being continuous '
+    "samples); with "
     "`observation_noise=True`, a mixture of Gaussians",
     bo=BODefaults(
-        constructor_options={"activation": "relu", "max_steps": 500, **SCALABLE_BATCH},
+        # The published BO runs: ReLU units, one mask per MC sample.
+        constructor_options={
+            "activation": "relu",
+            "max_steps": 500,
+            **SCALABLE_BATCH,
+            **FINITE_FUNCTION_SAMPLES,
+        },
         supports_warm_start=True,
     ),
     fast=FastSettings({"hidden_widths": (32, 32), "epochs": 150, "num_masks": 16}),

@@ -23,6 +23,7 @@ from botorch_nn_uq.checks import (
 )
 from botorch_nn_uq.models.base import NeuralSurrogateModel
 from botorch_nn_uq.models.card import (
+    FINITE_FUNCTION_SAMPLES,
     FUNCTION_BANK_SUPPORT,
     NEURAL_MODEL_SUPPORT,
     SCALABLE_BATCH,
@@ -36,6 +37,7 @@ from botorch_nn_uq.models.function_bank import ResizableFunctionBank
 from botorch_nn_uq.models.last_layer import PredictionWithFeatures, append_bias
 from botorch_nn_uq.nn.mlp import ACTIVATIONS
 from botorch_nn_uq.nn.neon import EpiNet, EpistemicOperatorNetwork, OperatorBackbone
+from botorch_nn_uq.posteriors.continuous import JOINT_SAMPLES, with_joint_samples
 from botorch_nn_uq.posteriors.ensemble import FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior
 from botorch_nn_uq.training.config import TrainedWithLoop, TrainingResult
@@ -116,6 +118,12 @@ class NEONHyperparameters(TrainedWithLoop):
         noise_variance: Observation-noise variance (transformed units) for
             ``observation_noise=True``; ``None`` estimates it from the residuals (with
             known noise ``train_Yvar``, which replaces it, leave it ``None``).
+        joint_samples: How MC samples are drawn (the mean and variance do not depend on
+            it). ``"continuous"``: the Gaussian with the bank's mean and joint covariance
+            (:class:`~botorch_nn_uq.posteriors.ContinuousFunctionPosterior`; with
+            observation noise, plus independent noise), a new function per sample;
+            ``"functions"``: one index of the bank per sample (``posterior.rsample``
+            beyond the bank draws fresh indices), the posterior before this option.
     """
 
     encoder_widths: tuple[int, ...] = (64, 64)
@@ -141,6 +149,7 @@ class NEONHyperparameters(TrainedWithLoop):
     batch_size: int | None = None
     evaluation_chunk_rows: int = 2**17
     noise_variance: float | None = None
+    joint_samples: str = "continuous"
 
     def __post_init__(self) -> None:
         check_widths(self, "encoder_widths", "epinet_widths", "prior_widths")
@@ -158,6 +167,7 @@ class NEONHyperparameters(TrainedWithLoop):
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("output_activation", self.output_activation, ACTIVATIONS)
         check_choice("loss", self.loss, LOSSES)
+        check_choice("joint_samples", self.joint_samples, JOINT_SAMPLES)
         check_real_fields(self, "fourier_scale", "noise_variance", interval=POSITIVE, optional=True)
         check_real_fields(self, "prior_scale", interval=NON_NEGATIVE)
         self.training_config()
@@ -189,11 +199,14 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
 
     The posterior is a finite set of functions, one per index of a FIXED bank of
     ``num_epistemic_samples`` indices ``z`` drawn from the fit's seed
-    (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`): a sample is one
-    ``z`` at all q points and all grid points (joint), and ``optimize_acqf`` sees a
-    smooth deterministic function. ``posterior.rsample`` with more samples than indices
-    adds fresh indices, so Thompson sampling with BoTorch's ``MaxPosteriorSampling``
-    gets a distinct function per sample. Inputs (and, on large grids, grid points) are
+    (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`). By default
+    (``joint_samples="continuous"``) an MC sample is the Gaussian with the bank's mean
+    and joint covariance
+    (:class:`~botorch_nn_uq.posteriors.ContinuousFunctionPosterior`), a new function per
+    sample; with ``joint_samples="functions"`` it is one ``z``, and ``posterior.rsample``
+    with more samples than indices adds fresh indices. Either way a sample is joint
+    across the q points and the grid points, and ``optimize_acqf`` sees a smooth
+    deterministic function under a sampler's seed. Inputs (and, on large grids, grid points) are
     evaluated in chunks of about ``evaluation_chunk_rows`` EpiNet rows. With a composite
     objective (see :meth:`botorch_nn_uq.problems.CompositeProblem.objective`) MC
     acquisitions apply the known functional ``g`` to every function sample.
@@ -472,6 +485,7 @@ class NEON(ResizableFunctionBank, NeuralSurrogateModel):
         )
         if observation_noise:
             posterior = posterior.add_observation_noise(self.noise_variance)
+        posterior = with_joint_samples(posterior, self.hyperparameters.joint_samples)
         if not return_features:
             return posterior
         # The backbone's last layer, shared by every index: `batch x 1 x q x R x H`.
@@ -501,10 +515,13 @@ NEON_CARD = ModelCard(
     "EpiNet whose epistemic index `z` selects a function; presets for the paper's problems "
     "(`NEONHyperparameters.preset`); with `q-leaky-ei` for composite objectives",
     posterior="finite set of functions (`FunctionEnsemblePosterior`), one per index of a "
-    "fixed bank (128 in the CLI), joint across q and grid points; with "
+    "fixed bank (128 in the CLI), joint across q and grid points (one index per MC sample, "
+    'as published: `joint_samples="functions"`, the class default being continuous '
+    "samples); with "
     "`observation_noise=True`, a mixture of Gaussians",
     bo=BODefaults(
-        constructor_options={"max_steps": 2000, **SCALABLE_BATCH}, supports_warm_start=True
+        constructor_options={"max_steps": 2000, **SCALABLE_BATCH, **FINITE_FUNCTION_SAMPLES},
+        supports_warm_start=True,
     ),
     fast=FastSettings(
         {

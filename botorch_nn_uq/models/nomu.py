@@ -41,7 +41,11 @@ from botorch_nn_uq.models.card import (
     Status,
     Support,
 )
-from botorch_nn_uq.models.input_transforms import apply_training_transforms
+from botorch_nn_uq.models.input_transforms import (
+    TransformedInputNetwork,
+    apply_training_transforms,
+    learnable_parameter_names,
+)
 from botorch_nn_uq.models.last_layer import (
     PredictionWithFeatures,
     append_bias,
@@ -256,7 +260,7 @@ class NOMU(NeuralSurrogateModel):
             layers and activations ending in an ``nn.Linear`` with ``m`` outputs) that
             maps TRANSFORMED inputs to TRANSFORMED outcomes; a copy is frozen and only
             the uncertainty network is trained (term (a) is dropped). ``mean_widths`` is
-            then ignored.
+            then ignored, and an input transform with learnable parameters refused.
         calibration_constant: The initial ``c`` (a positive scalar or ``m`` values).
         preset: Start from :meth:`NOMUHyperparameters.preset` ``(preset)`` (BoTorch
             coordinates) instead of the defaults.
@@ -279,10 +283,7 @@ class NOMU(NeuralSurrogateModel):
     hyperparameter_class = NOMUHyperparameters
     # The noise variance only with known noise: NOMU has no noise estimate of its own.
     fitted_buffer_names = ("fitted_artificial_input_box", "noise_variance")
-    input_transform_limit = (
-        "its two branches train on separate objectives, with artificial inputs drawn in "
-        "the transformed input box, which a learned transform would move."
-    )
+    trains_input_transform = True
     checkpoint_hyperparameters = (
         "mean_widths",
         "uncertainty_widths",
@@ -337,6 +338,16 @@ class NOMU(NeuralSurrogateModel):
                 raise TypeError(
                     "mean_network must be a torch.nn.Sequential; got "
                     f"{type(mean_network).__name__}."
+                )
+            learnable = learnable_parameter_names(input_transform)
+            if learnable:
+                # The frozen mean maps the inputs as they were transformed when it was
+                # trained; a transform that trains now would change its function.
+                raise UnsupportedError(
+                    f"NOMU cannot learn the parameters {learnable} of its input transform "
+                    "with a pre-trained mean_network, which expects fixed transformed "
+                    "inputs; fix them (e.g. `transform.requires_grad_(False)`) or train the "
+                    "mean with the model (no mean_network)."
                 )
             mean_network = copy.deepcopy(mean_network).to(train_X)
             mean_network.requires_grad_(False)
@@ -395,8 +406,11 @@ class NOMU(NeuralSurrogateModel):
         fitted coefficients, so a learned ``Normalize`` is not refitted; an
         ``AppendFeatures``, which acts at evaluation only, leaves it as it is), enlarged
         by ``box_enlargement``."""
+        return self._artificial_input_box(getattr(self, "input_transform", None))
+
+    def _artificial_input_box(self, transform: InputTransform | None) -> Tensor:
+        r""":meth:`artificial_input_box` through ``transform``."""
         box = self.input_box()
-        transform = getattr(self, "input_transform", None)
         if transform is not None:
             with torch.no_grad():
                 mapped = apply_training_transforms(transform, box)
@@ -432,12 +446,21 @@ class NOMU(NeuralSurrogateModel):
         self, train_X: Tensor, train_Y: Tensor, generator: torch.Generator, progress: bool
     ) -> TrainingResult:
         hp = self.hyperparameters
-        box = self.artificial_input_box()
+        # A learnable input transform trains on the training rows only; the artificial
+        # inputs are drawn in the network's own input units (see train_nomu_network),
+        # in the box that the transform the fit starts from maps the input box to (a
+        # served transform's learned values would make a refit differ).
+        network, learned = self.network, None
+        if isinstance(network, TransformedInputNetwork):
+            network, learned = network.network, network
+        box = self._artificial_input_box(
+            getattr(self, "input_transform", None) if learned is None else learned.transform
+        )
         self._register_fitted_buffer("fitted_artificial_input_box", box)
         if self.has_known_noise:
             self._set_noise_variance(train_X, train_Y, fixed=None)
         return train_nomu_network(
-            self.network,
+            network,
             train_X,
             train_Y,
             box,
@@ -451,6 +474,7 @@ class NOMU(NeuralSurrogateModel):
             uncertainty_l2_regularization=hp.uncertainty_l2_regularization,
             train_mean=self.pretrained_mean_network is None,
             known_noise=self._training_known_noise(),
+            input_transform=None if learned is None else learned.inputs,
             generator=generator,
             progress=progress,
         )
@@ -639,6 +663,11 @@ NOMU_FAMILY = Family(
         "max-value-entropy": Support(
             Status.APPROXIMATE, "`model(X)` correlates the points by the last layer's features"
         ),
+        "gibbon-batch": Support(
+            Status.APPROXIMATE,
+            "MC samples are independent across points, so the joint "
+            "`qLogNoisyExpectedImprovement` can repeat a point; GIBBON and MES do not",
+        ),
         "gaussian-access": Support(
             Status.APPROXIMATE,
             "`posterior.mvn` is diagonal; `model(X)` correlates the points by the last "
@@ -655,11 +684,11 @@ NOMU_FAMILY = Family(
         "constrained-thompson-sampling": _INDEPENDENT_ACROSS_CANDIDATES,
         "transforms": WORKS,
         "learnable-transforms": Support(
-            Status.UNSUPPORTED,
-            "its branches train on separate objectives over a fixed input box; refused at "
-            "construction",
-            error=UnsupportedError,
-            error_match="cannot learn the parameters",
+            Status.WORKS,
+            "trained with the network on the training rows; the artificial inputs stay in "
+            "the network's input box, which a `Warp` with bounds maps onto itself (warped "
+            "Hartmann-6: -2.08 ± 0.11 against -1.71 ± 0.22 with `Normalize`, ahead on 4 of "
+            "5 seeds)",
         ),
         "observation-noise": Support(
             Status.APPROXIMATE,

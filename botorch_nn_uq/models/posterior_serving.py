@@ -15,6 +15,7 @@ from botorch.posteriors import Posterior
 from gpytorch.distributions import MultivariateNormal
 from torch import Tensor
 
+from botorch_nn_uq.models.batched_data import MembersFirstOutcomeTransform
 from botorch_nn_uq.models.scaling import inputs_outside_bounds, warn_inputs_outside_bounds
 from botorch_nn_uq.models.tensor_outputs import flatten_outputs
 from botorch_nn_uq.models.validation import (
@@ -70,24 +71,28 @@ class PosteriorServingMixin:
         self: NeuralSurrogateModel, X: Tensor, check_values: bool = True
     ) -> None:
         r"""Refuse an unfitted model and malformed ``X`` (with ``check_values``, also
-        non-finite entries); put the model in ``eval`` mode."""
+        non-finite entries; float32 ``X`` of a float64 model is accepted and promoted by
+        :meth:`_transformed_test_inputs`); put the model in ``eval`` mode."""
         if not self.is_fitted:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit() first.")
-        self._validate_inputs(X, check_values=check_values)
+        self._validate_inputs(X, check_values=check_values, promote=True)
         # Switching modes walks every submodule (a fifth of a small posterior call inside
         # an acquisition's optimisation); a model already in eval mode is left as it is.
         if any(module.training for module in self.modules()):
             self.eval()
 
-    def _validate_inputs(self: NeuralSurrogateModel, X: Tensor, check_values: bool = True) -> None:
-        r"""Check test inputs ``X`` (``batch_shape x q x d``): type, shape, dtype, device,
-        finiteness (with ``check_values``), and ``d`` where no input transform may change
-        it."""
+    def _validate_inputs(
+        self: NeuralSurrogateModel, X: Tensor, check_values: bool = True, promote: bool = False
+    ) -> None:
+        r"""Check test inputs ``X`` (``batch_shape x q x d``): type, shape, dtype (with
+        ``promote``, float32 inputs of a float64 model pass), device, finiteness (with
+        ``check_values``), and ``d`` where no input transform may change it."""
         validate_test_inputs(
             X,
             self.train_X,
             check_dimension=getattr(self, "input_transform", None) is None,
             check_values=check_values,
+            promote=promote,
         )
 
     def _check_input_values(self: NeuralSurrogateModel, X: Tensor, transformed_X: Tensor) -> None:
@@ -107,8 +112,9 @@ class PosteriorServingMixin:
             warn_inputs_outside_bounds(transformed_X, outside, input_transform, "test inputs")
 
     def _transformed_test_inputs(self: NeuralSurrogateModel, X: Tensor) -> Tensor:
-        r"""``X`` through the input transform (in the model's current mode), checked
-        against the networks' input dimension."""
+        r"""``X``, promoted to the model's dtype, through the input transform (in the
+        model's current mode), checked against the networks' input dimension."""
+        X = X.to(self.train_X.dtype)
         try:
             transformed_X = self.transform_inputs(X)
         except (RuntimeError, ValueError, BotorchTensorDimensionError) as error:
@@ -138,7 +144,10 @@ class PosteriorServingMixin:
         r"""The posterior at ``X`` in original outcome units.
 
         Args:
-            X: A ``batch_shape x q x d`` tensor of inputs (``q x d`` is fine).
+            X: A ``batch_shape x q x d`` tensor of inputs (``q x d`` is fine); for a model
+                trained on batched data, ``batch_shape`` broadcasts with the model's
+                ``batch_shape`` (as for a batched GP: ``q x d``, ``batch_shape x q x
+                d``, ``b x batch_shape x q x d`` or ``b x 1 x q x d``).
             output_indices: Outputs to return; all if ``None``. Not for tensor-valued
                 outputs.
             observation_noise: ``False`` for the latent function; ``True`` to include
@@ -149,7 +158,8 @@ class PosteriorServingMixin:
                 flattened outputs, for tensor-valued ones).
 
         Returns:
-            A posterior over ``batch_shape x q x m'`` outputs (``m'`` the number of
+            A posterior over ``batch_shape x q x m'`` outputs (``batch_shape`` broadcast
+            with the model's batch shape; ``m'`` the number of
             selected outputs; 1 after a scalarising transform), or, for tensor-valued
             outputs without a posterior transform, a
             :class:`~botorch_nn_uq.posteriors.TensorOutputPosterior` over
@@ -208,6 +218,10 @@ class PosteriorServingMixin:
                 outcome_transform = outcome_transform.subset_output(
                     [i % self.num_outputs for i in output_indices]
                 )
+        if outcome_transform is not None and self.batch_shape:
+            # A batched model's posterior holds its functions at dimension -3, between the
+            # batch dimensions that the transform's batch_shape must meet and the points.
+            outcome_transform = MembersFirstOutcomeTransform(outcome_transform)
         if outcome_transform is not None:
             posterior = posterior.untransform_outcomes(outcome_transform, X=transformed_X)
         if posterior_transform is not None:

@@ -61,7 +61,12 @@ from botorch_nn_uq.ensembles.pool import (
 from botorch_nn_uq.ensembles.selection import SelectionResult
 from botorch_nn_uq.ensembles.shift_adaptation import CandidateScorer, select_from_pool
 from botorch_nn_uq.ensembles.shifts import check_severity, shift_validation_set
-from botorch_nn_uq.models.card import BODefaults, FastSettings, ModelCard
+from botorch_nn_uq.models.card import (
+    FINITE_FUNCTION_SAMPLES,
+    BODefaults,
+    FastSettings,
+    ModelCard,
+)
 from botorch_nn_uq.models.member_ensemble import (
     ENSEMBLE_FAMILY,
     MemberEnsemble,
@@ -573,7 +578,7 @@ NES_RS_CARD = ModelCard(
     family=ENSEMBLE_FAMILY,
     summary=_NES_SUMMARY.format("random search"),
     posterior=_SEARCHED_POSTERIOR,
-    bo=BODefaults(constructor_options={"max_steps": 600}),
+    bo=BODefaults(constructor_options={"max_steps": 600, **FINITE_FUNCTION_SAMPLES}),
     fast=FastSettings({**_small_search(), **_FAST_NES, "pool_size": 4, "ensemble_size": 3}),
 )
 
@@ -585,7 +590,7 @@ NES_RE_CARD = ModelCard(
     family=ENSEMBLE_FAMILY,
     summary=_NES_SUMMARY.format("regularised evolution"),
     posterior=_SEARCHED_POSTERIOR,
-    bo=BODefaults(constructor_options={"max_steps": 600}),
+    bo=BODefaults(constructor_options={"max_steps": 600, **FINITE_FUNCTION_SAMPLES}),
     fast=FastSettings(
         {
             **_small_search(),
@@ -608,7 +613,7 @@ AUTODEUQ_CARD = ModelCard(
     "hyperparameters (constant-liar batches), Caruana selection with replacement from the "
     "whole catalog",
     posterior="as `DeepEnsemble`, with the selection weights",
-    bo=BODefaults(constructor_options={"max_steps": 1200}),
+    bo=BODefaults(constructor_options={"max_steps": 1200, **FINITE_FUNCTION_SAMPLES}),
     fast=FastSettings(
         {
             **_small_search(),

@@ -121,8 +121,9 @@ def flat_outcome_transform(
             )
         if len(outcome_transform.batch_shape) > 0:
             raise ValueError(
-                "A FlattenedStandardize with a batch_shape standardises batched training "
-                "data, which these models do not take; make it without one."
+                "A FlattenedStandardize with a batch_shape standardises batched tensor-valued "
+                "outputs, and tensor-valued outputs come with `n x d` inputs; make it without "
+                "one, or fit one model per batch element."
             )
         flat = FlattenedStandardize(
             torch.Size([num_outputs]), min_stdv=standardize_min_stdv(outcome_transform)

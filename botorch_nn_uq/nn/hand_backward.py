@@ -130,9 +130,20 @@ class HandDifferentiatedMembers:
         self._inputs.append(hidden)
         return torch.baddbmm(self._biases[-1], hidden, self._weights[-1])
 
-    def backward(self, grad_output: Tensor) -> None:
+    def backward(self, grad_output: Tensor, input_gradient: bool = False) -> Tensor | None:
         r"""Every parameter's gradient from ``grad_output``, the ``K x n x o`` gradient
-        of the loss with respect to the last :meth:`forward`'s output."""
+        of the loss with respect to the last :meth:`forward`'s output.
+
+        Args:
+            grad_output: The gradient at the output layer.
+            input_gradient: Also return the gradient with respect to the last
+                :meth:`forward`'s inputs (for a learnable input transform, whose
+                backward pass autograd then runs).
+
+        Returns:
+            With ``input_gradient``, the ``K x n x d`` gradient with respect to the
+            inputs; else ``None``.
+        """
         grad = grad_output
         for layer in reversed(range(len(self._parameters))):
             (weight, bias), (weight_grad, bias_grad) = self._parameters[layer], self._buffers[layer]
@@ -146,3 +157,7 @@ class HandDifferentiatedMembers:
                 grad, self._pre_activations[layer - 1], self._inputs[layer]
             )
         self._inputs, self._pre_activations = [], []
+        if not input_gradient:
+            return None
+        # The first layer's affine map, differentiated in its inputs.
+        return torch.bmm(grad, self._weights[0].transpose(1, 2))

@@ -5,7 +5,10 @@
    deterministic member index (:class:`EnsembleIndexSampler`), joint across the q-batch.
 3. :class:`MixtureOfGaussiansPosterior`: a weighted mixture of per-member Gaussians with
    the aleatoric / epistemic split (:class:`MixtureSampler`).
-4. :class:`TensorOutputPosterior`: any of them over flattened tensor-valued outputs,
+4. :class:`ContinuousFunctionPosterior` and :class:`ContinuousMixturePosterior`: the same
+   banks sampled continuously, by the Gaussian of their moments (BoTorch's normal
+   samplers), joint across the q-batch.
+5. :class:`TensorOutputPosterior`: any of them over flattened tensor-valued outputs,
    served in the outputs' shape (:class:`TensorOutputSampler`).
 
 Importing this package registers the samplers with BoTorch's ``get_sampler`` and gives
@@ -13,6 +16,10 @@ BoTorch's ``PosteriorList`` the normal base samples that explicit normal sampler
 (:mod:`botorch_nn_uq.posteriors.posterior_list`).
 """
 
+from botorch_nn_uq.posteriors.continuous import (
+    ContinuousFunctionPosterior,
+    ContinuousMixturePosterior,
+)
 from botorch_nn_uq.posteriors.ensemble import EnsembleIndexSampler, FunctionEnsemblePosterior
 from botorch_nn_uq.posteriors.gaussian import GaussianMarginalPosterior
 from botorch_nn_uq.posteriors.mixture import MixtureOfGaussiansPosterior, MixtureSampler
@@ -22,6 +29,8 @@ from botorch_nn_uq.posteriors.tensor_outputs import TensorOutputPosterior, Tenso
 install_posterior_list_base_samples()
 
 __all__ = [
+    "ContinuousFunctionPosterior",
+    "ContinuousMixturePosterior",
     "EnsembleIndexSampler",
     "FunctionEnsemblePosterior",
     "GaussianMarginalPosterior",

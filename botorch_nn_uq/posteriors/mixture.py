@@ -139,6 +139,9 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
     number of samples and its seed.
     ``distribution`` (and ``mvn``) is the moment-matched Gaussian
     (:meth:`moment_matched_posterior`), an approximation of the mixture.
+    The maps (output subsets, outcome untransforms, noise, shifts) return the class of the
+    posterior they map, so that a subclass that samples differently
+    (:class:`~botorch_nn_uq.posteriors.ContinuousMixturePosterior`) keeps its samples.
 
     Args:
         component_means: A ``batch_shape x s x q x m`` tensor of member means.
@@ -311,7 +314,7 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
 
     def subset_outputs(self, output_indices: list[int]) -> MixtureOfGaussiansPosterior:
         r"""The posterior over the outputs ``output_indices`` only."""
-        return MixtureOfGaussiansPosterior(
+        return type(self)(
             self.component_means[..., output_indices],
             self.component_variances[..., output_indices],
             self.weights,
@@ -322,7 +325,7 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
         r"""Add ``noise_variance`` (broadcastable to ``batch_shape x q x m``) to every
         member's variance."""
         marginal_shape = self.batch_shape + self.component_means.shape[-2:]
-        return MixtureOfGaussiansPosterior(
+        return type(self)(
             self.component_means,
             self.component_variances + noise_variance.expand(marginal_shape).unsqueeze(-3),
             self.weights,
@@ -342,11 +345,11 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
         means, variances = outcome_transform.untransform(
             self.component_means, self.component_variances, X=X
         )
-        return MixtureOfGaussiansPosterior(means, variances, self.weights, check_weights=False)
+        return type(self)(means, variances, self.weights, check_weights=False)
 
     def scalarize(self, weights: Tensor, offset: float = 0.0) -> MixtureOfGaussiansPosterior:
         r"""The posterior of ``offset + Y @ weights`` (member outputs are independent)."""
-        return MixtureOfGaussiansPosterior(
+        return type(self)(
             offset + self.component_means @ weights.unsqueeze(-1),
             self.component_variances @ (weights**2).unsqueeze(-1),
             self.weights,
@@ -357,7 +360,7 @@ class MixtureOfGaussiansPosterior(MomentMatchedGaussianMixin, Posterior):
         r"""The mixture with every member's mean moved by ``shift`` (broadcastable to
         ``batch_shape x s x q x m``; the batch may grow), variances unchanged."""
         means = self.component_means + shift
-        return MixtureOfGaussiansPosterior(
+        return type(self)(
             means, self.component_variances.expand_as(means), self.weights, check_weights=False
         )
 

@@ -76,6 +76,7 @@ def train_network(
     member_learning_rates: Tensor | None = None,
     member_early_stopping_patience: Tensor | None = None,
     member_lr_reduction_patience: Tensor | None = None,
+    member_shared: nn.Module | None = None,
     fused_optimizer: bool = False,
 ) -> TrainingResult:
     r"""Train ``module`` by minimising ``loss_fn`` and keep the best weights.
@@ -109,6 +110,16 @@ def train_network(
     step is proportional to the learning rate, i.e. all of ``OPTIMIZERS`` without
     ``weight_decay``). Training stops when every member has run out of patience.
 
+    **Shared module** (``member_shared``, member mode only): a submodule of ``module``
+    without a member dimension that every member's loss depends on (a learnable input
+    transform). It trains on the sum of the members' losses, and the members are no
+    longer independent, so the best weights are kept jointly: the step (full batch) or
+    epoch with the lowest mean monitored loss over the members is restored for all of
+    them and the shared module at once, and early stopping follows that mean (see
+    :class:`~botorch_nn_uq.training.trained_networks.StackedMembers`). The reported
+    ``best_loss`` is each member's loss at that step, and ``best_epoch`` the same for
+    every member.
+
     Args:
         module: The network; all parameters with ``requires_grad`` are trained.
         loss_fn: Maps a tensor of training-row indices (a mini-batch: ``b`` indices, or
@@ -134,6 +145,8 @@ def train_network(
         member_lr_reduction_patience: Optional ``K``-vector of per-member plateau
             patience of the learning-rate reduction (member mode only), replacing
             ``config.lr_reduction_patience``.
+        member_shared: Optional submodule of ``module`` whose parameters all members
+            share (member mode only).
         fused_optimizer: Use the optimizer's fused implementation where the device has
             one (``"adam"``, ``"adamw"`` and ``"sgd"``), else its multi-tensor one: the
             same update up to rounding, in a few kernels instead of several per
@@ -150,6 +163,7 @@ def train_network(
         "member_learning_rates": member_learning_rates,
         "member_early_stopping_patience": member_early_stopping_patience,
         "member_lr_reduction_patience": member_lr_reduction_patience,
+        "member_shared": member_shared,
     }
     batch_loss = loss_fn if isinstance(loss_fn, BatchLoss) else IndexedLoss(loss_fn)
     if member_generators is None:
@@ -171,6 +185,7 @@ def train_network(
             learning_rates=member_learning_rates,
             early_stopping_patience=member_early_stopping_patience,
             lr_reduction_patience=member_lr_reduction_patience,
+            shared=member_shared,
         )
     return _train(
         network,
@@ -219,6 +234,9 @@ class _Bookkeeping:
         #: The value of ``batch_rows``, kept on the host to refill it only when it changes.
         self.batch_rows_value = 0
         self.last_loss = torch.zeros(dtype=torch.float64, **vector)
+        #: With jointly kept best weights, the best mean monitored loss over the members.
+        self.joint_best = network.joint_best
+        self.best_mean_loss = torch.full((), math.inf, dtype=torch.float64, device=device)
         self._epochs_without_improvement = torch.zeros(dtype=torch.long, **vector)
         self._epochs_on_plateau = torch.zeros(dtype=torch.float64, **vector)
         self._early_stopping_patience = network.early_stopping_patience.to(device)
@@ -252,18 +270,35 @@ class _Bookkeeping:
         self.diverged |= torch.isnan(monitored * 0)
         if self.monitors_pre_step_weights:
             # The step's loss is that of the weights before the step: keep them now.
-            threshold = self.best_loss - self._min_delta if self._min_delta else self.best_loss
             # In place: the networks shape this one buffer to their members only once.
-            improved = torch.lt(monitored, threshold, out=self.improved)
+            improved = self._improvement(monitored, out=self.improved)
             improved &= ~self.diverged
             if self._stops_early:
                 improved &= self.active
             network.keep_best(improved)
-            torch.where(improved, monitored, self.best_loss, out=self.best_loss)
+            self._record_best(improved, monitored)
         else:
             self.epoch_loss.addcmul_(monitored, self.batch_rows)
         self.last_loss = monitored
         network.update(optimizer, losses, self.diverged)
+
+    def _improvement(self, monitored: Tensor, out: Tensor | None = None) -> Tensor:
+        r"""Whether each member's monitored loss improved on its best by more than
+        ``min_delta``; with joint best weights, whether the members' mean loss improved
+        on its best (the same answer for every member; NaN once a member has
+        diverged, which never improves)."""
+        if self.joint_best:
+            value, best = monitored.mean().expand_as(monitored), self.best_mean_loss
+        else:
+            value, best = monitored, self.best_loss
+        threshold = best - self._min_delta if self._min_delta else best
+        return torch.lt(value, threshold, out=out)
+
+    def _record_best(self, improved: Tensor, monitored: Tensor) -> None:
+        r"""Record ``monitored`` as the best loss of the members ``improved``."""
+        torch.where(improved, monitored, self.best_loss, out=self.best_loss)
+        if self.joint_best:
+            torch.where(improved[0], monitored.mean(), self.best_mean_loss, out=self.best_mean_loss)
 
     def end_epoch(
         self,
@@ -293,9 +328,9 @@ class _Bookkeeping:
         if self.monitors_pre_step_weights:
             improved = self.improved
         else:
-            improved = self.active & (monitored < self.best_loss - self._min_delta)
+            improved = self.active & self._improvement(monitored)
             network.keep_best(improved)
-            self.best_loss = torch.where(improved, monitored, self.best_loss)
+            self._record_best(improved, monitored)
         self.best_epoch = torch.where(improved, epoch, self.best_epoch)
         if self._stops_early:
             self._epochs_without_improvement = torch.where(
@@ -402,7 +437,7 @@ def _train(
         and config.lr_decay_rate is None
     )
     torch_optimizer, scheduler = make_optimizer(
-        network.parameters, config, fused=fused_optimizer, capturable=capture
+        network.optimizer_groups(), config, fused=fused_optimizer, capturable=capture
     )
     optimizer = (
         DirectFusedAdam(torch_optimizer)

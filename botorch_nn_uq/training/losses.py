@@ -35,9 +35,11 @@ class KnownNoise(NamedTuple):
         variance: ``n x m`` positive, finite noise variances (one per training row and
             output).
         weights: ``n x m`` precision weights ``1 / variance`` normalised to mean one over
-            all entries (constant variances give weights of one). Normalised weights are
-            bounded by the number of entries however small a variance is, so one nearly
-            noiseless row cannot blow up the loss's scale, only dominate it.
+            all entries (constant variances give weights of one); for batched training
+            data (``batch_shape x n x m``), over each batch element's entries.
+            Normalised weights are bounded by the number of entries however small a
+            variance is, so one nearly noiseless row cannot blow up the loss's scale,
+            only dominate it.
     """
 
     variance: Tensor
@@ -45,7 +47,8 @@ class KnownNoise(NamedTuple):
 
     @classmethod
     def from_variance(cls, variance: Tensor) -> KnownNoise:
-        r"""The known noise of variances ``variance`` (``n x m``), with their weights.
+        r"""The known noise of variances ``variance`` (``n x m``, or ``batch_shape x n x
+        m``), with their weights.
 
         Raises:
             ValueError: If a variance is not positive and finite (a model floors zeros
@@ -57,7 +60,8 @@ class KnownNoise(NamedTuple):
                 "zero variances first."
             )
         precision = variance.reciprocal()
-        return cls(variance, precision / precision.mean())
+        # Per batch element, so that an element's weights are those of its data alone.
+        return cls(variance, precision / precision.mean(dim=(-2, -1), keepdim=True))
 
     def rows(self, indices: Tensor | None) -> KnownNoise:
         r"""The known noise of the training rows ``indices`` (any shape of row indices,
@@ -65,6 +69,11 @@ class KnownNoise(NamedTuple):
         if indices is None:
             return self
         return KnownNoise(self.variance[indices], self.weights[indices])
+
+    def map(self, function: Callable[[Tensor], Tensor]) -> KnownNoise:
+        r"""The known noise with ``function`` applied to the variances and the weights
+        (a reshape or a selection of rows)."""
+        return KnownNoise(function(self.variance), function(self.weights))
 
     def to(self, dtype: torch.dtype, device: torch.device | str | None = None) -> KnownNoise:
         r"""The known noise in ``dtype`` on ``device``."""

@@ -13,6 +13,7 @@ from botorch_nn_uq.nn.hand_backward import HandDifferentiatedMembers, supports_b
 from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.loop import train_network
 from botorch_nn_uq.training.losses import BatchLoss, KnownNoise
+from botorch_nn_uq.training.trained_networks import InputMappedNetwork
 
 #: The Gaussian negative log-likelihood's constant per output, ``0.5 log(2 pi)``.
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -84,14 +85,57 @@ def _row_losses_less_constant(
 def _known_noise_terms(known_noise: KnownNoise, gaussian_head: bool) -> tuple[Tensor, Tensor]:
     r"""The rows' known noise as :class:`CommonPathLoss` reads it: an ``n x m`` precision
     (``1 / variance`` for Gaussian heads, the least-squares weights for mean-only
-    members) and an ``n``-vector offset (``sum(log variance) / 2`` for Gaussian heads,
-    zero otherwise), so that a row's loss is :func:`member_row_losses`' less the
-    likelihood's ``log(2 pi) / 2`` per output."""
+    members; ``B x n x m`` for element rows) and an ``n``-vector offset (``sum(log
+    variance) / 2`` for Gaussian heads, zero otherwise), so that a row's loss is
+    :func:`member_row_losses`' less the likelihood's ``log(2 pi) / 2`` per output."""
     if not gaussian_head:
         weights = known_noise.weights
-        return weights, weights.new_zeros(weights.shape[0])
+        return weights, weights.new_zeros(weights.shape[:-1])
     variance = known_noise.variance
     return variance.reciprocal(), 0.5 * variance.log().sum(-1)
+
+
+class ElementRows:
+    r"""How the ``K`` members of :func:`fit_members` read their training rows: all from
+    the same ``n`` rows, or, with element rows (batched training data), each block of
+    ``K / B`` consecutive members from its own batch element's ``n`` rows (``B`` of them).
+
+    Args:
+        num_members: ``K``.
+        num_elements: ``B``; ``None`` for rows shared by all members.
+        num_data: ``n``.
+        device: Where the row offsets live (the data's device).
+    """
+
+    def __init__(
+        self, num_members: int, num_elements: int | None, num_data: int, device: torch.device
+    ) -> None:
+        self.shared = num_elements is None
+        self.per_element = num_members if num_elements is None else num_members // num_elements
+        #: Each member's first row in the elements' rows flattened to ``(B n) x c``.
+        self.offsets = (
+            torch.arange(num_members, device=device) // self.per_element * num_data
+        ).unsqueeze(-1)
+
+    def members(self, data: Tensor) -> Tensor:
+        r"""Every member's rows of ``data`` (``n x c`` shared, ``B x n x c`` element
+        rows) as ``K x n x c`` (a view for shared rows)."""
+        if self.shared:
+            return data.expand(self.offsets.shape[0], *data.shape)
+        return data.repeat_interleave(self.per_element, dim=0)
+
+    def flat(self, data: Tensor) -> Tensor:
+        r"""``data`` as one ``(B n) x c`` table of rows, which :meth:`indices` index."""
+        return data if self.shared else data.reshape(-1, data.shape[-1])
+
+    def indices(self, indices: Tensor) -> Tensor:
+        r"""Each member's row ``indices`` (``K x b``, into its own ``n`` rows) as indices
+        into :meth:`flat`'s table."""
+        return indices if self.shared else indices + self.offsets
+
+    def gather(self, data: Tensor, indices: Tensor) -> Tensor:
+        r"""The rows ``indices`` (``K x b``) of every member, ``K x b x c``."""
+        return self.flat(data)[self.indices(indices)]
 
 
 class CommonPathLoss(BatchLoss):
@@ -117,14 +161,20 @@ class CommonPathLoss(BatchLoss):
 
     Args:
         network: The ``K`` members.
-        train_X: ``n x d`` training inputs.
-        train_Y: ``n x m`` training targets.
+        train_X: ``n x d`` training inputs, or ``B x n x d`` element rows (see
+            :func:`fit_members`).
+        train_Y: ``n x m`` training targets (``B x n x m``).
         batch_size: The mini-batch size; ``None`` (or at least ``n``) trains full-batch.
         l2_regularization: ``lambda``, the same for every member.
         hand_gradients: Compute the gradients by hand; ``None`` does so wherever the
             members allow it (``False`` takes autograd's, for comparison).
-        known_noise: The ``n`` rows' known observation noise (``n x m``); the losses
-            are then :func:`member_row_losses`' with it.
+        known_noise: The ``n`` rows' known observation noise (``n x m``, or ``B x n x m``);
+            the losses are then :func:`member_row_losses`' with it.
+        input_transform: A module with trainable parameters that maps every batch's
+            (untransformed) rows to the members' inputs, shared by the members (see
+            :func:`fit_members`), applied under autograd; by hand, the members' backward
+            pass ends with the gradient at its outputs, from which autograd takes it into
+            the module's parameters.
     """
 
     static_shapes = True
@@ -138,10 +188,14 @@ class CommonPathLoss(BatchLoss):
         l2_regularization: float,
         hand_gradients: bool | None = None,
         known_noise: KnownNoise | None = None,
+        input_transform: nn.Module | None = None,
     ) -> None:
         if hand_gradients is None:
             hand_gradients = supports_backward_by_hand(network)
-        num_members, num_data = network.num_members, train_X.shape[0]
+        num_members, num_data = network.num_members, train_X.shape[-2]
+        self._rows = ElementRows(
+            num_members, train_X.shape[0] if train_X.ndim == 3 else None, num_data, train_X.device
+        )
         outputs = train_Y.shape[-1]
         rows_per_batch = num_data if batch_size is None else min(batch_size, num_data)
         num_batches = math.ceil(num_data / rows_per_batch)
@@ -162,7 +216,7 @@ class CommonPathLoss(BatchLoss):
             self._row_data += [precision, offset.unsqueeze(-1)]
         if num_batches == 1:
             # Full batch: the rows in their own order, the same for every member.
-            self._epoch_data = [data.expand(num_members, *data.shape) for data in self._row_data]
+            self._epoch_data = [self._rows.members(data) for data in self._row_data]
         else:
             self._epoch_data = [
                 data.new_empty(num_members, padded, data.shape[-1]) for data in self._row_data
@@ -183,6 +237,8 @@ class CommonPathLoss(BatchLoss):
         ]
         self._by_hand = HandDifferentiatedMembers(network) if hand_gradients else None
         self._grad_output: Tensor | None = None
+        self._input_transform = input_transform
+        self._transformed_X: Tensor | None = None
 
     def begin_epoch(self, order: Tensor | None) -> None:
         if order is None:
@@ -190,9 +246,11 @@ class CommonPathLoss(BatchLoss):
         num_members, padded = self._epoch_data[0].shape[:2]
         if self._padding:
             order = nn.functional.pad(order, (0, self._padding))
-        rows = order.reshape(-1)
+        rows = self._rows.indices(order).reshape(-1)
         for data, epoch in zip(self._row_data, self._epoch_data, strict=True):
-            torch.index_select(data, 0, rows, out=epoch.view(num_members * padded, -1))
+            torch.index_select(
+                self._rows.flat(data), 0, rows, out=epoch.view(num_members * padded, -1)
+            )
 
     def select_batch(self, batch: int, batch_size: int) -> None:
         if self._static is None:
@@ -209,10 +267,12 @@ class CommonPathLoss(BatchLoss):
         X, Y, *noise_terms, weights = self._selected
         # The offsets are gathered as one column per row, like the other row data.
         noise = (noise_terms[0], noise_terms[1].squeeze(-1)) if noise_terms else None
+        if self._input_transform is not None:
+            X = self._transformed_X = self._input_transform(X)
         if self._by_hand is None:
             losses = torch.mv(_row_losses_less_constant(self._network, X, Y, noise), weights)
         else:
-            output = self._by_hand.forward(X)
+            output = self._by_hand.forward(X.detach())
             losses, self._grad_output = self._losses_and_output_gradient(output, Y, weights, noise)
         monitored = losses.detach() + self._constant
         if self._l2 > 0:
@@ -273,8 +333,12 @@ class CommonPathLoss(BatchLoss):
             super().backward(losses, diverged)
             return
         # A diverged member's gradient is zero, as autograd's of its masked loss is.
-        self._by_hand.backward(torch.where(diverged.view(-1, 1, 1), 0.0, self._grad_output))
-        self._grad_output = None
+        grad_output = torch.where(diverged.view(-1, 1, 1), 0.0, self._grad_output)
+        transformed = self._input_transform is not None
+        grad_input = self._by_hand.backward(grad_output, input_gradient=transformed)
+        if transformed:
+            self._transformed_X.backward(grad_input)
+        self._grad_output = self._transformed_X = None
 
 
 def fit_members(
@@ -292,6 +356,7 @@ def fit_members(
     dropout_generator: torch.Generator | None = None,
     training_dtype: torch.dtype | None = None,
     known_noise: KnownNoise | None = None,
+    input_transform: nn.Module | None = None,
     progress: bool = False,
     description: str = "ensemble members",
 ) -> TrainingResult:
@@ -315,6 +380,12 @@ def fit_members(
     (see :func:`member_row_losses`): Gaussian heads are trained on the likelihood of the
     known variances, mean-only members on weighted least squares.
 
+    Element rows (batched training data, see :mod:`botorch_nn_uq.models.batched_data`):
+    ``train_X`` of ``B x n x d`` (and ``train_Y``, ``known_noise`` of ``B x n x m``)
+    with ``B`` dividing ``K``: members ``b K / B`` to ``(b + 1) K / B - 1`` train on
+    element ``b``'s rows only, each exactly as it would on those rows alone (its row
+    weights index its element's ``n`` rows).
+
     The common case (no row weights, no validation rows, one ``lambda``, no dropout, no
     per-member learning rates or plateau reductions, no gradient clipping, Adam; known
     noise or not) trains
@@ -323,8 +394,8 @@ def fit_members(
 
     Args:
         network: The members (``K``).
-        train_X: ``n x d`` (transformed) training inputs.
-        train_Y: ``n x m`` (transformed) training targets.
+        train_X: ``n x d`` (transformed) training inputs, or ``B x n x d`` element rows.
+        train_Y: ``n x m`` (transformed) training targets (``B x n x m``).
         config: Epochs, learning rate, batch size, optimizer, patience, ... (the
             optimizer's own ``weight_decay`` must be 0 when ``learning_rates`` is given).
         l2_regularization: ``lambda`` for all members, or a ``K``-vector.
@@ -342,9 +413,18 @@ def fit_members(
         training_dtype: The floating-point type to train in (e.g. ``torch.float32``,
             faster on a CPU core); ``None`` trains in the dtype of ``train_Y``. The
             network is returned in the dtype it came in.
-        known_noise: The known observation noise of the ``n`` training rows (``n x m``);
-            ``None`` trains on the members' own noise model (Gaussian heads) or the
-            unweighted squared error.
+        known_noise: The known observation noise of the ``n`` training rows (``n x m``,
+            ``B x n x m`` for element rows); ``None`` trains on the members' own noise
+            model (Gaussian heads) or the unweighted squared error.
+        input_transform: A module with trainable parameters that maps the inputs to the
+            members' inputs (a model's learnable input transform, e.g. BoTorch's
+            ``Warp``, as
+            :class:`~botorch_nn_uq.models.input_transforms.TrainingInputs`), shared by
+            all members and trained with them (``train_X`` are then the untransformed
+            inputs): it is applied at every step, trains on the sum of the members'
+            losses, and the best weights are kept jointly (see
+            :func:`~botorch_nn_uq.training.loop.train_network`'s ``member_shared``).
+            Returned in the dtype it came in, its buffers unchanged.
         progress: Show a progress bar.
         description: The progress bar's label.
 
@@ -352,7 +432,17 @@ def fit_members(
         The per-member :class:`~botorch_nn_uq.training.config.TrainingResult`; ``network``
         holds each member's best weights.
     """
-    num_members, num_data = network.num_members, train_X.shape[0]
+    num_members, num_data = network.num_members, train_X.shape[-2]
+    if train_X.ndim not in (2, 3) or train_X.shape[:-1] != train_Y.shape[:-1]:
+        raise ValueError(
+            "train_X and train_Y must be `n x d` and `n x m` (or `B x n x d` and `B x n x m` "
+            f"element rows); got shapes {tuple(train_X.shape)} and {tuple(train_Y.shape)}."
+        )
+    if train_X.ndim == 3 and num_members % train_X.shape[0]:
+        raise ValueError(
+            f"Element rows of {train_X.shape[0]} batch elements need a multiple of "
+            f"{train_X.shape[0]} members; got {num_members}."
+        )
     for name, weights in (
         ("row_weights", row_weights),
         ("validation_row_weights", validation_row_weights),
@@ -380,6 +470,11 @@ def fit_members(
     if not isinstance(l2_regularization, Tensor) or l2_regularization.ndim == 0:
         single_l2 = float(l2_regularization)
     network.to(dtype)
+    if input_transform is not None:
+        # Its constants (the bounds it normalises to, its constraints' bounds) come back
+        # as they were, not rounded through the training dtype.
+        constants = {name: buffer.clone() for name, buffer in input_transform.named_buffers()}
+        input_transform.to(dtype)
     on_device = {"dtype": dtype, "device": train_Y.device}
     try:
         return _fit_members(
@@ -399,11 +494,16 @@ def fit_members(
             lr_reduction_patience=lr_reduction_patience,
             dropout_generator=dropout_generator,
             known_noise=None if known_noise is None else known_noise.to(**on_device),
+            input_transform=input_transform,
             progress=progress,
             description=description,
         )
     finally:
         network.to(served_dtype)
+        if input_transform is not None:
+            input_transform.to(served_dtype)
+            for name, buffer in input_transform.named_buffers():
+                buffer.copy_(constants[name])
 
 
 def _fit_members(
@@ -420,11 +520,17 @@ def _fit_members(
     lr_reduction_patience: Tensor | None,
     dropout_generator: torch.Generator | None,
     known_noise: KnownNoise | None,
+    input_transform: nn.Module | None,
     progress: bool,
     description: str,
 ) -> TrainingResult:
     r""":func:`fit_members` on data of the training dtype (checked there)."""
-    num_members, num_data = network.num_members, train_X.shape[0]
+    # With a learnable input transform the loop trains it with the members.
+    module = network if input_transform is None else InputMappedNetwork(input_transform, network)
+    num_members, num_data = network.num_members, train_X.shape[-2]
+    rows = ElementRows(
+        num_members, train_X.shape[0] if train_X.ndim == 3 else None, num_data, train_X.device
+    )
     common_path = (
         row_weights is None
         and validation_row_weights is None
@@ -442,13 +548,20 @@ def _fit_members(
         "description": description,
         "member_generators": network.member_generators(DATA_ORDER_STREAM),
         "member_early_stopping_patience": early_stopping_patience,
+        "member_shared": input_transform,
     }
     if common_path:
         l2 = l2_regularization
         return train_network(
-            network,
+            module,
             CommonPathLoss(
-                network, train_X, train_Y, config.batch_size, l2, known_noise=known_noise
+                network,
+                train_X,
+                train_Y,
+                config.batch_size,
+                l2,
+                known_noise=known_noise,
+                input_transform=input_transform,
             ),
             config=dataclasses.replace(config, weight_decay=config.weight_decay + 2 * l2),
             fused_optimizer=True,
@@ -462,25 +575,37 @@ def _fit_members(
     l2 = torch.as_tensor(l2_regularization, dtype=train_Y.dtype, device=train_Y.device)
     l2 = l2.expand(num_members)
 
+    # Every member's rows, for full-batch losses: shared rows are evaluated once for all
+    # members, element rows as each member's own.
+    if rows.shared:
+        full_X, full_Y, full_noise = train_X, train_Y, known_noise
+    else:
+        full_X, full_Y = rows.members(train_X), rows.members(train_Y)
+        full_noise = None if known_noise is None else known_noise.map(rows.members)
+
     def loss(indices: Tensor | None) -> Tensor:
         if indices is None:
             row_losses = member_row_losses(
-                network,
-                train_X,
-                train_Y,
-                per_member=False,
+                module,
+                full_X,
+                full_Y,
+                per_member=not rows.shared,
                 generator=dropout_generator,
-                known_noise=known_noise,
+                known_noise=full_noise,
             )
             weights = row_weights
         else:
             row_losses = member_row_losses(
-                network,
-                train_X[indices],
-                train_Y[indices],
+                module,
+                rows.gather(train_X, indices),
+                rows.gather(train_Y, indices),
                 per_member=True,
                 generator=dropout_generator,
-                known_noise=None if known_noise is None else known_noise.rows(indices),
+                known_noise=(
+                    None
+                    if known_noise is None
+                    else known_noise.map(rows.flat).rows(rows.indices(indices))
+                ),
             )
             weights = row_weights.gather(1, indices)
         data_loss = _weighted_sum(row_losses, weights) / weights.sum(-1).clamp_min(1e-12)
@@ -491,13 +616,13 @@ def _fit_members(
 
         def validation_loss() -> Tensor:
             row_losses = member_row_losses(
-                network, train_X, train_Y, per_member=False, known_noise=known_noise
+                module, full_X, full_Y, per_member=not rows.shared, known_noise=full_noise
             )
             weights = validation_row_weights
             return _weighted_sum(row_losses, weights) / weights.sum(-1)
 
     return train_network(
-        network,
+        module,
         loss,
         config=config,
         validation_loss_fn=validation_loss,

@@ -14,6 +14,7 @@ from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.loop import train_network
 from botorch_nn_uq.training.losses import KnownNoise, l2_penalty
 from botorch_nn_uq.training.nomu_loss import artificial_inputs, data_fit_loss, nomu_loss
+from botorch_nn_uq.training.trained_networks import InputMappedNetwork
 
 
 @contextmanager
@@ -78,6 +79,7 @@ def train_nomu_network(
     uncertainty_l2_regularization: float | None = None,
     train_mean: bool = True,
     known_noise: KnownNoise | None = None,
+    input_transform: nn.Module | None = None,
     generator: torch.Generator | None = None,
     progress: bool = False,
 ) -> TrainingResult:
@@ -93,9 +95,17 @@ def train_nomu_network(
     stage, no noise head), terms (a) and (b) weigh every row by its precision weight (see
     :mod:`~botorch_nn_uq.training.nomu_loss`).
 
+    With a learnable ``input_transform`` (BoTorch's ``Warp``) the training rows go
+    through it at every step and its parameters train with the network (in the first
+    stage only, with a noise head: the frozen mean branch must keep its inputs), while
+    the artificial inputs are drawn in the network's own input units, as without it: a
+    ``Warp`` maps its input box onto the unit cube whatever its concentrations, so the
+    box of artificial inputs stays the transformed input box.
+
     Args:
         network: The network to train.
-        train_X: An ``n x d`` tensor of (transformed) training inputs.
+        train_X: An ``n x d`` tensor of (transformed) training inputs (untransformed
+            with ``input_transform``).
         train_Y: An ``n x m`` tensor of (transformed) training targets.
         artificial_input_box: A ``2 x d`` tensor, the box of the artificial inputs (in
             the units of ``train_X``).
@@ -111,6 +121,10 @@ def train_nomu_network(
             frozen, pre-trained mean branch.
         known_noise: The known observation noise of the training rows (``n x m``), for a
             network without a noise head.
+        input_transform: A module with trainable parameters that maps the training rows
+            to the network's inputs (a model's learnable input transform as
+            :class:`~botorch_nn_uq.models.input_transforms.TrainingInputs`), trained with
+            the network (in place).
         generator: The source of every random choice of the training (mini-batch order
             and artificial inputs, drawn in the order the steps need them); ``None``
             draws from torch's global generator.
@@ -126,8 +140,15 @@ def train_nomu_network(
             "network without one."
         )
 
+    # What the loop trains and keeps the best weights of: the network and the transform.
+    module = network if input_transform is None else InputMappedNetwork(input_transform, network)
+    transforms = [] if input_transform is None else [input_transform]
+
     def rows(indices: Tensor | None) -> tuple[Tensor, Tensor]:
-        return (train_X, train_Y) if indices is None else (train_X[indices], train_Y[indices])
+        X, Y = (train_X, train_Y) if indices is None else (train_X[indices], train_Y[indices])
+        if input_transform is not None:
+            X = input_transform(X)
+        return X, Y
 
     if network.noise_layer is None:
 
@@ -149,7 +170,7 @@ def train_nomu_network(
             ) + nomu_l2_penalty(network, l2_regularization, uncertainty_l2_regularization)
 
         return train_network(
-            network,
+            module,
             loss,
             num_data,
             config,
@@ -165,9 +186,9 @@ def train_nomu_network(
             network, l2_regularization, uncertainty_l2_regularization
         )
 
-    with _trainable_only(network, network.mean_branch_modules()):
+    with _trainable_only(module, [*network.mean_branch_modules(), *transforms]):
         train_network(
-            network,
+            module,
             noise_loss,
             num_data,
             config,
@@ -176,7 +197,7 @@ def train_nomu_network(
             generator=generator,
         )
     with torch.no_grad():
-        noise_std = network(train_X).noise_std
+        noise_std = network(rows(None)[0]).noise_std
     # Dividing pi_exp and lambda by 2 * mean(sigma_n^2) (per output; lambda by the
     # average over outputs) makes the noisy loss (57) a multiple of the noiseless
     # loss (4) for homoscedastic noise (App. C.1).
@@ -204,9 +225,9 @@ def train_nomu_network(
             scale=consistency.mean().item(),
         )
 
-    with _trainable_only(network, network.uncertainty_branch_modules()):
+    with _trainable_only(module, network.uncertainty_branch_modules()):
         return train_network(
-            network,
+            module,
             uncertainty_loss,
             num_data,
             config,

@@ -5,6 +5,8 @@ without ``Adam.step``'s per-call bookkeeping."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
@@ -13,13 +15,19 @@ from botorch_nn_uq.training.config import OPTIMIZERS, TrainingConfig
 
 
 def make_optimizer(
-    parameters: list[Tensor], config: TrainingConfig, *, fused: bool, capturable: bool
+    parameters: list[Tensor] | list[dict[str, Any]],
+    config: TrainingConfig,
+    *,
+    fused: bool,
+    capturable: bool,
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
     r"""The optimizer of ``config`` (``config.optimizer``, its learning rate and weight
     decay) over ``parameters``, and its learning-rate schedule.
 
     Args:
-        parameters: The tensors to train.
+        parameters: The tensors to train, or ``torch.optim`` parameter groups (dicts
+            with ``"params"`` and options that replace ``config``'s for the group, e.g.
+            ``"weight_decay"``).
         config: The training settings.
         fused: Use the optimizer's fastest implementation for ``parameters`` (fused where
             the optimizer and the device have one, else multi-tensor).
@@ -33,7 +41,12 @@ def make_optimizer(
     optimizer_class = OPTIMIZERS[config.optimizer]
     options = {}
     if fused or capturable:
-        options = _fast_optimizer_options(optimizer_class, parameters, capturable)
+        tensors = [
+            tensor
+            for entry in parameters
+            for tensor in (entry["params"] if isinstance(entry, dict) else [entry])
+        ]
+        options = _fast_optimizer_options(optimizer_class, tensors, capturable)
     optimizer = optimizer_class(
         parameters, lr=config.learning_rate, weight_decay=config.weight_decay, **options
     )
@@ -72,19 +85,19 @@ def _fast_optimizer_options(
 
 
 def is_plain_fused_adam(optimizer: torch.optim.Optimizer) -> bool:
-    r"""Whether ``optimizer`` is a fused ``Adam`` with one parameter group and none of the
-    options its kernel does not take directly (AMSGrad, maximisation, differentiable
+    r"""Whether ``optimizer`` is a fused ``Adam`` none of whose parameter groups has an
+    option its kernel does not take directly (AMSGrad, maximisation, differentiable
     steps)."""
-    if type(optimizer) is not torch.optim.Adam or len(optimizer.param_groups) != 1:
+    if type(optimizer) is not torch.optim.Adam:
         return False
-    (group,) = optimizer.param_groups
-    return (
+    return all(
         bool(group["fused"])
         and not group["amsgrad"]
         and not group["maximize"]
         and not group["differentiable"]
         and not group.get("decoupled_weight_decay", False)
         and not isinstance(group["lr"], Tensor)
+        for group in optimizer.param_groups
     )
 
 
@@ -100,51 +113,58 @@ class DirectFusedAdam:
     like), every step goes through ``Adam.step``, which runs them.
 
     Args:
-        optimizer: A ``torch.optim.Adam`` with ``fused=True`` and one parameter group.
+        optimizer: A ``torch.optim.Adam`` with ``fused=True`` (one kernel call per
+            parameter group).
     """
 
     def __init__(self, optimizer: torch.optim.Adam) -> None:
         self.optimizer = optimizer
         self.param_groups = optimizer.param_groups
-        (group,) = optimizer.param_groups
-        self._parameters = list(group["params"])
+        self._parameters = [list(group["params"]) for group in optimizer.param_groups]
         # Detached aliases: the kernel updates the weights in place, outside autograd.
-        self._weights = [parameter.detach() for parameter in self._parameters]
-        self._state: tuple[list[Tensor], list[Tensor], list[Tensor]] | None = None
+        self._weights = [[parameter.detach() for parameter in group] for group in self._parameters]
+        self._states: list[tuple[list[Tensor], list[Tensor], list[Tensor]]] | None = None
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         r"""Drop the gradients (the next backward pass creates them afresh)."""
-        for parameter in self._parameters:
-            parameter.grad = None
+        for group in self._parameters:
+            for parameter in group:
+                parameter.grad = None
 
     def step(self) -> None:
         r"""One Adam update of every parameter."""
-        if self._state is None or self._hooked():
+        if self._states is None or self._hooked():
             self.optimizer.step()
-            states = [self.optimizer.state[parameter] for parameter in self._parameters]
-            self._state = tuple(
-                [state[key] for state in states] for key in ("exp_avg", "exp_avg_sq", "step")
-            )
+            self._states = []
+            for parameters in self._parameters:
+                states = [self.optimizer.state[parameter] for parameter in parameters]
+                self._states.append(
+                    tuple(
+                        [state[key] for state in states]
+                        for key in ("exp_avg", "exp_avg_sq", "step")
+                    )
+                )
             return
-        (group,) = self.param_groups
-        exp_avgs, exp_avg_sqs, steps = self._state
-        beta1, beta2 = group["betas"]
-        torch._foreach_add_(steps, 1)
-        torch._fused_adam_(
-            self._weights,
-            [parameter.grad for parameter in self._parameters],
-            exp_avgs,
-            exp_avg_sqs,
-            [],
-            steps,
-            lr=group["lr"],
-            beta1=beta1,
-            beta2=beta2,
-            weight_decay=group["weight_decay"],
-            eps=group["eps"],
-            amsgrad=False,
-            maximize=False,
-        )
+        for group, parameters, weights, (exp_avgs, exp_avg_sqs, steps) in zip(
+            self.param_groups, self._parameters, self._weights, self._states, strict=True
+        ):
+            beta1, beta2 = group["betas"]
+            torch._foreach_add_(steps, 1)
+            torch._fused_adam_(
+                weights,
+                [parameter.grad for parameter in parameters],
+                exp_avgs,
+                exp_avg_sqs,
+                [],
+                steps,
+                lr=group["lr"],
+                beta1=beta1,
+                beta2=beta2,
+                weight_decay=group["weight_decay"],
+                eps=group["eps"],
+                amsgrad=False,
+                maximize=False,
+            )
 
     def _hooked(self) -> bool:
         r"""Whether step hooks are registered, globally or on the optimizer."""

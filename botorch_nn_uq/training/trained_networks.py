@@ -1,15 +1,21 @@
 r"""What the training loop trains, in its two modes: one network (:class:`OneNetwork`), or
 ``K`` members stacked along the leading dimension of every parameter and buffer
-(:class:`StackedMembers`). The epoch loop
-(:func:`~botorch_nn_uq.training.loop.train_network`) keeps its records per member for
-both; what differs between the modes is here: the mini-batch order, the backward pass,
-gradient clipping, how an update and a learning-rate reduction are applied, and how the
-best weights are kept."""
+(:class:`StackedMembers`), optionally with one module that all members share (a learnable
+input transform). The epoch loop (:func:`~botorch_nn_uq.training.loop.train_network`)
+keeps its records per member for both; what differs between the modes is here: the
+mini-batch order, the backward pass, gradient clipping, how an update and a
+learning-rate reduction are applied, and how the best weights are kept.
+
+Parameters with a GPyTorch constraint that is not enforced by a reparametrisation (such
+as the concentrations of BoTorch's ``Warp``, which must stay positive) are projected onto
+their bounds after every optimizer step: BoTorch's own fits respect such bounds through
+L-BFGS-B, and a first-order step has nothing else that keeps them."""
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -17,6 +23,42 @@ from torch import Tensor, nn
 from botorch_nn_uq.training.config import TrainingConfig, TrainingResult
 from botorch_nn_uq.training.losses import BatchLoss
 from botorch_nn_uq.training.optimizers import Stepper
+
+
+class InputMappedNetwork(nn.Module):
+    r"""A network behind a trainable map of its inputs, ``network(inputs(X), ...)``: what
+    the loop trains when the inputs go through a learnable input transform, so that the
+    optimizer sees the parameters of both.
+
+    Attributes that this module does not have (``num_members``, ``hidden_layers``, ...)
+    are the network's.
+
+    Args:
+        inputs: A module that maps the raw inputs to the network's inputs (for a model's
+            input transform,
+            :class:`~botorch_nn_uq.models.input_transforms.TrainingInputs`).
+        network: The network.
+
+    Example:
+        >>> module = InputMappedNetwork(nn.Linear(2, 2), nn.Linear(2, 1))
+        >>> sorted(name for name, _ in module.named_parameters())
+        ['inputs.bias', 'inputs.weight', 'network.bias', 'network.weight']
+    """
+
+    def __init__(self, inputs: nn.Module, network: nn.Module) -> None:
+        super().__init__()
+        self.inputs = inputs
+        self.network = network
+
+    def forward(self, X: Tensor, *args: Any, **kwargs: Any) -> Any:
+        r"""The network at the mapped ``X``; other arguments are the network's."""
+        return self.network(self.inputs(X), *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["network"], name)
 
 
 class TrainedNetworks(ABC):
@@ -57,6 +99,21 @@ class TrainedNetworks(ABC):
         self._best_state = {name: tensor.clone() for name, tensor in self._state.items()}
         self._masks_of: Tensor | None = None
         self._masks: list[Tensor] = []
+        self._bounded = _bounded_parameters(module)
+        #: Whether the best weights are kept jointly: the members share trained parameters,
+        #: so the loop keeps the epoch of the lowest mean monitored loss for all of them.
+        self.joint_best = False
+
+    def optimizer_groups(self) -> list[Tensor] | list[dict[str, object]]:
+        r"""What the optimizer trains: the trained parameters, or parameter groups."""
+        return self.parameters
+
+    def project(self) -> None:
+        r"""Clamp the parameters with unenforced GPyTorch constraints to their bounds
+        (after an optimizer step)."""
+        with torch.no_grad():
+            for parameter, lower, upper in self._bounded:
+                parameter.clamp_(min=lower, max=upper)
 
     @abstractmethod
     def shuffle(self, num_data: int) -> Tensor:
@@ -141,6 +198,7 @@ class OneNetwork(TrainedNetworks):
         if self._config.gradient_clip_norm is not None:
             nn.utils.clip_grad_norm_(self.parameters, self._config.gradient_clip_norm)
         optimizer.step()
+        self.project()
 
     def reduce_learning_rates(
         self, optimizer: Stepper, reduce: Tensor, reduce_on_host: Tensor
@@ -168,8 +226,19 @@ class StackedMembers(TrainedNetworks):
     (member mode of :func:`~botorch_nn_uq.training.loop.train_network`; the keyword
     arguments are its ``member_*`` options).
 
+    A ``shared`` submodule (a learnable input transform that all members see) has no
+    member dimension. Its parameters train on the sum of the members' losses (the
+    gradient of every member that has not diverged), at the configured learning rate
+    and without weight decay (a decay toward zero is a prior on weights; ``Warp``'s
+    identity lies at concentrations of one), and gradient clipping clips their gradient
+    as one group. Because every member's function depends on them, the best weights are
+    kept jointly (``joint_best``): the step or epoch with the lowest mean monitored loss
+    over the members restores the members and the shared module together, so the
+    served members are the ones trained with the served transform.
+
     Args:
-        module: The members; every parameter and buffer has a leading dimension ``K``.
+        module: The members; every parameter and buffer outside ``shared`` has a
+            leading dimension ``K``.
         batch_loss: The training loss (a ``K``-vector per batch).
         config: The training settings.
         generators: One CPU generator per member, for its mini-batch order.
@@ -178,6 +247,8 @@ class StackedMembers(TrainedNetworks):
             patience, replacing ``config.early_stopping_patience``.
         lr_reduction_patience: Optional ``K``-vector of per-member plateau patience,
             replacing ``config.lr_reduction_patience``.
+        shared: Optional submodule of ``module`` whose parameters and buffers all
+            members share.
     """
 
     def __init__(
@@ -190,10 +261,15 @@ class StackedMembers(TrainedNetworks):
         learning_rates: Tensor | None,
         early_stopping_patience: Tensor | None,
         lr_reduction_patience: Tensor | None,
+        shared: nn.Module | None = None,
     ) -> None:
         num_members = len(generators)
-        for tensor in module.state_dict().values():
-            _member_view(tensor, num_members)
+        shared_ids = (
+            set() if shared is None else {id(t) for t in shared.state_dict(keep_vars=True).values()}
+        )
+        for tensor in module.state_dict(keep_vars=True).values():
+            if id(tensor) not in shared_ids:
+                _member_view(tensor, num_members)
         if learning_rates is not None and (
             learning_rates.shape != (num_members,) or not (learning_rates > 0).all()
         ):
@@ -234,6 +310,23 @@ class StackedMembers(TrainedNetworks):
         )
         self._update_scale = scale.to(self.device)
         self._generators = generators
+        self._shared_parameters = [p for p in self.parameters if id(p) in shared_ids]
+        self._member_parameters = [p for p in self.parameters if id(p) not in shared_ids]
+        # The best-state entries by name that the shared module owns.
+        self._shared_names = {
+            name
+            for name, tensor in module.state_dict(keep_vars=True).items()
+            if id(tensor) in shared_ids
+        }
+        self.joint_best = bool(self._shared_names)
+
+    def optimizer_groups(self) -> list[Tensor] | list[dict[str, object]]:
+        if not self._shared_parameters:
+            return self.parameters
+        return [
+            {"params": self._member_parameters},
+            {"params": self._shared_parameters, "weight_decay": 0.0},
+        ]
 
     def shuffle(self, num_data: int) -> Tensor:
         return torch.stack([torch.randperm(num_data, generator=g) for g in self._generators])
@@ -253,12 +346,17 @@ class StackedMembers(TrainedNetworks):
         self.batch_loss.backward(losses, diverged)
         if self._config.gradient_clip_norm is not None:
             _clip_member_gradients(
-                self.parameters, self.num_members, self._config.gradient_clip_norm
+                self._member_parameters, self.num_members, self._config.gradient_clip_norm
             )
-        before = [p.detach().clone() for p in self.parameters] if self._rescaled else None
+            if self._shared_parameters:
+                nn.utils.clip_grad_norm_(self._shared_parameters, self._config.gradient_clip_norm)
+        members = self._member_parameters
+        before = [p.detach().clone() for p in members] if self._rescaled else None
         optimizer.step()
         if before is not None:
-            _rescale_member_updates(self.parameters, before, self._update_scale)
+            # The shared parameters train at the configured rate: no member's rate is theirs.
+            _rescale_member_updates(members, before, self._update_scale)
+        self.project()
 
     def reduce_learning_rates(
         self, optimizer: Stepper, reduce: Tensor, reduce_on_host: Tensor
@@ -267,11 +365,36 @@ class StackedMembers(TrainedNetworks):
             reduce, self._update_scale * self._config.lr_reduction_factor, self._update_scale
         )
 
+    def keep_best(self, improved: Tensor) -> None:
+        if improved is not self._masks_of and self._shared_names:
+            # Joint best weights improve for all members at once: member 0 speaks for all.
+            self._masks = [
+                improved[0] if name in self._shared_names else self._member_mask(improved, best)
+                for name, best in self._best_state.items()
+            ]
+            self._masks_of = improved
+        super().keep_best(improved)
+
     def _member_mask(self, improved: Tensor, tensor: Tensor) -> Tensor:
         return improved.view(-1, *([1] * (tensor.ndim - 1)))
 
     def result(self, per_member: TrainingResult) -> TrainingResult:
         return per_member
+
+
+def _bounded_parameters(module: nn.Module) -> list[tuple[Tensor, Tensor, Tensor]]:
+    r"""The trained parameters of ``module`` with a GPyTorch constraint that no
+    reparametrisation enforces, with the constraint's lower and upper bounds (tensors
+    that follow the module's dtype and device)."""
+    bounded: dict[int, tuple[Tensor, Tensor, Tensor]] = {}
+    for submodule in module.modules():
+        if not hasattr(submodule, "named_parameters_and_constraints"):
+            continue
+        for _, parameter, constraint in submodule.named_parameters_and_constraints():
+            if constraint is None or constraint.enforced or not parameter.requires_grad:
+                continue
+            bounded[id(parameter)] = (parameter, constraint.lower_bound, constraint.upper_bound)
+    return list(bounded.values())
 
 
 def _member_view(tensor: Tensor, num_members: int) -> Tensor:

@@ -25,6 +25,7 @@ from botorch_nn_uq.bo import (
     registered_problem,
 )
 from botorch_nn_uq.bo.optimizer import EvaluationsNotToldError
+from botorch_nn_uq.bo.pending import NotPendingError
 from botorch_nn_uq.bo.surrogates import get_surrogate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,17 +123,17 @@ def test_run_ask_tell_and_ask_tell_across_processes_propose_the_same_points(
         assert through_run.proposer.segment_start > 0
 
 
-def test_asking_again_returns_the_pending_batch() -> None:
+def test_asking_again_proposes_new_points_and_keeps_every_asked_point_pending() -> None:
     optimizer = _optimizer("random")
     design = optimizer.ask()
-    assert torch.equal(optimizer.ask(), design)
     with pytest.raises(ValueError, match="initial design of n_initial = 4"):
         BayesianOptimizer([[0.0], [1.0]], proposer="random", n_initial=4).ask(2)
+    # Random search needs no model: it may ask before any result is told.
+    more = optimizer.ask(2)
+    assert torch.equal(optimizer.pending, torch.cat([design, more]))
+    assert optimizer.pending_ids.tolist() == [0, 1, 2, 3, 4, 5] and optimizer.step == 2
     optimizer.tell(design, torch.ones(4))
-    batch = optimizer.ask(3)
-    assert torch.equal(optimizer.ask(3), batch) and torch.equal(optimizer.pending, batch)
-    with pytest.raises(ValueError, match="asked and not told"):
-        optimizer.ask(2)
+    assert torch.equal(optimizer.pending, more)
 
 
 def _told(optimizer: BayesianOptimizer) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,9 +145,8 @@ def _told(optimizer: BayesianOptimizer) -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.mark.parametrize(
     ("rows", "outputs", "message"),
     [
-        ([0, 1], [1.0, 2.0], r"asked points \[2\] are missing"),
-        ([0, 1, 1], [1.0, 2.0, 3.0], r"asked points \[1\] are repeated"),
-        ([0, 1, 2, 2], [1.0, 2.0, 3.0, 4.0], "each of the 3 asked points once"),
+        ([0, 1, 1], [1.0, 2.0, 3.0], r"Told rows \[2\] are not pending points"),
+        ([0, 1, 2, 2], [1.0, 2.0, 3.0, 4.0], r"Told rows \[3\] are not pending points"),
         ([0, 1, 2], [1.0, float("nan"), 3.0], r"rows \[1\] hold NaN"),
         ([0, 1, 2], [1.0, 2.0], "Got 2 outputs for 3 points"),
     ],
@@ -176,11 +176,11 @@ def test_a_batch_cannot_be_told_twice_or_unasked() -> None:
     optimizer = _optimizer("random")
     _, batch = _told(optimizer)
     optimizer.tell(batch, torch.zeros(3, dtype=torch.float64))
-    with pytest.raises(ValueError, match="batch of step 1 was told already"):
+    with pytest.raises(NotPendingError, match="are not pending points"):
         optimizer.tell(batch, torch.zeros(3, dtype=torch.float64))
-    with pytest.raises(ValueError, match="not points of the asked batch"):
+    with pytest.raises(NotPendingError, match=r"Ids 4 \(told already\), 99 \(never asked\)"):
         optimizer.ask(3)
-        optimizer.tell(batch, torch.zeros(3, dtype=torch.float64))
+        optimizer.tell([4, 99], torch.zeros(2, dtype=torch.float64))
 
 
 def test_evaluations_made_before_the_run_can_be_told_as_its_initial_design() -> None:
@@ -305,7 +305,7 @@ def test_a_batch_that_asks_for_one_point_twice_is_told_twice() -> None:
     optimizer.tell(batch.flip(0), torch.tensor([3.0, 4.0, 5.0], dtype=torch.float64))
     assert torch.equal(optimizer.X[-3:], batch) and optimizer.values[-3:].tolist() == [3, 4, 5]
     optimizer.ask(3)
-    with pytest.raises(ValueError, match=r"asked points \[0\] are repeated"):
+    with pytest.raises(NotPendingError, match=r"Told rows \[3\] are not pending points"):
         optimizer.tell(optimizer.pending[[0, 0, 0, 0]], torch.zeros(4, dtype=torch.float64))
 
 
@@ -358,7 +358,7 @@ def test_outputs_that_tell_refuses_after_the_evaluation_are_not_lost() -> None:
     assert "expects 1 output(s) per evaluation; got 2" in str(error.value)
     assert isinstance(error.value, ValueError)
     # The batch is still pending, and the error holds the points and their outputs.
-    assert optimizer.step == 0 and torch.equal(optimizer.pending, error.value.X)
+    assert optimizer.step == 1 and torch.equal(optimizer.pending, error.value.X)
     assert torch.equal(error.value.Y, torch.ones(4, 2, dtype=torch.float64))
     optimizer.tell(error.value.X, error.value.Y[:, 0])
     assert optimizer.X.shape == (4, 2)
@@ -374,7 +374,7 @@ def test_tell_refuses_complex_values_and_detaches_the_outputs() -> None:
     ):
         with pytest.raises(ValueError, match=message):
             optimizer.tell(inputs, outputs)
-        assert optimizer.step == 0 and optimizer.X.shape[0] == 0
+        assert optimizer.step == 1 and optimizer.X.shape[0] == 0
     outputs = torch.ones(4, dtype=torch.float64, requires_grad=True)
     optimizer.tell(X, outputs * 2)
     assert not optimizer.Y.requires_grad and not optimizer.values.requires_grad

@@ -25,7 +25,7 @@ def test_the_state_is_read_back_exactly(saved) -> None:
     loaded = BayesianOptimizer.load(path)
     for name in ("X", "Y", "values", "pending"):
         assert torch.equal(getattr(loaded, name), getattr(optimizer, name))
-    assert loaded.records == optimizer.records and loaded.step == optimizer.step == 3
+    assert loaded.records == optimizer.records and loaded.step == optimizer.step == 4
     assert torch.equal(loaded.state.random_state, optimizer.state.random_state)
     assert [p.name for p in path.parent.iterdir()] == ["run.state"]
 

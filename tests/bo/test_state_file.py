@@ -149,12 +149,12 @@ def _set_region(field: str, value):
         ),
         (
             _set_tensor("pending_X", lambda t: torch.full_like(t, math.nan)),
-            "pending batch",
+            "pending points",
             "non-finite",
         ),
         (
             _set_tensor("pending_X", lambda t: t + 100.0),
-            "pending batch",
+            "pending points",
             "outside the bounds",
         ),
         (_set_tensor("X", lambda t: t - 100.0), "X", "outside the bounds"),

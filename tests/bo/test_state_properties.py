@@ -47,30 +47,35 @@ class RunStateMachine(RuleBasedStateMachine):
 
     @rule(q=st.integers(1, 3))
     def ask(self, q: int) -> None:
+        before = self.optimizer.pending
+        X = self.optimizer.ask(None if self.optimizer.step == 0 else q)
+        # Asking while points are pending adds new points; those asked before stay.
         pending = self.optimizer.pending
-        X = self.optimizer.ask(None if self.optimizer.step == 0 or pending is not None else q)
-        if pending is not None:
-            assert torch.equal(X, pending)
+        assert torch.equal(pending[pending.shape[0] - X.shape[0] :], X)
+        assert before is None or torch.equal(pending[: before.shape[0]], before)
 
     @precondition(lambda self: self.optimizer.pending is not None)
     @rule(order=st.randoms(use_true_random=False))
     def tell(self, order) -> None:
+        r"""Any subset of the pending points, in any order."""
         X = self.optimizer.pending
         rows = list(range(X.shape[0]))
         order.shuffle(rows)
+        rows = rows[: order.randint(1, len(rows))]
         self.optimizer.tell(X[rows], PROBLEM.evaluate(X[rows]))
         self.told += X[rows].tolist()
 
     @precondition(lambda self: self.optimizer.pending is not None)
-    @rule(kind=st.sampled_from(["nan", "missing", "foreign", "repeated", "complex"]))
+    @rule(kind=st.sampled_from(["nan", "told", "foreign", "repeated", "complex"]))
     def refused_tell(self, kind: str) -> None:
         X = self.optimizer.pending
         Y = PROBLEM.evaluate(X)
         if kind == "nan":
             Y[0] = math.nan
-        elif kind == "missing":
-            X, Y = X[1:], Y[1:]
-        elif kind == "foreign":
+        elif kind == "told" and self.told:
+            # A late duplicate of a told result.
+            X, Y = torch.tensor(self.told[-1:], dtype=X.dtype), Y[:1]
+        elif kind in ("foreign", "told"):
             # Half the box away from the asked point in every input, wrapping around.
             low, high = PROBLEM.bounds
             X = X.clone()
@@ -79,10 +84,11 @@ class RunStateMachine(RuleBasedStateMachine):
             X, Y = torch.cat([X, X[:1]]), torch.cat([Y, Y[:1]])
         else:
             Y = Y.to(torch.complex128)
-        before = (self.optimizer.X.clone(), self.optimizer.step)
+        before = (self.optimizer.X.clone(), self.optimizer.step, self.optimizer.pending)
         with pytest.raises(ValueError):
             self.optimizer.tell(X, Y)
         assert torch.equal(self.optimizer.X, before[0]) and self.optimizer.step == before[1]
+        assert torch.equal(self.optimizer.pending, before[2])
 
     @rule()
     def save(self) -> None:

@@ -93,7 +93,7 @@ def test_a_state_that_is_not_a_regular_file_is_refused_before_reading(
     [
         (lambda content: content[:-10], "is corrupted"),
         (
-            lambda content: content.replace(b"state 2\n", b"state 9\n", 1),
+            lambda content: content.replace(b"state 3\n", b"state 9\n", 1),
             "is a run state of format '9'",
         ),
         (lambda content: b"x,y\n1,2\n", "is not a botorch-nn-uq run state file"),

@@ -53,15 +53,21 @@ from botorch.models.transforms.input import AppendFeatures, Warp
 from botorch.models.transforms.outcome import ChainedOutcomeTransform, Log
 from botorch.optim import optimize_acqf
 from botorch.sampling import IIDNormalSampler, SobolQMCNormalSampler
+from botorch.test_functions import SixHumpCamel
 from botorch.utils.multi_objective.box_decompositions import FastNondominatedPartitioning
 from botorch.utils.sampling import draw_sobol_samples
-from botorch.utils.transforms import t_batch_mode_transform
+from botorch.utils.transforms import normalize, standardize, t_batch_mode_transform
 from torch import Tensor
 
 from botorch_nn_uq.generation import batch_thompson_sampling
 from botorch_nn_uq.models import MemberEnsemble, ModelCard
-from botorch_nn_uq.posteriors import FunctionEnsemblePosterior
+from botorch_nn_uq.posteriors import (
+    ContinuousFunctionPosterior,
+    FunctionEnsemblePosterior,
+    GaussianMarginalPosterior,
+)
 from tests.cards import families
+from tests.drop_in.batched_data import batched_models_scenario
 from tests.drop_in.setting import (
     BOUNDS,
     DIM,
@@ -87,9 +93,23 @@ def is_function_bank(family: str) -> bool:
     return isinstance(fitted(family).posterior(query_points(1, 1)), FunctionEnsemblePosterior)
 
 
+def samples_whole_functions(family: str) -> bool:
+    r"""Whether a sample of the family's posterior is one function of a finite set (not
+    the continuous Gaussian of the set's moments)."""
+    posterior = fitted(family).posterior(query_points(1, 1))
+    return is_function_bank(family) and not isinstance(posterior, ContinuousFunctionPosterior)
+
+
 def is_member_ensemble(family: str) -> bool:
     r"""Whether a sample of the family's posterior is one of a few members."""
     return isinstance(fitted(family), MemberEnsemble)
+
+
+def finite_function_model(family: str) -> MemberEnsemble:
+    r"""The family's ensemble fitted on the toy data with the finite set of members as its
+    posterior (``joint_samples="functions"``)."""
+    model = model_class(family)(*toy_data(), **family_options(family), joint_samples="functions")
+    return fit(family, model)
 
 
 def scenario(key: str) -> Callable[[Callable[[str], None]], Callable[[str], None]]:
@@ -146,7 +166,7 @@ def _(family: str) -> None:
         # The sampler's number of samples and its seed are kept.
         assert samples.shape == (32, 4, 3, 1)
         assert torch.equal(samples, sampler_class(torch.Size([32]), seed=0)(posterior))
-        if is_function_bank(family):
+        if samples_whole_functions(family):
             # Each sample is one whole function of the bank, the same for every batch
             # element (two functions may agree at a batch element's points).
             functions = posterior.values  # 4 x s x 3 x 1
@@ -247,6 +267,49 @@ def _(family: str) -> None:
             assert_distinct(optimize(acquisition, q=q, sequential=True, num_restarts=4))
 
 
+def gibbon_tutorial_data() -> tuple[Tensor, Tensor]:
+    r"""BoTorch's GIBBON tutorial's design: 5 uniform points of the negated SixHumpCamel
+    with noise of standard deviation 0.05, its inputs normalised to the unit square and
+    its outcomes standardised (its seed; float32 draws, as the tutorial's, in float64)."""
+    generator = torch.Generator().manual_seed(123456)
+    bounds = torch.tensor(SixHumpCamel._bounds).T
+    train_X = bounds[0] + (bounds[1] - bounds[0]) * torch.rand(5, DIM, generator=generator)
+    train_Y = SixHumpCamel(negate=True)(train_X).unsqueeze(-1)
+    train_Y = train_Y + 0.05 * torch.randn(train_Y.shape, generator=generator)
+    return normalize(train_X, bounds).double(), standardize(train_Y).double()
+
+
+@scenario("gibbon-batch")
+def _(family: str) -> None:
+    # The tutorial's batches of 3 with each family's default settings, at a tenth of its
+    # candidate set and its optimiser effort. Only a stated limit of the model excuses a
+    # repeated point.
+    train_X, train_Y = gibbon_tutorial_data()
+    model = fit(family, build(family, train_X, train_Y))
+    if isinstance(model, MemberEnsemble) and int((model.member_weights > 0).sum()) == 1:
+        pytest.skip("the member selection kept one member: no spread to choose points by")
+    candidate_set = draw_sobol_samples(BOUNDS, n=1000, q=1, seed=0).squeeze(-2)
+    # A noise estimate above the model's typical spread (both in the transformed outcome
+    # space): fantasies at a pending point hardly shrink the spread there, so
+    # qMaxValueEntropy may take the point again (the max-value-entropy cell's limit).
+    noise_variance = getattr(model, "noise_variance", None)
+    with torch.no_grad():
+        spread = model(candidate_set).variance.mean()
+    noisy_fantasies = noise_variance is not None and bool(noise_variance.max() > spread)
+    # Independent MC samples across points (NOMU) reward a repeated point in a joint batch.
+    joint_samples = not isinstance(model.posterior(candidate_set), GaussianMarginalPosterior)
+    acquisitions = [
+        (qLowerBoundMaxValueEntropy(model, candidate_set), True, True),
+        (qMaxValueEntropy(model, candidate_set), True, not noisy_fantasies),
+        (qLogNoisyExpectedImprovement(model, train_X), False, joint_samples),
+    ]
+    for acquisition, sequential, distinct in acquisitions:
+        torch.manual_seed(0)
+        points = optimize(acquisition, q=3, sequential=sequential, num_restarts=5, raw_samples=100)
+        if distinct:
+            assert_distinct(points)
+
+
 class _ScalarizedUpperConfidenceBound(MCAcquisitionFunction):
     r"""A custom MC acquisition as BoTorch's tutorial writes one: it reads posterior
     samples and the posterior mean."""
@@ -331,9 +394,14 @@ def _(family: str) -> None:
     assert points.shape == (16, DIM)
     assert (points.unsqueeze(-2) == candidates).all(dim=-1).any(dim=-1).all()
     if is_member_ensemble(family):
-        # The stated limit: one point per member, unless deduplicated.
-        assert points.unique(dim=0).shape[0] <= model.member_weights.numel()
         distinct = MaxPosteriorSampling(model, replacement=False)(candidates, num_samples=16)
+        assert distinct.unique(dim=0).shape[0] == 16
+        # The finite set of members (joint_samples="functions"): at most one point per
+        # member, unless deduplicated.
+        members = finite_function_model(family)
+        points = MaxPosteriorSampling(members)(candidates, num_samples=16)
+        assert points.unique(dim=0).shape[0] <= members.member_weights.numel()
+        distinct = MaxPosteriorSampling(members, replacement=False)(candidates, num_samples=16)
         assert distinct.unique(dim=0).shape[0] == 16
 
 
@@ -354,12 +422,17 @@ def _(family: str) -> None:
     assert points.shape == (3, DIM)
     assert ((points >= lower) & (points <= upper)).all()
     assert (points.unsqueeze(-2) == candidates).all(dim=-1).any(dim=-1).all()
-    distinct = points.unique(dim=0).shape[0]
+    assert points.unique(dim=0).shape[0] == 3
     if is_member_ensemble(family):
-        # The stated limit: a sample is one of the K members.
-        assert 1 <= distinct <= objective_model.member_weights.numel()
-    else:
-        assert distinct == 3
+        # The finite set of members (joint_samples="functions"): a sample is one of the K
+        # members, so at most K distinct points.
+        members = finite_function_model(family)
+        torch.manual_seed(0)
+        sampling = ConstrainedMaxPosteriorSampling(
+            model=members, constraint_model=ModelList(constraint_model), replacement=False
+        )
+        distinct = sampling(candidates, num_samples=3).unique(dim=0).shape[0]
+        assert 1 <= distinct <= members.member_weights.numel()
 
 
 @scenario("batch-thompson-sampling")
@@ -418,13 +491,21 @@ def _(family: str) -> None:
 
 @scenario("learnable-transforms")
 def _(family: str) -> None:
+    # BoTorch's bo_with_warped_gp tutorial: SingleTaskGP(train_X, train_Y,
+    # input_transform=Warp(d=d, indices=list(range(d)), bounds=bounds)), fitted, then
+    # qLogNoisyExpectedImprovement; the same call on every family.
     train_X, train_Y = toy_data()
-    warp = Warp(DIM, indices=list(range(DIM)), bounds=BOUNDS)
+    warp = Warp(d=DIM, indices=list(range(DIM)), bounds=BOUNDS)
     initial = [parameter.detach().clone() for parameter in warp.parameters()]
     model = fit(family, build(family, train_X, train_Y, input_transform=warp))
-    learned = [parameter.detach() for parameter in model.input_transform.parameters()]
+    # The model serves with the trained warp, in eval mode.
+    served = model.input_transform
+    assert not served.training
+    learned = [parameter.detach() for parameter in served.parameters()]
     assert any(not torch.equal(a, b) for a, b in zip(initial, learned, strict=True))
-    optimize(qLogExpectedImprovement(model, best_f=best_f()))
+    posterior = model.posterior(query_points(3, 1))
+    assert posterior.mean.isfinite().all() and posterior.variance.isfinite().all()
+    optimize(qLogNoisyExpectedImprovement(model, X_baseline=train_X))
 
 
 @scenario("input-batches")
@@ -435,14 +516,9 @@ def _(family: str) -> None:
     assert posterior.mean.shape == posterior.variance.shape == (2, 3, 4, 2)
 
 
-@scenario("batched-models")
-def _(family: str) -> None:
-    train_X, train_Y = toy_data()
-    batched_X, batched_Y = torch.stack([train_X, 1 - train_X]), torch.stack([train_Y, -train_Y])
-    # Standardised by hand: BoTorch's GP warns about unstandardised outcomes.
-    batched_Y = (batched_Y - batched_Y.mean(-2, keepdim=True)) / batched_Y.std(-2, keepdim=True)
-    model = build(family, batched_X, batched_Y, input_transform=None, outcome_transform=None)
-    assert fit(family, model).posterior(query_points(2, 5)).mean.shape == (2, 5, 1)
+#: BoTorch's batched GPs' training data and batch_cross_validation
+#: (``tests/drop_in/batched_data.py``).
+scenario("batched-models")(batched_models_scenario)
 
 
 def field_outputs(train_X: Tensor) -> Tensor:

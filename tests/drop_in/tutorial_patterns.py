@@ -25,8 +25,10 @@ each pattern is checked:
   1e-7)`` (``1e-8``, ``1e-6``), rounded up to GPyTorch's floor with a warning:
   :func:`nearly_noiseless`.
 - ``batch_mode_cross_validation``: ``gen_loo_cv_folds(train_X, train_Y, train_Yvar)``
-  and ``batch_cross_validation``, which build models on batched training data: not run,
-  the package's models take ``n x d`` training data (the batched-models cell).
+  and ``batch_cross_validation``, which build models on batched training data (with
+  ``train_Yvar`` batched too): the batched-models cell's scenario,
+  :func:`~tests.drop_in.batched_data.batched_models_scenario`, which runs it on the GP and
+  on every family (those without batched training data raise their refusal).
 - ``saasbo``: ``SaasFullyBayesianSingleTaskGP(..., train_Yvar=torch.full_like(train_Y,
   1e-6))``: another model class; its noise is :func:`nearly_noiseless`'s.
 

@@ -43,19 +43,34 @@ def _num_distinct(points):
     ],
     ids=["mc-dropout", "neon"],
 )
+@pytest.mark.parametrize("joint_samples", ["continuous", "functions"])
 def test_a_bank_drawn_from_a_distribution_gives_more_distinct_points_than_its_size(
-    model_class, hyperparameters
+    model_class, hyperparameters, joint_samples
 ):
+    # Continuous samples are new functions; the finite set draws fresh ones beyond its size.
     size = {"num_masks" if model_class is MCDropout else "num_epistemic_samples": BANK_SIZE}
-    model = _fitted(model_class, **hyperparameters, **size)
+    model = _fitted(model_class, **hyperparameters, **size, joint_samples=joint_samples)
     torch.manual_seed(0)
     points = MaxPosteriorSampling(model)(_candidates(), num_samples=NUM_SAMPLES)
     assert points.shape == (NUM_SAMPLES, 2)
     assert _num_distinct(points) > BANK_SIZE
 
 
-def test_an_ensemble_gives_at_most_one_point_per_member_unless_deduplicated():
+def test_an_ensembles_continuous_samples_give_more_points_than_members():
     model = _fitted(DeepEnsemble, hidden_widths=(16,), epochs=50, ensemble_size=BANK_SIZE)
+    torch.manual_seed(0)
+    points = MaxPosteriorSampling(model)(_candidates(), num_samples=NUM_SAMPLES)
+    assert _num_distinct(points) > BANK_SIZE
+
+
+def test_an_ensemble_of_functions_gives_at_most_one_point_per_member_unless_deduplicated():
+    model = _fitted(
+        DeepEnsemble,
+        hidden_widths=(16,),
+        epochs=50,
+        ensemble_size=BANK_SIZE,
+        joint_samples="functions",
+    )
     candidates = _candidates()
     torch.manual_seed(0)
     with_replacement = MaxPosteriorSampling(model)(candidates, num_samples=NUM_SAMPLES)

@@ -6,9 +6,10 @@ import torch
 from botorch.exceptions.errors import UnsupportedError
 from botorch.models.transforms.input import AppendFeatures, ChainedInputTransform, Normalize, Warp
 from botorch.models.transforms.outcome import Standardize
+from botorch.sampling import SobolQMCNormalSampler
 from torch import nn
 
-from botorch_nn_uq.models import MCDropout
+from botorch_nn_uq.models import NOMU, DeepEnsemble, MCDropout
 from botorch_nn_uq.models.card import Status
 from botorch_nn_uq.models.input_transforms import (
     InputCoordinatesError,
@@ -17,21 +18,17 @@ from botorch_nn_uq.models.input_transforms import (
     apply_training_transforms,
     learnable_parameter_names,
 )
-from tests.cards import NEURAL_CARDS, smallest
+from tests.cards import NEURAL_CARDS, families, smallest
 from tests.models.conformance import training_interrupted_after
 
 F64 = {"dtype": torch.float64}
 BOUNDS = torch.tensor([[0.0, 0.0], [2.0, 2.0]], **F64)
 
-#: The models whose card says that learnable input transforms train with the network, and
-#: those whose card says they are refused.
+#: The models that train learnable input transforms with the network, and those that
+#: refuse them (a family's cell says which of its models do).
 LEARNING, REFUSING = (
-    [
-        card.model_class
-        for card in NEURAL_CARDS
-        if (card.family.support["learnable-transforms"].status is Status.UNSUPPORTED) == refuses
-    ]
-    for refuses in (False, True)
+    [card.model_class for card in NEURAL_CARDS if card.model_class.trains_input_transform == learns]
+    for learns in (True, False)
 )
 
 
@@ -66,7 +63,8 @@ def test_a_transformed_input_network_trains_both_and_keeps_the_transform_in_eval
     module = TransformedInputNetwork(Warp(2, indices=[0, 1]), nn.Linear(2, 1).double())
     module.train()
     assert not module.transform.training and module.network.training
-    assert {"transform.concentration0", "network.weight"} <= dict(module.named_parameters()).keys()
+    names = dict(module.named_parameters()).keys()
+    assert {"inputs.transform.concentration0", "network.weight"} <= names
     assert module.in_features == 2  # the network's attributes
     X = torch.rand(4, 2, **F64)
     torch.testing.assert_close(module(X), module.network(module.transform.transform(X)))
@@ -104,10 +102,95 @@ def test_a_failed_fit_leaves_the_learnable_transform_as_it_was() -> None:
     assert all(torch.equal(a, b) for a, b in zip(before, transform.parameters(), strict=True))
 
 
+def _warp() -> Warp:
+    return Warp(2, indices=[0, 1], bounds=BOUNDS)
+
+
+def _warped(model_class, X=None, Y=None, **options):
+    if X is None:
+        X, Y = _data()
+    return model_class(X, Y, input_transform=_warp(), **{"epochs": 40, **options})
+
+
+def _concentrations(model) -> torch.Tensor:
+    transform = model.input_transform
+    return torch.cat([transform.concentration0, transform.concentration1]).detach()
+
+
+@pytest.mark.parametrize("model_class", LEARNING, ids=lambda cls: cls.__name__)
+def test_a_refit_with_the_same_seed_starts_from_the_constructed_warp(model_class) -> None:
+    model = _warped(model_class).fit(seed=0)
+    learned = _concentrations(model)
+    X_test = torch.rand(4, 1, 2, **F64)
+    mean = model.posterior(X_test).mean
+    model.fit(seed=0)
+    torch.testing.assert_close(_concentrations(model), learned, rtol=0, atol=0)
+    torch.testing.assert_close(model.posterior(X_test).mean, mean, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("model_class", LEARNING, ids=lambda cls: cls.__name__)
+def test_a_checkpoint_carries_the_learned_warp(model_class) -> None:
+    model = _warped(model_class).fit(seed=0)
+    loaded = _warped(model_class)
+    loaded.load_state_dict(model.state_dict())
+    torch.testing.assert_close(_concentrations(loaded), _concentrations(model), rtol=0, atol=0)
+    assert not loaded.input_transform.training
+    X_test = torch.rand(4, 1, 2, **F64)
+    torch.testing.assert_close(loaded.posterior(X_test).mean, model.posterior(X_test).mean)
+
+
+@pytest.mark.parametrize(
+    "card",
+    [card for card in NEURAL_CARDS if card.model_class in LEARNING and card.bo.supports_warm_start],
+    ids=lambda card: card.name,
+)
+def test_a_warm_start_continues_from_its_learned_warp(card) -> None:
+    previous = _warped(card.model_class).fit(seed=0)
+    X, Y = _data()
+    model = _warped(card.model_class, torch.cat([X, X[:2] / 2]), torch.cat([Y, Y[:2]]))
+    # A negligible learning rate keeps what the fit started from: the warm start's warp,
+    # which its network was trained with, not the constructed identity.
+    model.fit(seed=1, warm_start=previous, epochs=1, learning_rate=1e-12)
+    torch.testing.assert_close(_concentrations(model), _concentrations(previous))
+    assert not torch.allclose(_concentrations(model), torch.ones(4, **F64))
+
+
+@pytest.mark.parametrize("model_class", LEARNING, ids=lambda cls: cls.__name__)
+def test_conditioned_and_fantasy_models_serve_the_learned_warp(model_class) -> None:
+    model = _warped(model_class).fit(seed=0)
+    X_new = torch.rand(3, 2, **F64) * 2
+    learned = _concentrations(model)
+    # Conditioned models evaluate the fitted model, which maps inputs through its warp.
+    conditioned = model.condition_on_observations(X_new, torch.zeros(3, 1, **F64))
+    assert conditioned.model is model
+    assert conditioned.posterior(X_new.unsqueeze(-2)).mean.isfinite().all()
+    sampler = SobolQMCNormalSampler(torch.Size([2]), seed=0)
+    fantasy = model.fantasize(X_new.unsqueeze(-2), sampler=sampler)
+    assert fantasy.model is model
+    assert fantasy.posterior(X_new.unsqueeze(-2)).mean.isfinite().all()
+    torch.testing.assert_close(_concentrations(model), learned, rtol=0, atol=0)
+
+
+def test_the_deep_ensembles_members_keep_the_best_epoch_of_the_warp_jointly() -> None:
+    model = _warped(DeepEnsemble, epochs=60).fit(seed=0)
+    best = model.training_result.best_epoch
+    assert len(set(best.tolist())) == 1
+
+
+def test_a_familys_cell_is_unsupported_exactly_when_none_of_its_models_learns() -> None:
+    for family, cards in families().values():
+        refused = family.support["learnable-transforms"].status is Status.UNSUPPORTED
+        learns = (getattr(card.model_class, "trains_input_transform", True) for card in cards)
+        assert refused == (not any(learns))
+
+
 @pytest.mark.parametrize("model_class", REFUSING, ids=lambda cls: cls.__name__)
 def test_models_that_cannot_learn_a_transform_refuse_it(model_class) -> None:
     X, Y = _data()
     with pytest.raises(UnsupportedError, match=r"cannot learn the parameters \['concentration0'"):
+        model_class(X, Y, input_transform=Warp(2, indices=[0, 1], bounds=BOUNDS))
+    # The refusal names the models that learn them.
+    with pytest.raises(UnsupportedError, match="use DeepEnsemble, MCDropout, NEON or NOMU"):
         model_class(X, Y, input_transform=Warp(2, indices=[0, 1], bounds=BOUNDS))
     fixed = Warp(2, indices=[0, 1], bounds=BOUNDS).requires_grad_(False)
     model_class(X, Y, input_transform=fixed)
@@ -163,3 +246,11 @@ def test_an_affine_rebase_maps_the_new_coordinates_to_the_old_ones() -> None:
     batched = Normalize(2, bounds=BOUNDS.expand(3, 2, 2), batch_shape=torch.Size([3]))
     with pytest.raises(InputCoordinatesError, match="batched affine input transform"):
         affine_rebase(old, batched)
+
+
+def test_nomu_refuses_to_learn_a_transform_for_a_pre_trained_mean() -> None:
+    X, Y = _data()
+    mean = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1)).double()
+    with pytest.raises(UnsupportedError, match="pre-trained mean_network"):
+        NOMU(X, Y, input_transform=_warp(), mean_network=mean)
+    NOMU(X, Y, input_transform=_warp().requires_grad_(False), mean_network=mean)

@@ -134,3 +134,24 @@ def test_a_softplus_of_any_sharpness_is_differentiated_as_autograd_does(beta, th
     hand.backward(grad_output)
     for parameter, reference in zip(network.parameters(), expected, strict=True):
         torch.testing.assert_close(parameter.grad, reference, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("activation", ["relu", "smelu", "tanh"])
+@pytest.mark.parametrize("shared", [True, False])
+def test_the_input_gradient_is_autograds(activation, shared):
+    # What a learnable input transform in front of the members receives.
+    network = _members(activation=activation, gaussian_head=True)
+    X = _per_member_rows(shared=shared).clone().requires_grad_(True)
+    hand = HandDifferentiatedMembers(network)
+    output = hand.forward(X.detach())
+    grad_output = torch.randn(output.shape, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+    _raw_output(network, X).backward(grad_output)
+    expected = [X.grad.clone(), *(parameter.grad.clone() for parameter in network.parameters())]
+    network.zero_grad(set_to_none=True)
+    grad_input = hand.backward(grad_output, input_gradient=True)
+    gradients = [grad_input, *(parameter.grad for parameter in network.parameters())]
+    for value, reference in zip(gradients, expected, strict=True):
+        torch.testing.assert_close(value, reference, atol=1e-12, rtol=1e-12)
+    # Without a transform nothing is computed for the inputs.
+    hand.forward(X.detach())
+    assert hand.backward(grad_output) is None

@@ -58,3 +58,28 @@ def test_only_a_plain_fused_adam_is_stepped_through_its_kernel():
         config = TrainingConfig(optimizer=name)
         optimizer, _ = make_optimizer(weights, config, fused=fused, capturable=False)
         assert not is_plain_fused_adam(optimizer)
+
+
+def test_a_fused_adam_with_parameter_groups_is_stepped_group_by_group():
+    # A shared input transform's parameters train in their own group, without weight
+    # decay: the kernel is called once per group, with the group's options.
+    generator = torch.Generator().manual_seed(0)
+    start = torch.randn(3, 4, generator=generator, dtype=DTYPE)
+    targets = torch.randn(5, 3, 4, generator=generator, dtype=DTYPE)
+    config = TrainingConfig(learning_rate=0.05, optimizer="adam", weight_decay=0.1)
+    trajectories = []
+    for direct in (False, True):
+        weights = [nn.Parameter(start.clone()) for _ in range(2)]
+        groups = [{"params": [weights[0]]}, {"params": [weights[1]], "weight_decay": 0.0}]
+        optimizer, _ = make_optimizer(groups, config, fused=True, capturable=False)
+        assert is_plain_fused_adam(optimizer)
+        stepper = DirectFusedAdam(optimizer) if direct else optimizer
+        for target in targets:
+            stepper.zero_grad(set_to_none=True)
+            sum((weight - target).pow(2).sum() for weight in weights).backward()
+            stepper.step()
+        trajectories.append([weight.detach() for weight in weights])
+    for direct, stepped in zip(trajectories[1], trajectories[0], strict=True):
+        torch.testing.assert_close(direct, stepped, rtol=0, atol=0)
+    # The groups started equal and differ only in their decay.
+    assert not torch.equal(trajectories[0][0], trajectories[0][1])
