@@ -17,9 +17,8 @@ minimal change a user would make before the tutorial's code imports anything
 - ``ModelListGP(...)`` is BoTorch's ``ModelList``;
 - the marginal-likelihood lines ``mll = ExactMarginalLogLikelihood(model.likelihood,
   model)`` (or ``SumMarginalLogLikelihood``) and ``fit_gpytorch_mll(mll)`` become
-  ``model.fit(seed=0)`` (of each model of a list; the package's models, and here the
-  list, answer ``model.likelihood`` with ``None``, so the replaced line's argument
-  resolves).
+  ``model.fit(seed=0)`` (of each model of a list; the swapped model and list answer
+  ``model.likelihood`` with ``None``, so that the replaced line's argument resolves).
 
 Nothing else is changed: a tutorial that reads a GP's kernel (``TuRBO``'s
 lengthscales) fails, as it would for the user. After a tutorial's code, checks of its
@@ -236,6 +235,8 @@ def install_swap(model: str, seed: int = 0) -> None:
     model_class = _import_class(MODELS[model])
 
     class SwappedModel(model_class):
+        likelihood = None
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             arguments = {
                 name: value for name, value in kwargs.items() if name not in GP_MODULE_ARGUMENTS
@@ -332,8 +333,20 @@ def run_tutorial(
         return SwapRun(tutorial, model, True, seconds, "")
     if returncode is None:
         return SwapRun(tutorial, model, False, seconds, "timeout")
-    lines = [line for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return SwapRun(tutorial, model, False, seconds, lines[-1] if lines else f"exit {returncode}")
+    return SwapRun(tutorial, model, False, seconds, error_line(log.read_text(encoding="utf-8")))
+
+
+def error_line(output: str) -> str:
+    r"""The first line of the last exception a run's ``output`` reports (the line after
+    its traceback's frames), or its last line when it reports none."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    tracebacks = [i for i, line in enumerate(lines) if line.startswith("Traceback (")]
+    if tracebacks:
+        after = lines[tracebacks[-1] + 1 :]
+        for line in after:
+            if not line.startswith((" ", "\t")):
+                return line
+    return lines[-1] if lines else "no output"
 
 
 def summary(runs: Sequence[SwapRun], models: Sequence[str]) -> str:

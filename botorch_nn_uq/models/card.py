@@ -249,11 +249,18 @@ NEURAL_MODEL_SUPPORT: Mapping[str, Support] = {
 FUNCTION_BANK_SUPPORT: Mapping[str, Support] = {
     "normal-samplers": Support(
         Status.WORKS,
-        "continuous samples: the first point's normal draws weight the functions' deviations "
-        '(with `joint_samples="functions"`, a draw picks a whole function by the inverse CDF '
-        "of the weights); the sampler's count and seed are kept",
+        'a finite set (`joint_samples="functions"`): each sample\'s normal draw picks a whole '
+        "function (inverse CDF of the weights); continuous samples: the first point's normal "
+        "draws weight the functions' deviations; the sampler's count and seed are kept",
     ),
-    "gibbon-batch": Support(Status.WORKS, "with continuous joint samples (each model's default)"),
+    "gibbon-batch": Support(
+        Status.APPROXIMATE,
+        "GIBBON gives 3 distinct points; `qMaxValueEntropy` can repeat one where the noise "
+        "estimate exceeds the functions' spread; the joint `qLogNoisyExpectedImprovement` "
+        "can repeat one where no function improves away from the best point by more than "
+        "BoTorch's smoothed maximum rewards a duplicate (continuous joint samples, MC "
+        "dropout's and NEON's default, repeat less often)",
+    ),
     "fantasies": Support(
         Status.APPROXIMATE,
         "exact, differentiable update of each function's Bayesian last layer; the hidden "

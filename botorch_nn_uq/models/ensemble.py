@@ -393,8 +393,8 @@ DEEP_ENSEMBLE_CARD = ModelCard(
     "optional bootstrap / subset / validation hold-out; `uncertainty_decomposition(X)` "
     "returns mean, aleatoric and epistemic variance",
     posterior="member means (`FunctionEnsemblePosterior`, joint across q; one member per MC "
-    'sample, as published: `joint_samples="functions"`, the class default being '
-    "continuous samples); with "
+    'sample, `joint_samples="functions"`, the default; `"continuous"`: the Gaussian of the '
+    "members' moments); with "
     "`observation_noise=True`, the members' mixture of Gaussians",
     bo=BODefaults(
         constructor_options={

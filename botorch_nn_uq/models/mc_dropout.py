@@ -26,8 +26,6 @@ from botorch_nn_uq.models.card import (
     Family,
     FastSettings,
     ModelCard,
-    Status,
-    Support,
     resampled_bank_support,
 )
 from botorch_nn_uq.models.function_bank import ResizableFunctionBank
@@ -240,12 +238,6 @@ MC_DROPOUT_FAMILY = Family(
         **NEURAL_MODEL_SUPPORT,
         **FUNCTION_BANK_SUPPORT,
         **resampled_bank_support("mask", "masks"),
-        "gibbon-batch": Support(
-            Status.APPROXIMATE,
-            "`qMaxValueEntropy` can repeat a point where the noise estimate exceeds the masks' "
-            "spread (on the tutorial's 5 points, the residual of a short fit); GIBBON and "
-            "`qLogNoisyExpectedImprovement` do not",
-        ),
     },
 )
 

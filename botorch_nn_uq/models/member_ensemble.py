@@ -11,13 +11,13 @@ Without observation noise the posterior is the finite set of member means
 (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`, weights summing to one).
 
 - MC acquisitions (qLogEI, qUCB, q-leaky EI, ...) by default
-  (``joint_samples="continuous"``) sample the Gaussian with the members' mean and joint
-  covariance (:class:`~botorch_nn_uq.posteriors.ContinuousFunctionPosterior`): a sample
-  is a random combination of the members at all q points, so an acquisition is not flat
-  where no member improves and a batch has no reason to repeat a point. With
-  ``joint_samples="functions"`` they sample whole members by deterministic index: a
+  (``joint_samples="functions"``) sample whole members by deterministic index: a
   sample is one member at all q points, so their value is the acquisition AVERAGED OVER
-  MEMBERS. Members are drawn by systematic resampling of the weights, so the average is
+  MEMBERS. With ``joint_samples="continuous"`` they sample the Gaussian with the
+  members' mean and joint covariance
+  (:class:`~botorch_nn_uq.posteriors.ContinuousFunctionPosterior`): a sample is a random
+  combination of the members at all q points, so an acquisition is not flat where no
+  member improves. Members are drawn by systematic resampling of the weights, so the average is
   exact when the number of MC samples times each weight is an integer (e.g. 128 samples
   over 4 or 8 equally weighted members) and within one sample's share otherwise (128
   samples over 5 members use each 25 or 26 times).
@@ -88,18 +88,21 @@ class MemberEnsembleHyperparameters:
             it as the ensemble mean's mean squared training residual (with known noise
             ``train_Yvar``, which replaces it, leave it ``None``).
         joint_samples: How MC samples are drawn (the mean and variance do not depend on
-            it). ``"continuous"``: the Gaussian with the members' mean and joint
+            it). ``"functions"``: one member per sample (a finite set of ``K``
+            functions); ``"continuous"``: the Gaussian with the members' mean and joint
             covariance (:class:`~botorch_nn_uq.posteriors.ContinuousFunctionPosterior`;
             with Gaussian heads or noise, plus independent noise of the expected member
-            variance), a new function per sample; ``"functions"``: one member per
-            sample (a finite set of ``K`` functions), the posterior before this option.
+            variance), a new function per sample. The finite set is the default: with
+            qLogEI it ended lower in most paired runs of protocols 1 and 7
+            (``benchmarks/docs/protocol-1-nomu-bo-suite.md``, "Continuous joint
+            samples").
     """
 
     ensemble_size: int = 5
     likelihood: str = "gaussian"
     min_std: float = 1e-3
     noise_variance: float | None = None
-    joint_samples: str = "continuous"
+    joint_samples: str = "functions"
 
     def __post_init__(self) -> None:
         # One member has no epistemic spread: the latent posterior's variance is zero.
@@ -138,9 +141,10 @@ class MemberEnsemble(NeuralSurrogateModel):
 
     - ``observation_noise=False``: the epistemic distribution, the weighted finite set
       of member means (:class:`~botorch_nn_uq.posteriors.FunctionEnsemblePosterior`);
-      MC samples are joint across the q-batch: the Gaussian of the members' moments
-      (``joint_samples="continuous"``, the default) or one member by deterministic
-      index (``"functions"``; see the module docstring for how acquisitions use them).
+      MC samples are joint across the q-batch: one member by deterministic index
+      (``joint_samples="functions"``, the default) or the Gaussian of the members'
+      moments (``"continuous"``; see the module docstring for how acquisitions use
+      them).
     - ``observation_noise=True``: with Gaussian heads, the mixture of the members'
       Gaussians (:class:`~botorch_nn_uq.posteriors.MixtureOfGaussiansPosterior`:
       aleatoric plus epistemic variance); with mean-only members, the member means plus
@@ -320,15 +324,15 @@ ENSEMBLE_FAMILY = Family(
         "multi-objective": _MEMBER_AVERAGE,
         "max-posterior-sampling": Support(
             Status.APPROXIMATE,
-            "a sample is a Gaussian combination of the K members (rank K - 1): few distinct "
-            'maximisers on a candidate set (with `joint_samples="functions"`, at most K); '
-            "`replacement=False` or `batch_thompson_sampling` give more",
+            "a sample is one of the K members, so at most K distinct points; "
+            '`replacement=False`, `batch_thompson_sampling` or `joint_samples="continuous"` '
+            "give more",
         ),
         "batch-thompson-sampling": Support(Status.WORKS, "each member's best separated candidates"),
         "constrained-thompson-sampling": Support(
-            Status.WORKS,
-            'continuous samples; with `joint_samples="functions"` a sample is one of the K '
-            "members: at most K distinct points",
+            Status.APPROXIMATE,
+            "a sample is one of the K members: at most K distinct points "
+            '(`joint_samples="continuous"` gives more)',
         ),
         "learnable-transforms": Support(
             Status.APPROXIMATE,

@@ -15,11 +15,11 @@ finite set, and ``distribution`` (the moment-matched Gaussian, unchanged) is now
 distribution the samples are drawn from. The covariance has rank at most ``s - 1``.
 
 Why: a sample of the finite set is one of its ``s`` functions. An MC acquisition is then
-flat wherever no function improves, and a sequential batch repeats points once the few
-functions that favour a region have been conditioned on (BoTorch's GIBBON tutorial: the
-deep ensemble's ``qLogNoisyExpectedImprovement`` returned a corner twice in a batch of
-3). Here every sample is a new function, continuous in the inputs (a combination of the
-bank's) and in the base samples (linear in ``z``).
+flat wherever no function improves, and a batch repeats points where the few functions
+that favour a region agree (in BoTorch's GIBBON tutorial, MC dropout's and NEON's joint
+``qLogNoisyExpectedImprovement`` put a batch of 3 on one corner). Here every sample is a
+new function, continuous in the inputs (a combination of the bank's) and in the base
+samples (linear in ``z``).
 
 With Gaussian heads or observation noise (:class:`ContinuousMixturePosterior`), the
 sample adds independent Gaussian noise per point and output whose variance is the

@@ -116,3 +116,16 @@ def test_every_tutorial_has_its_patterns_tested_by_drop_in_scenarios() -> None:
     for tutorial, patterns in TUTORIAL_PATTERNS.items():
         assert patterns, tutorial
         assert set(patterns) <= set(SCENARIOS), tutorial
+
+
+def test_a_failure_is_reported_by_the_first_line_of_its_exception() -> None:
+    output = (
+        'some output\nTraceback (most recent call last):\n  File "x.py", line 3, in <module>\n'
+        "    assert False, f'{points}'\nAssertionError: MES repeats a point: tensor([[0., 0.],\n"
+        "        [0., 0.]])\n"
+    )
+    assert (
+        tutorial_swap.error_line(output) == "AssertionError: MES repeats a point: tensor([[0., 0.],"
+    )
+    assert tutorial_swap.error_line("still running\nKilled\n") == "Killed"
+    assert tutorial_swap.error_line("") == "no output"

@@ -129,7 +129,14 @@ def test_the_package_registers_one_surrogate_per_model_card_in_their_order() -> 
 PUBLISHED_BO_DEFAULTS = {
     "gp": ({}, {}, False, None),
     # The activation of the published runs, named since the class's default may change.
-    "mc-dropout": ({"activation": "relu", "max_steps": 500, "batch_size": 256}, {}, True, None),
+    # Every function bank's published runs drew one function of the bank per MC sample,
+    # named since the classes sample continuously by default.
+    "mc-dropout": (
+        {"activation": "relu", "max_steps": 500, "batch_size": 256, "joint_samples": "functions"},
+        {},
+        True,
+        None,
+    ),
     # In single precision since the precision study (benchmarks/docs/protocol-6-scale.md,
     # "Training precision"), which reran the protocols' rows that it names; the width and
     # the activation are those of the published runs, named since the class's changed.
@@ -140,6 +147,7 @@ PUBLISHED_BO_DEFAULTS = {
             "max_steps": 500,
             "batch_size": 256,
             "training_dtype": torch.float32,
+            "joint_samples": "functions",
         },
         {},
         True,
@@ -152,15 +160,16 @@ PUBLISHED_BO_DEFAULTS = {
             "max_steps": 300,
             "training_dtype": torch.float32,
             "batch_size": 256,
+            "joint_samples": "functions",
         },
         {},
         False,
         None,
     ),
-    "nes-rs": ({"max_steps": 600}, {}, False, None),
-    "nes-re": ({"max_steps": 600}, {}, False, None),
-    "autodeuq": ({"max_steps": 1200}, {}, False, None),
-    "neon": ({"max_steps": 2000, "batch_size": 256}, {}, True, None),
+    "nes-rs": ({"max_steps": 600, "joint_samples": "functions"}, {}, False, None),
+    "nes-re": ({"max_steps": 600, "joint_samples": "functions"}, {}, False, None),
+    "autodeuq": ({"max_steps": 1200, "joint_samples": "functions"}, {}, False, None),
+    "neon": ({"max_steps": 2000, "batch_size": 256, "joint_samples": "functions"}, {}, True, None),
     "nomu": ({}, {"max_steps": 1024, "batch_size": 256}, True, "_narrow_mean_width"),
 }
 

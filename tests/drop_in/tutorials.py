@@ -57,9 +57,11 @@ TUTORIAL_PATTERNS: dict[str, dict[str, str]] = {
         "max-value-entropy": "qMaxValueEntropy on a candidate set, q = 1",
     },
     "GIBBON_for_efficient_batch_entropy_search": {
-        "max-value-entropy": "qMaxValueEntropy and qLowerBoundMaxValueEntropy in batches "
-        "of 3, sequential greedy",
-        "noisy-ei-pending": "qLogNoisyExpectedImprovement in batches of 3",
+        "gibbon-batch": "the tutorial's 5 points: qLowerBoundMaxValueEntropy and "
+        "qMaxValueEntropy sequential and qLogNoisyExpectedImprovement joint in batches of "
+        "3, each batch of distinct points",
+        "max-value-entropy": "qMaxValueEntropy and qLowerBoundMaxValueEntropy on a "
+        "candidate set, q = 1 and 2",
     },
     "cost_aware_bayesian_optimization": {
         "gaussian-access": "a cost model of log-costs read as exp(model(X).mean)",

@@ -57,7 +57,13 @@ def test_a_bank_drawn_from_a_distribution_gives_more_distinct_points_than_its_si
 
 
 def test_an_ensembles_continuous_samples_give_more_points_than_members():
-    model = _fitted(DeepEnsemble, hidden_widths=(16,), epochs=50, ensemble_size=BANK_SIZE)
+    model = _fitted(
+        DeepEnsemble,
+        hidden_widths=(16,),
+        epochs=50,
+        ensemble_size=BANK_SIZE,
+        joint_samples="continuous",
+    )
     torch.manual_seed(0)
     points = MaxPosteriorSampling(model)(_candidates(), num_samples=NUM_SAMPLES)
     assert _num_distinct(points) > BANK_SIZE
