@@ -55,9 +55,13 @@ def write_tutorial(root: Path, name: str, cells: list[str]) -> None:
     (folder / f"{name}.ipynb").write_text(json.dumps(notebook))
 
 
-def test_the_gp_runs_untouched_and_the_deep_ensemble_takes_its_place(tmp_path) -> None:
+def test_the_gp_runs_untouched_and_the_deep_ensemble_takes_its_place(tmp_path, monkeypatch) -> None:
     botorch_dir = tmp_path / "botorch"
-    first, second = tutorial_swap.TUTORIALS[:2]
+    first, second = "compare_mc_analytic_acquisition", "turbo_1"
+    # The sanity check runs on the tutorial's variables after its code.
+    monkeypatch.setitem(
+        tutorial_swap.SANITY_CHECKS, first, "assert candidate.shape == (2, 2), candidate\n"
+    )
     write_tutorial(botorch_dir, first, TUTORIAL_CELLS)
     # A tutorial that reads the GP's kernel, as TuRBO's reads its lengthscales.
     write_tutorial(
@@ -129,3 +133,18 @@ def test_a_failure_is_reported_by_the_first_line_of_its_exception() -> None:
     )
     assert tutorial_swap.error_line("still running\nKilled\n") == "Killed"
     assert tutorial_swap.error_line("") == "no output"
+
+
+def test_the_sanity_check_follows_the_tutorial_and_the_swap_precedes_it() -> None:
+    script = tutorial_swap.swapped_script("x = 1", "deep-ensemble", "assert x == 1\n")
+    lines = script.splitlines()
+    assert lines[:2] == [
+        "from benchmarks.tutorial_swap import install_swap",
+        "install_swap('deep-ensemble')",
+    ]
+    assert lines[2:] == ["x = 1", "assert x == 1"]
+    assert tutorial_swap.swapped_script("x = 1", "gp", "assert x\n").splitlines() == [
+        "x = 1",
+        "assert x",
+    ]
+    assert set(tutorial_swap.SANITY_CHECKS) <= set(tutorial_swap.TUTORIALS)
