@@ -102,6 +102,17 @@ def combine_functions(values: Tensor, weights: Tensor, normals: Tensor) -> Tenso
     return mean + combined.reshape(output_shape)
 
 
+def _check_normals(base_samples: Tensor, expected: torch.Size) -> None:
+    r"""Refuse base samples that are not a floating-point tensor of shape ``expected``
+    (``sample_shape x base_sample_shape``)."""
+    if not base_samples.is_floating_point() or base_samples.shape != expected:
+        raise ValueError(
+            f"base_samples must be standard normals of shape {tuple(expected)} "
+            f"(sample_shape x base_sample_shape); got a {base_samples.dtype} tensor of "
+            f"shape {tuple(base_samples.shape)}."
+        )
+
+
 def _first_point_normals(base_samples: Tensor, num_functions: int) -> Tensor:
     r"""The combination's ``z`` from normal base samples ``sample_shape x batch_shape x
     q x k``: the first point's first ``num_functions`` entries (one ``z`` per sample,
@@ -179,15 +190,7 @@ class ContinuousFunctionPosterior(FunctionEnsemblePosterior):
         """
         if not base_samples.is_floating_point():
             return super().rsample_from_base_samples(sample_shape, base_samples)
-        expected = sample_shape + self.base_sample_shape
-        if base_samples.shape != expected:
-            raise ValueError(
-                f"base_samples must be standard normals of shape {tuple(expected)} "
-                f"(sample_shape x base_sample_shape); got a {base_samples.dtype} tensor of "
-                f"shape {tuple(base_samples.shape)}."
-            )
-        if self.values.shape[-2] == 0:
-            return self.values.new_zeros(self._extended_shape(sample_shape))
+        _check_normals(base_samples, sample_shape + self.base_sample_shape)
         normals = _first_point_normals(base_samples, self.ensemble_size)
         return combine_functions(self.values, self.weights, normals)
 
@@ -284,15 +287,7 @@ class ContinuousMixturePosterior(MixtureOfGaussiansPosterior):
         """
         if base_indices is not None:
             return super().rsample_from_base_samples(sample_shape, base_samples, base_indices)
-        expected = sample_shape + self.base_sample_shape
-        if not base_samples.is_floating_point() or base_samples.shape != expected:
-            raise ValueError(
-                f"base_samples must be standard normals of shape {tuple(expected)} "
-                f"(sample_shape x base_sample_shape); got a {base_samples.dtype} tensor of "
-                f"shape {tuple(base_samples.shape)}."
-            )
-        if self.component_means.shape[-2] == 0:
-            return self.component_means.new_zeros(self._extended_shape(sample_shape))
+        _check_normals(base_samples, sample_shape + self.base_sample_shape)
         normals = _first_point_normals(base_samples, self.ensemble_size)
         functions = combine_functions(self.component_means, self.weights, normals)
         noise = base_samples[..., self.ensemble_size :]

@@ -111,6 +111,9 @@ class TrainedNetworks(ABC):
     def project(self) -> None:
         r"""Clamp the parameters with unenforced GPyTorch constraints to their bounds
         (after an optimizer step)."""
+        if not self._bounded:
+            # Most fits have none: no per-step cost for them.
+            return
         with torch.no_grad():
             for parameter, lower, upper in self._bounded:
                 parameter.clamp_(min=lower, max=upper)
